@@ -1,0 +1,7 @@
+"""``python -m webhook``: same as the ``snapready`` console script."""
+
+import sys
+
+from webhook.cli import main
+
+sys.exit(main())

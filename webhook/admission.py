@@ -1,0 +1,244 @@
+"""Admission of one review, without HTTP: dispatch, policy match, mutate or validate, decide.
+
+``admit`` is the single entry point used by the HTTPS app, the ``review`` CLI command and the
+offline ``check`` command, so all three answer identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.config import Settings
+from webhook.context import PodContext, join_path
+from webhook.matching import Policy
+from webhook.mutation import mutate_pod
+from webhook.responses import Decision, allowed, bounded_warnings, denied
+from webhook.review import AdmissionRequest
+from webhook.rules import RULES, evaluate
+from webhook.state import ClusterState
+from webhook.types import Endpoint, Finding, Mode, RawObject, Rule
+
+Handler = Callable[[AdmissionRequest, Endpoint, "Engine"], Decision]
+_MODE_STRICTNESS: Mapping[str, int] = {"audit": 0, "warn": 1, "enforce": 2}
+
+# Where each pod controller keeps its pod template (apps/v1, batch/v1).
+TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
+    "Deployment": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+    "ReplicaSet": ("spec", "template"),
+    "Job": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+}
+
+
+@dataclass
+class Engine:
+    """The admission engine: settings, a cluster-state getter and the rule table.
+
+    Attributes:
+        settings: validated settings.
+        state: returns the current ``ClusterState`` (swapped atomically by sources; no I/O).
+        rules: the rule table (tests may pass their own).
+        governance: validates PodSnapshotPolicy/StorageConfig objects (set by the governance
+            module; default allows).
+    """
+
+    settings: Settings
+    state: Callable[[], ClusterState]
+    rules: tuple[Rule, ...] = RULES
+    governance: Callable[[AdmissionRequest, RawObject, Engine], Decision] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def admit(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
+    """Decide one AdmissionReview request for ``endpoint`` (``mutate`` or ``validate``).
+
+    Steps: 1. dispatch on group/kind/subresource; 2. unknown kinds, DELETE/CONNECT and null objects
+    are allowed untouched; 3. the handler matches policies and mutates or validates.
+    Exceptions propagate to the caller, which applies the failure policy.
+    """
+    handler = DISPATCH.get((request.kind.group, request.kind.kind))
+    if handler is None or request.operation not in ("CREATE", "UPDATE"):
+        return allowed()
+    return handler(request, endpoint, engine)
+
+
+def request_namespace(request: AdmissionRequest, obj: RawObject) -> str:
+    """The namespace to match policies in: ``request.namespace``, else the object's, else default."""
+    if request.namespace:
+        return request.namespace
+    metadata = obj.get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+    return namespace if isinstance(namespace, str) and namespace else "default"
+
+
+def namespace_ignored(state: ClusterState, namespace: str, settings: Settings) -> bool:
+    """Namespace label ``<prefix>ignore: "true"`` excludes it even without a namespaceSelector."""
+    labels = state.namespace_labels.get(namespace) or {}
+    return labels.get(settings.prefix + "ignore") == "true"
+
+
+def effective_mode(policies: tuple[Policy, ...], namespace: str, state: ClusterState,
+                   settings: Settings) -> Mode:
+    """Mode precedence: policy annotation (the strictest of the selecting policies) > namespace
+    label ``<prefix>enforcement`` > global ``settings.enforcement``. Invalid values are ignored."""
+    from_policies = [p.enforcement for p in policies if p.enforcement in _MODE_STRICTNESS]
+    if from_policies:
+        return max(from_policies, key=lambda m: _MODE_STRICTNESS[m or "audit"])  # type: ignore[return-value]
+    labels = state.namespace_labels.get(namespace) or {}
+    label = labels.get(settings.prefix + "enforcement")
+    if label in _MODE_STRICTNESS:
+        return label  # type: ignore[return-value]
+    return settings.enforcement
+
+
+def pod_context(*, spec: Any, metadata: Any, spec_path: str, metadata_path: str, namespace: str,
+                kind: str, policies: tuple[Policy, ...], engine: Engine,
+                state: ClusterState) -> PodContext:
+    """Build the view rules and mutators see; null spec/metadata become ``{}``."""
+    return PodContext(
+        spec=spec if isinstance(spec, dict) else {},
+        metadata=metadata if isinstance(metadata, dict) else {},
+        spec_path=spec_path,
+        metadata_path=metadata_path,
+        namespace=namespace,
+        kind=kind,
+        policies=policies,
+        settings=engine.settings,
+        cluster=state,
+        mode=effective_mode(policies, namespace, state, engine.settings),
+    )
+
+
+def overlap_findings(ctx: PodContext) -> list[Finding]:
+    """A pod selected by several policies: which one GKE applies is undefined (advisory)."""
+    if len(ctx.policies) < 2:  # noqa: PLR2004
+        return []
+    names = ", ".join(p.name for p in ctx.policies)
+    return [Finding(ctx.metadata_field("labels"), "policy-overlap",
+                    f"selected by several PodSnapshotPolicies ({names}); which one GKE applies is "
+                    "undefined: make the selectors disjoint", "warn")]
+
+
+def decide(findings: list[Finding], ctx: PodContext) -> Decision:
+    """Turn findings into a decision under the pod's mode and per-rule mode overrides.
+
+    ``enforce`` findings of severity ``deny`` deny (all listed); ``warn`` ones become warnings;
+    ``audit`` ones are only recorded in ``Decision.audit``; ``warn`` severity is always a warning.
+    """
+    overrides = ctx.settings.rules.modes
+    denials: list[Finding] = []
+    warnings: list[Finding] = []
+    audited: list[Finding] = []
+    for finding in findings:
+        mode = overrides.get(finding.rule, ctx.mode)
+        if finding.severity == "warn":
+            (audited if mode == "audit" else warnings).append(finding)
+        elif mode == "enforce":
+            denials.append(finding)
+        elif mode == "warn":
+            warnings.append(finding)
+        else:
+            audited.append(finding)
+    warning_lines = bounded_warnings([f"[{f.rule}] {f.path}: {f.message}" for f in warnings])
+    audit = {"findings": findings, "mode": ctx.mode,
+             "policy": ",".join(f"{p.namespace}/{p.name}" for p in ctx.policies)}
+    if denials:
+        where = ", ".join(p.name for p in ctx.policies)
+        lines = "\n".join(f"- [{f.rule}] {f.path}: {f.message}" for f in denials)
+        message = (f"snapready: {ctx.kind} is not snapshot-ready for PodSnapshotPolicy {where} "
+                   f"({len(denials)} problem(s)):\n{lines}")
+        decision = denied(message, warnings=warning_lines)
+    else:
+        decision = allowed(warnings=warning_lines)
+    decision.audit.update(audit)
+    return decision
+
+
+def validate_context(ctx: PodContext, engine: Engine) -> Decision:
+    """Run the rule table (plus the policy-overlap check) over one pod view and decide."""
+    return decide([*overlap_findings(ctx), *evaluate(ctx, engine.rules)], ctx)
+
+
+def _handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
+    obj = request.object
+    if not isinstance(obj, dict):
+        return allowed()
+    if request.sub_resource:
+        if request.sub_resource == "ephemeralcontainers" and endpoint == "validate":
+            return _handle_ephemeral(request, obj, engine)
+        return allowed()
+    if request.operation != "CREATE":
+        return allowed()  # pods are judged and mutated once, at creation
+    state = engine.state()
+    namespace = request_namespace(request, obj)
+    if namespace_ignored(state, namespace, engine.settings):
+        return allowed()
+    metadata = obj.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    policies = state.policies.select(namespace, labels if isinstance(labels, dict) else {})
+    if not policies:
+        return allowed()  # the fast path: no policy selects this pod
+    ctx = pod_context(spec=obj.get("spec"), metadata=metadata, spec_path="spec",
+                      metadata_path="metadata", namespace=namespace, kind="Pod",
+                      policies=policies, engine=engine, state=state)
+    if endpoint == "mutate":
+        return mutate_pod(obj, ctx)
+    return validate_context(ctx, engine)
+
+
+def _handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
+    """Ephemeral containers added through ``pods/ephemeralcontainers`` (validated by ``sandbox-compat``)."""
+    hook = engine.extra.get("ephemeral")
+    if hook is None:
+        return allowed()
+    decision: Decision = hook(request, obj, engine)
+    return decision
+
+
+def _handle_controller(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
+    obj = request.object
+    if endpoint != "validate" or not isinstance(obj, dict):
+        return allowed()
+    path = TEMPLATE_PATHS[request.kind.kind]
+    template: Any = obj
+    for key in path:
+        template = template.get(key) if isinstance(template, dict) else None
+    if not isinstance(template, dict):
+        return allowed()
+    state = engine.state()
+    namespace = request_namespace(request, obj)
+    if namespace_ignored(state, namespace, engine.settings):
+        return allowed()
+    metadata = template.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    policies = state.policies.select(namespace, labels if isinstance(labels, dict) else {})
+    if not policies:
+        return allowed()
+    base = join_path("", *path)
+    ctx = pod_context(spec=template.get("spec"), metadata=metadata, spec_path=f"{base}.spec",
+                      metadata_path=f"{base}.metadata", namespace=namespace,
+                      kind=request.kind.kind, policies=policies, engine=engine, state=state)
+    return validate_context(ctx, engine)
+
+
+def _handle_snapshot_crd(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
+    obj = request.object
+    if endpoint != "validate" or not isinstance(obj, dict) or engine.governance is None:
+        return allowed()
+    return engine.governance(request, obj, engine)
+
+
+DISPATCH: dict[tuple[str, str], Handler] = {
+    ("", "Pod"): _handle_pod,
+    **{("apps", kind): _handle_controller
+       for kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")},
+    ("batch", "Job"): _handle_controller,
+    ("batch", "CronJob"): _handle_controller,
+    ("podsnapshot.gke.io", "PodSnapshotPolicy"): _handle_snapshot_crd,
+    ("podsnapshot.gke.io", "PodSnapshotStorageConfig"): _handle_snapshot_crd,
+}
+"""The one explicit dispatch table: (API group, kind) -> handler. Everything else is allowed."""

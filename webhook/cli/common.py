@@ -1,0 +1,65 @@
+"""Helpers shared by subcommands: settings from flags, reading files or stdin, printing JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from webhook.config import Settings, load_settings
+from webhook.errors import ConfigError
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and ``--policies``, shared by commands that need settings."""
+    parser.add_argument("--config", type=Path, help="YAML settings file (same keys as the env).")
+    parser.add_argument("--policies", "--policy-dir", dest="policy_dir", type=Path,
+                        help="directory of PodSnapshotPolicy/StorageConfig YAML files")
+
+
+def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
+    """Settings from ``--config``, env and flags (flags win).
+
+    Raises:
+        ConfigError: invalid settings (message names the field).
+    """
+    source: dict[str, Any] = {}
+    if getattr(args, "policy_dir", None) is not None:
+        source["policy_dir"] = args.policy_dir
+    overrides: dict[str, Any] = dict(extra)
+    if source:
+        overrides["source"] = source
+    try:
+        return load_settings(getattr(args, "config", None), **overrides)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid settings: {exc}") from None
+
+
+def read_input(name: str) -> bytes:
+    """Bytes of file ``name`` or of stdin for ``-``.
+
+    Raises:
+        ConfigError: the file cannot be read.
+    """
+    if name == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(name).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
+
+
+def print_json(payload: Any) -> None:
+    """Pretty, key-sorted JSON on stdout (stable for scripts and golden files)."""
+    sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+                     .decode() + "\n")
+
+
+def fail(message: str, code: int = 2) -> int:
+    """Print ``snapready: message`` on stderr and return ``code``."""
+    sys.stderr.write(f"snapready: {message}\n")
+    return code

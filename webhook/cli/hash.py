@@ -1,0 +1,20 @@
+"""``snapready hash``: not built yet (placeholder so the CLI table is complete)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from webhook.cli.common import fail
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``hash`` subcommand."""
+    parser: argparse.ArgumentParser = subparsers.add_parser("hash", help="(not built yet)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Not built yet."""
+    del args
+    return fail("'hash' is not built yet")

@@ -1,0 +1,44 @@
+"""``snapready review FILE|-``: run one AdmissionReview through the handlers, print the response."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+from typing import Any
+
+import orjson
+
+from webhook.admission import admit
+from webhook.cli.common import add_settings_arguments, fail, print_json, read_input, settings_from
+from webhook.errors import BadRequest, ConfigError
+from webhook.responses import finalize
+from webhook.review import parse_review
+from webhook.server import build_engine
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``review`` subcommand."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "review", help="answer one AdmissionReview file in-process (debugging)")
+    parser.add_argument("file", help="AdmissionReview JSON file, or - for stdin")
+    parser.add_argument("--endpoint", choices=["mutate", "validate"], default="mutate",
+                        help="which webhook to act as (default mutate)")
+    add_settings_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the response review; the decoded patch is added as ``response.patchDecoded``."""
+    try:
+        settings = settings_from(args)
+        engine = build_engine(settings)
+        review = parse_review(read_input(args.file))
+    except (ConfigError, BadRequest) as exc:
+        return fail(str(exc))
+    decision = admit(review.request, args.endpoint, engine)
+    wire = finalize(decision, uid=review.request.uid, api_version=review.api_version)
+    response = wire["response"]
+    if "patch" in response:
+        response["patchDecoded"] = orjson.loads(base64.b64decode(response["patch"]))
+    print_json(wire)
+    return 0

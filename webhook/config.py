@@ -1,0 +1,227 @@
+"""Settings: one pydantic-settings model, validated once at start-up.
+
+Precedence (lowest first): field defaults < YAML settings file (``--config`` or
+``SNAPREADY_CONFIG_FILE``) < environment (``SNAPREADY_*``, nested with ``__``, e.g.
+``SNAPREADY_SERVER__PORT=9443``) < command-line flags (passed as init arguments).
+Every field documents its unit and why its default was chosen; the Helm chart's values mirror them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from webhook.types import FailurePolicy, Mode
+
+MiB = 1024 * 1024
+PACKAGE_DIR = Path(__file__).resolve().parent
+DEFAULT_POLICY_DIR = PACKAGE_DIR / "examples"
+"""Embedded default policy directory (a copy of ``manifests/examples`` policies), for local runs."""
+
+
+class ServerSettings(BaseModel):
+    """HTTPS listener and request limits."""
+
+    host: str = Field("127.0.0.1", description="Listen address; the chart sets 0.0.0.0.")
+    port: int = Field(
+        8443, ge=1, le=65535, description="HTTPS port. The chart uses 10250 (GKE private clusters)."
+    )
+    cert_file: Path = Field(Path("certs/tls.crt"), description="PEM serving certificate (chain).")
+    key_file: Path = Field(Path("certs/tls.key"), description="PEM private key, mode 0600.")
+    generate_certs: bool = Field(
+        True,
+        description="Create a local CA and serving cert when the files are missing (local runs only;"
+        " the chart turns it off).",
+    )
+    cert_reload_seconds: float = Field(
+        10.0, gt=0, description="Seconds between digest polls of cert/key for hot reload."
+    )
+    metrics_port: int = Field(
+        8080, ge=0, le=65535, description="Plain-HTTP port for /metrics; 0 disables it."
+    )
+    max_body_bytes: int = Field(
+        7 * MiB,
+        ge=1024,
+        description="Body cap in bytes. API objects are at most ~3 MiB (etcd limit 1.5 MiB, "
+        "plus encoding) and a review carries object and oldObject, hence 7 MiB.",
+    )
+    max_concurrency: int = Field(
+        256, ge=1, description="Concurrent requests per worker before 503 (bounds memory)."
+    )
+    keepalive_seconds: int = Field(
+        65, ge=1, description="Idle keep-alive; above the API server's 60 s idle pool timeout."
+    )
+    request_timeout_seconds: float = Field(
+        10.0, gt=0, description="Max seconds to read a request body; webhook timeout max is 30 s."
+    )
+    drain_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="After SIGTERM, keep serving this long with /readyz false so endpoints drop us.",
+    )
+    graceful_timeout_seconds: float = Field(
+        20.0, ge=0, description="Max seconds to finish in-flight requests after the drain."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class SourceSettings(BaseModel):
+    """Where policies (and cluster facts) come from."""
+
+    kind: Literal["files", "kube"] = Field(
+        "files", description="`files`: a directory of YAML; `kube`: list+watch the API server."
+    )
+    policy_dir: Path = Field(
+        DEFAULT_POLICY_DIR, description="Directory of PodSnapshotPolicy/StorageConfig YAML files."
+    )
+    kubeconfig: Path | None = Field(None, description="Kubeconfig; default: in-cluster config.")
+    resync_seconds: float = Field(
+        300.0, gt=0, description="Watch timeout before a resumed watch (server-side timeout)."
+    )
+
+
+class RuleSettings(BaseModel):
+    """Facts and switches of the readiness rules (defaults from domain.md sections 4-6)."""
+
+    runtime_class_names: list[str] = Field(
+        ["gvisor"], description="runtimeClassName values that mean GKE Sandbox (gVisor)."
+    )
+    unsupported_machine_families: list[str] = Field(
+        ["e2"], description="Machine families Pod snapshots do not support (GKE docs: E2)."
+    )
+    known_machine_families: list[str] = Field(
+        ["n1", "n2", "n2d", "n4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "t2a", "t2d",
+         "m1", "m2", "m3", "g2", "a2", "a3", "a4", "h3", "e2"],
+        description="Families the rules recognise; an unknown pinned family is reported.",
+    )
+    gpu_machine_types: dict[str, int] = Field(
+        {
+            "g2-standard-4": 1, "g2-standard-8": 1, "g2-standard-12": 1, "g2-standard-16": 1,
+            "g2-standard-32": 1, "g2-standard-48": 4, "g2-standard-96": 8,
+            "a2-highgpu-1g": 1, "a2-ultragpu-1g": 1, "a3-highgpu-1g": 1,
+        },
+        description="Supported GPU machine types and their GPU count (GKE Pod snapshot docs).",
+    )
+    gpu_accelerators: dict[str, list[str]] = Field(
+        {
+            "nvidia-l4": ["g2"],
+            "nvidia-tesla-a100": ["a2"],
+            "nvidia-a100-80gb": ["a2"],
+            "nvidia-h100-80gb": ["a3"],
+        },
+        description="Supported accelerator label values and the machine families carrying them.",
+    )
+    multi_gpu_accelerators: list[str] = Field(
+        ["nvidia-l4"], description="Accelerators on which a pod may use more than one GPU (L4)."
+    )
+    gke_version: str | None = Field(
+        None,
+        description="Cluster version (e.g. 1.35.0-gke.1738000) for version-gated rules; in kube "
+        "mode read from /version. Unknown means the strictest (oldest) behaviour.",
+    )
+    disabled: list[str] = Field([], description="Rule ids to skip entirely.")
+    modes: dict[str, Mode] = Field(
+        {}, description="Per-rule enforcement mode overriding the global/policy/namespace mode."
+    )
+
+
+class InjectionSettings(BaseModel):
+    """Rehydration helper injection (design.md, "Rehydration helpers")."""
+
+    enabled: bool = True
+    helpers_image: str = Field(
+        "ghcr.io/snapready/helpers:0.1.0@sha256:"
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        description="Helper image; must be digest-pinned because it is part of every fingerprint.",
+    )
+    allow_tag_only_image: bool = Field(
+        False, description="Permit a tag-only helper image (changes fingerprints when retagged)."
+    )
+
+
+class StorageSettings(BaseModel):
+    """Bucket governance checks for PodSnapshotStorageConfig (through google-cloud-storage)."""
+
+    enabled: bool = True
+    timeout_seconds: float = Field(2.0, gt=0, description="Per-check GCS timeout; webhook max 30 s.")
+    cache_ttl_seconds: float = Field(300.0, ge=0, description="How long a bucket verdict is kept.")
+    strict: bool = Field(False, description="Deny (instead of warn) when GCS cannot be reached.")
+    cluster_location: str | None = Field(
+        None, description="Cluster location (e.g. us-central1); bucket should be in it."
+    )
+    project: str | None = Field(None, description="GCP project for the storage client.")
+
+
+class Settings(BaseSettings):
+    """All snapready settings. Raises ``pydantic.ValidationError`` on invalid values."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SNAPREADY_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    prefix: str = Field(
+        "snapready.io/", description="Annotation/label prefix for everything snapready writes."
+    )
+    enforcement: Mode = Field("enforce", description="Global mode when no override applies.")
+    failure_policy: FailurePolicy = Field(
+        "Fail",
+        description="Shared by the chart's webhook failurePolicy and the answer to internal errors "
+        "(Fail: deny with an error id; Ignore: allow with a warning).",
+    )
+    server: ServerSettings = ServerSettings()
+    source: SourceSettings = SourceSettings()
+    rules: RuleSettings = RuleSettings()
+    injection: InjectionSettings = InjectionSettings()
+    storage: StorageSettings = StorageSettings()
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix_ends_with_slash(cls, value: str) -> str:
+        if not value.endswith("/"):
+            raise ValueError("prefix must end with '/', e.g. 'snapready.io/'")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init) > env > YAML file > defaults."""
+        config_file = os.environ.get("SNAPREADY_CONFIG_FILE")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if config_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+    def annotation(self, name: str) -> str:
+        """Full annotation key for ``name``, e.g. ``annotation("spec-hash")``."""
+        return self.prefix + name
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from defaults, an optional YAML file, env and flag overrides.
+
+    Args:
+        config_file: YAML file with the same nested keys as ``Settings`` (optional).
+        overrides: flag values; nested groups as dicts, ``None`` values are ignored.
+
+    Raises:
+        pydantic.ValidationError: any value is invalid (names the field).
+    """
+    if config_file is not None:
+        os.environ["SNAPREADY_CONFIG_FILE"] = str(config_file)
+    clean = {key: value for key, value in overrides.items() if value is not None}
+    return Settings(**clean)

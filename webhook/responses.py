@@ -1,0 +1,102 @@
+"""AdmissionReview response constructors (after controller-runtime's ``response.go``).
+
+A decision is built with ``allowed``/``denied``/``patched``/``with_warnings`` and turned into the
+wire document by ``finalize``, which alone sets ``apiVersion``, ``kind`` and echoes ``uid``, so
+no path can forget them.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from webhook.types import JsonPatchOp
+
+MAX_WARNING_CHARS = 256
+"""API server limit per warning (k8s.io/apiserver/pkg/warning: longer ones are truncated)."""
+MAX_WARNINGS_TOTAL_CHARS = 4096
+"""API server limit for all warnings of one response together."""
+HTTP_FORBIDDEN = 403
+HTTP_INTERNAL_ERROR = 500
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the webhook decided, before it is put on the wire.
+
+    Attributes:
+        allowed: admit or deny.
+        message: denial reason shown to the user (``status.message``).
+        code: HTTP-like status code for denials (403 policy denial, 500 internal error).
+        patch: RFC 6902 operations (mutating only); empty means no patch.
+        warnings: ``response.warnings`` lines, already bounded by ``bounded_warnings``.
+        audit: free-form facts for logs/metrics (never sent on the wire).
+    """
+
+    allowed: bool
+    message: str | None = None
+    code: int | None = None
+    patch: tuple[JsonPatchOp, ...] = ()
+    warnings: tuple[str, ...] = ()
+    audit: dict[str, Any] = field(default_factory=dict)
+
+
+def allowed(*, warnings: tuple[str, ...] = ()) -> Decision:
+    """Admit without a patch."""
+    return Decision(allowed=True, warnings=warnings)
+
+
+def denied(message: str, *, code: int = HTTP_FORBIDDEN, warnings: tuple[str, ...] = ()) -> Decision:
+    """Deny with a user-facing ``message`` (what to change)."""
+    return Decision(allowed=False, message=message, code=code, warnings=warnings)
+
+
+def patched(patch: list[JsonPatchOp], *, warnings: tuple[str, ...] = ()) -> Decision:
+    """Admit with a JSON Patch; an empty ``patch`` is the same as ``allowed``."""
+    return Decision(allowed=True, patch=tuple(patch), warnings=warnings)
+
+
+def with_warnings(decision: Decision, extra: list[str]) -> Decision:
+    """Return ``decision`` with ``extra`` warnings appended (still within the API limits)."""
+    return replace(decision, warnings=bounded_warnings([*decision.warnings, *extra]))
+
+
+def bounded_warnings(lines: list[str]) -> tuple[str, ...]:
+    """Clip each warning to 256 chars and the total to 4096 (API server limits).
+
+    When lines are dropped, the last kept line says how many were left out.
+    """
+    kept: list[str] = []
+    total = 0
+    for index, line in enumerate(lines):
+        text = line if len(line) <= MAX_WARNING_CHARS else line[: MAX_WARNING_CHARS - 3] + "..."
+        if total + len(text) > MAX_WARNINGS_TOTAL_CHARS - 64:
+            kept.append(f"... and {len(lines) - index} more warning(s) (see the webhook logs)")
+            break
+        kept.append(text)
+        total += len(text)
+    return tuple(kept)
+
+
+def finalize(decision: Decision, *, uid: str, api_version: str) -> dict[str, Any]:
+    """The wire AdmissionReview for ``decision``: same ``apiVersion`` as the request, uid echoed.
+
+    ``patch``/``patchType`` appear only when there is a non-empty patch.
+    """
+    response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
+    if not decision.allowed:
+        response["status"] = {
+            "code": decision.code or HTTP_FORBIDDEN,
+            "message": decision.message or "denied",
+            "reason": "Forbidden" if (decision.code or HTTP_FORBIDDEN) == HTTP_FORBIDDEN
+            else "InternalError",
+        }
+    if decision.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(list(decision.patch))).decode("ascii")
+    if decision.warnings:
+        response["warnings"] = list(decision.warnings)
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}

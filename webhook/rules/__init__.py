@@ -1,0 +1,28 @@
+"""The ordered table of readiness rules and ``evaluate``, which runs them over one pod view.
+
+Each rule family lives in its own module; ``RULES`` fixes their order (cheapest first), and the
+output of ``evaluate`` is sorted stably so denials read the same on every run.
+"""
+
+from __future__ import annotations
+
+from webhook.context import PodContext
+from webhook.types import Finding, Rule
+
+RULES: tuple[Rule, ...] = ()
+"""Rule families in evaluation order (filled in by the rules modules)."""
+
+
+def evaluate(ctx: PodContext, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
+    """Run every enabled rule over ``ctx`` and return all findings, sorted by (path, rule).
+
+    Rules listed in ``settings.rules.disabled`` are dropped after evaluation.
+    """
+    disabled = set(ctx.settings.rules.disabled)
+    findings = [
+        finding
+        for rule in rules
+        for finding in rule(ctx)
+        if finding.rule not in disabled
+    ]
+    return sorted(findings)
