@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from webhook.config import Settings
 from webhook.context import PodContext, join_path
@@ -67,7 +67,7 @@ def admit(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Deci
 
 
 def request_namespace(request: AdmissionRequest, obj: RawObject) -> str:
-    """The namespace to match policies in: ``request.namespace``, else the object's, else default."""
+    """Namespace to match policies in: ``request.namespace``, else the object's, else default."""
     if request.namespace:
         return request.namespace
     metadata = obj.get("metadata")
@@ -81,23 +81,35 @@ def namespace_ignored(state: ClusterState, namespace: str, settings: Settings) -
     return labels.get(settings.prefix + "ignore") == "true"
 
 
-def effective_mode(policies: tuple[Policy, ...], namespace: str, state: ClusterState,
-                   settings: Settings) -> Mode:
+def effective_mode(
+    policies: tuple[Policy, ...], namespace: str, state: ClusterState, settings: Settings
+) -> Mode:
     """Mode precedence: policy annotation (the strictest of the selecting policies) > namespace
     label ``<prefix>enforcement`` > global ``settings.enforcement``. Invalid values are ignored."""
-    from_policies = [p.enforcement for p in policies if p.enforcement in _MODE_STRICTNESS]
+    from_policies: list[Mode] = [
+        cast(Mode, p.enforcement) for p in policies if p.enforcement in _MODE_STRICTNESS
+    ]
     if from_policies:
-        return max(from_policies, key=lambda m: _MODE_STRICTNESS[m or "audit"])  # type: ignore[return-value]
+        return max(from_policies, key=_MODE_STRICTNESS.__getitem__)
     labels = state.namespace_labels.get(namespace) or {}
     label = labels.get(settings.prefix + "enforcement")
     if label in _MODE_STRICTNESS:
-        return label  # type: ignore[return-value]
+        return cast(Mode, label)
     return settings.enforcement
 
 
-def pod_context(*, spec: Any, metadata: Any, spec_path: str, metadata_path: str, namespace: str,
-                kind: str, policies: tuple[Policy, ...], engine: Engine,
-                state: ClusterState) -> PodContext:
+def pod_context(
+    *,
+    spec: Any,
+    metadata: Any,
+    spec_path: str,
+    metadata_path: str,
+    namespace: str,
+    kind: str,
+    policies: tuple[Policy, ...],
+    engine: Engine,
+    state: ClusterState,
+) -> PodContext:
     """Build the view rules and mutators see; null spec/metadata become ``{}``."""
     return PodContext(
         spec=spec if isinstance(spec, dict) else {},
@@ -115,12 +127,18 @@ def pod_context(*, spec: Any, metadata: Any, spec_path: str, metadata_path: str,
 
 def overlap_findings(ctx: PodContext) -> list[Finding]:
     """A pod selected by several policies: which one GKE applies is undefined (advisory)."""
-    if len(ctx.policies) < 2:  # noqa: PLR2004
+    if len(ctx.policies) < 2:
         return []
     names = ", ".join(p.name for p in ctx.policies)
-    return [Finding(ctx.metadata_field("labels"), "policy-overlap",
-                    f"selected by several PodSnapshotPolicies ({names}); which one GKE applies is "
-                    "undefined: make the selectors disjoint", "warn")]
+    return [
+        Finding(
+            ctx.metadata_field("labels"),
+            "policy-overlap",
+            f"selected by several PodSnapshotPolicies ({names}); which one GKE applies is "
+            "undefined: make the selectors disjoint",
+            "warn",
+        )
+    ]
 
 
 def decide(findings: list[Finding], ctx: PodContext) -> Decision:
@@ -144,13 +162,18 @@ def decide(findings: list[Finding], ctx: PodContext) -> Decision:
         else:
             audited.append(finding)
     warning_lines = bounded_warnings([f"[{f.rule}] {f.path}: {f.message}" for f in warnings])
-    audit = {"findings": findings, "mode": ctx.mode,
-             "policy": ",".join(f"{p.namespace}/{p.name}" for p in ctx.policies)}
+    audit = {
+        "findings": findings,
+        "mode": ctx.mode,
+        "policy": ",".join(f"{p.namespace}/{p.name}" for p in ctx.policies),
+    }
     if denials:
         where = ", ".join(p.name for p in ctx.policies)
         lines = "\n".join(f"- [{f.rule}] {f.path}: {f.message}" for f in denials)
-        message = (f"snapready: {ctx.kind} is not snapshot-ready for PodSnapshotPolicy {where} "
-                   f"({len(denials)} problem(s)):\n{lines}")
+        message = (
+            f"snapready: {ctx.kind} is not snapshot-ready for PodSnapshotPolicy {where} "
+            f"({len(denials)} problem(s)):\n{lines}"
+        )
         decision = denied(message, warnings=warning_lines)
     else:
         decision = allowed(warnings=warning_lines)
@@ -182,16 +205,24 @@ def _handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -
     policies = state.policies.select(namespace, labels if isinstance(labels, dict) else {})
     if not policies:
         return allowed()  # the fast path: no policy selects this pod
-    ctx = pod_context(spec=obj.get("spec"), metadata=metadata, spec_path="spec",
-                      metadata_path="metadata", namespace=namespace, kind="Pod",
-                      policies=policies, engine=engine, state=state)
+    ctx = pod_context(
+        spec=obj.get("spec"),
+        metadata=metadata,
+        spec_path="spec",
+        metadata_path="metadata",
+        namespace=namespace,
+        kind="Pod",
+        policies=policies,
+        engine=engine,
+        state=state,
+    )
     if endpoint == "mutate":
         return mutate_pod(obj, ctx)
     return validate_context(ctx, engine)
 
 
 def _handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
-    """Ephemeral containers added through ``pods/ephemeralcontainers`` (validated by ``sandbox-compat``)."""
+    """Containers added through ``pods/ephemeralcontainers`` (checked by ``sandbox-compat``)."""
     hook = engine.extra.get("ephemeral")
     if hook is None:
         return allowed()
@@ -219,9 +250,17 @@ def _handle_controller(request: AdmissionRequest, endpoint: Endpoint, engine: En
     if not policies:
         return allowed()
     base = join_path("", *path)
-    ctx = pod_context(spec=template.get("spec"), metadata=metadata, spec_path=f"{base}.spec",
-                      metadata_path=f"{base}.metadata", namespace=namespace,
-                      kind=request.kind.kind, policies=policies, engine=engine, state=state)
+    ctx = pod_context(
+        spec=template.get("spec"),
+        metadata=metadata,
+        spec_path=f"{base}.spec",
+        metadata_path=f"{base}.metadata",
+        namespace=namespace,
+        kind=request.kind.kind,
+        policies=policies,
+        engine=engine,
+        state=state,
+    )
     return validate_context(ctx, engine)
 
 
@@ -234,8 +273,10 @@ def _handle_snapshot_crd(request: AdmissionRequest, endpoint: Endpoint, engine: 
 
 DISPATCH: dict[tuple[str, str], Handler] = {
     ("", "Pod"): _handle_pod,
-    **{("apps", kind): _handle_controller
-       for kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")},
+    **{
+        ("apps", kind): _handle_controller
+        for kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
+    },
     ("batch", "Job"): _handle_controller,
     ("batch", "CronJob"): _handle_controller,
     ("podsnapshot.gke.io", "PodSnapshotPolicy"): _handle_snapshot_crd,

@@ -92,8 +92,11 @@ class AdmissionApp:
         """(ready, details): policies synced and not draining for shutdown."""
         state = self.engine.state()
         ok = state.synced and not self.shutting_down
-        return ok, {"synced": state.synced, "shuttingDown": self.shutting_down,
-                    **dict(state.details)}
+        return ok, {
+            "synced": state.synced,
+            "shuttingDown": self.shutting_down,
+            **dict(state.details),
+        }
 
     async def handle(self, request: Request, endpoint: Endpoint) -> Response:
         """Serve one review: read, parse, admit, finalize (numbered in the module docstring)."""
@@ -104,7 +107,7 @@ class AdmissionApp:
             body = await read_body(request, max_bytes)
             review = parse_review(body)
         except BadRequest as exc:
-            if exc.uid is None or exc.status != 400:  # noqa: PLR2004
+            if exc.uid is None or exc.status != 400:
                 log.info("rejected request: %s", exc, extra={"endpoint": endpoint})
                 return _error(exc.status, str(exc))
             decision = denied(f"malformed AdmissionReview: {exc}", code=400)

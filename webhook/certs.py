@@ -47,7 +47,7 @@ class CertPaths:
 
 
 def service_dns_names(service: str, namespace: str) -> list[str]:
-    """SANs a webhook Service is reached by: ``svc``, ``svc.ns``, ``svc.ns.svc``, ``...cluster.local``."""
+    """SANs a webhook Service is reached by: ``svc``, ``svc.ns``, ``svc.ns.svc``, ``...local``."""
     return [
         service,
         f"{service}.{namespace}",
@@ -107,10 +107,17 @@ def generate(
         .not_valid_after(issued + CA_VALIDITY)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                          content_commitment=False, key_encipherment=False,
-                          data_encipherment=False, key_agreement=False, encipher_only=False,
-                          decipher_only=False),
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
@@ -122,8 +129,9 @@ def generate(
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
     cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
-                                                    f"{service}.{namespace}.svc")]))
+        .subject_name(
+            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}.{namespace}.svc")])
+        )
         .issuer_name(ca_name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())

@@ -39,7 +39,7 @@ class ServerSettings(BaseModel):
     key_file: Path = Field(Path("certs/tls.key"), description="PEM private key, mode 0600.")
     generate_certs: bool = Field(
         True,
-        description="Create a local CA and serving cert when the files are missing (local runs only;"
+        description="Create a local CA and serving cert when the files are missing (local only;"
         " the chart turns it off).",
     )
     cert_reload_seconds: float = Field(
@@ -66,7 +66,7 @@ class ServerSettings(BaseModel):
     drain_seconds: float = Field(
         5.0,
         ge=0,
-        description="After SIGTERM, keep serving this long with /readyz false so endpoints drop us.",
+        description="After SIGTERM, serve this long with /readyz false so endpoints drop us.",
     )
     graceful_timeout_seconds: float = Field(
         20.0, ge=0, description="Max seconds to finish in-flight requests after the drain."
@@ -99,15 +99,44 @@ class RuleSettings(BaseModel):
         ["e2"], description="Machine families Pod snapshots do not support (GKE docs: E2)."
     )
     known_machine_families: list[str] = Field(
-        ["n1", "n2", "n2d", "n4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "t2a", "t2d",
-         "m1", "m2", "m3", "g2", "a2", "a3", "a4", "h3", "e2"],
+        [
+            "n1",
+            "n2",
+            "n2d",
+            "n4",
+            "c2",
+            "c2d",
+            "c3",
+            "c3d",
+            "c4",
+            "c4a",
+            "c4d",
+            "t2a",
+            "t2d",
+            "m1",
+            "m2",
+            "m3",
+            "g2",
+            "a2",
+            "a3",
+            "a4",
+            "h3",
+            "e2",
+        ],
         description="Families the rules recognise; an unknown pinned family is reported.",
     )
     gpu_machine_types: dict[str, int] = Field(
         {
-            "g2-standard-4": 1, "g2-standard-8": 1, "g2-standard-12": 1, "g2-standard-16": 1,
-            "g2-standard-32": 1, "g2-standard-48": 4, "g2-standard-96": 8,
-            "a2-highgpu-1g": 1, "a2-ultragpu-1g": 1, "a3-highgpu-1g": 1,
+            "g2-standard-4": 1,
+            "g2-standard-8": 1,
+            "g2-standard-12": 1,
+            "g2-standard-16": 1,
+            "g2-standard-32": 1,
+            "g2-standard-48": 4,
+            "g2-standard-96": 8,
+            "a2-highgpu-1g": 1,
+            "a2-ultragpu-1g": 1,
+            "a3-highgpu-1g": 1,
         },
         description="Supported GPU machine types and their GPU count (GKE Pod snapshot docs).",
     )
@@ -152,7 +181,9 @@ class StorageSettings(BaseModel):
     """Bucket governance checks for PodSnapshotStorageConfig (through google-cloud-storage)."""
 
     enabled: bool = True
-    timeout_seconds: float = Field(2.0, gt=0, description="Per-check GCS timeout; webhook max 30 s.")
+    timeout_seconds: float = Field(
+        2.0, gt=0, description="Per-check GCS timeout; webhook max 30 s."
+    )
     cache_ttl_seconds: float = Field(300.0, ge=0, description="How long a bucket verdict is kept.")
     strict: bool = Field(False, description="Deny (instead of warn) when GCS cannot be reached.")
     cluster_location: str | None = Field(

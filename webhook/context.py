@@ -25,7 +25,7 @@ class PodContext:
     Attributes:
         spec: the PodSpec dict (``pod["spec"]`` or ``template["spec"]``), never None.
         metadata: the pod's or template's metadata dict, never None.
-        spec_path: dotted path of ``spec`` in the submitted object (``spec``, ``spec.template.spec``).
+        spec_path: dotted path of ``spec`` in the submitted object (``spec.template.spec``...).
         metadata_path: dotted path of ``metadata`` (``metadata``, ``spec.template.metadata``).
         namespace: the request namespace (pods often carry none in the object).
         kind: the submitted object's kind (``Pod``, ``Deployment``...).

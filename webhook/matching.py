@@ -3,7 +3,7 @@
 Semantics follow k8s.io/apimachinery/pkg/labels and metav1.LabelSelectorAsSelector:
 - ``matchLabels`` and every ``matchExpressions`` term must all hold (AND);
 - ``In``: the label exists and its value is in ``values``; ``NotIn``: the label is absent OR its
-  value is not in ``values``; ``Exists`` / ``DoesNotExist``: presence only (``values`` must be empty);
+  value is not in ``values``; ``Exists`` / ``DoesNotExist``: presence only (no ``values``);
 - an empty selector (``{}``) selects everything; a null selector selects nothing.
 Pure module: no I/O.
 """
@@ -93,7 +93,9 @@ def _compile_expression(term: Any, where: str) -> Requirement:
         raise ConfigError(f"{where}: needs a string 'key'")
     operator = term.get("operator")
     if operator not in _OPERATORS:
-        raise ConfigError(f"{where}.operator: {operator!r} is not In, NotIn, Exists or DoesNotExist")
+        raise ConfigError(
+            f"{where}.operator: {operator!r} is not In, NotIn, Exists or DoesNotExist"
+        )
     values = term.get("values") or []
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise ConfigError(f"{where}.values: must be a list of strings")

@@ -91,7 +91,8 @@ def finalize(decision: Decision, *, uid: str, api_version: str) -> dict[str, Any
         response["status"] = {
             "code": decision.code or HTTP_FORBIDDEN,
             "message": decision.message or "denied",
-            "reason": "Forbidden" if (decision.code or HTTP_FORBIDDEN) == HTTP_FORBIDDEN
+            "reason": "Forbidden"
+            if (decision.code or HTTP_FORBIDDEN) == HTTP_FORBIDDEN
             else "InternalError",
         }
     if decision.patch:

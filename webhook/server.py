@@ -35,8 +35,11 @@ def ensure_certificates(settings: Settings) -> None:
     if cert.parent != key.parent or cert.name != "tls.crt" or key.name != "tls.key":
         raise FileNotFoundError(f"cannot generate into {cert} / {key}: use <dir>/tls.crt, tls.key")
     paths = certs.generate(cert.parent)
-    log.info("generated a local CA and serving certificate in %s (caBundle: %s)",
-             paths.directory, Path(paths.ca_cert))
+    log.info(
+        "generated a local CA and serving certificate in %s (caBundle: %s)",
+        paths.directory,
+        Path(paths.ca_cert),
+    )
 
 
 def build_engine(settings: Settings) -> Engine:
@@ -67,7 +70,7 @@ def uvicorn_config(settings: Settings, engine: Engine) -> uvicorn.Config:
         lifespan="off",
     )
     config.load()
-    assert config.ssl is not None  # noqa: S101 - set because ssl_certfile is given
+    assert config.ssl is not None
     config.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
     return config
 

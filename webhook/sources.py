@@ -76,7 +76,9 @@ def load_policy_dir(directory: Path, *, prefix: str) -> ClusterState:
                     raise ConfigError(f"{where}: duplicate PodSnapshotStorageConfig {config.name}")
                 storage[config.name] = config
             elif not isinstance(document, dict):
-                raise ConfigError(f"{where}: not a Kubernetes object (got {type(document).__name__})")
+                raise ConfigError(
+                    f"{where}: not a Kubernetes object (got {type(document).__name__})"
+                )
     return ClusterState(
         policies=PolicyIndex.build(policies.values()),
         storage_configs=storage,

@@ -129,7 +129,8 @@ def parse_policy(obj: Mapping[str, Any], *, prefix: str, where: str = "") -> Pol
         storage_config_name=storage,
         scope=scope,
         trigger_type=trigger.get("type") if isinstance(trigger, dict) else None,
-        enforcement=annotations.get(prefix + "enforcement") if isinstance(annotations, dict)
+        enforcement=annotations.get(prefix + "enforcement")
+        if isinstance(annotations, dict)
         else None,
         grouping_labels=tuple(str(label) for label in grouping if isinstance(label, str)),
         has_retention=bool(spec.get("retentionConfig")),
@@ -144,8 +145,9 @@ def parse_storage_config(obj: Mapping[str, Any], *, where: str = "") -> StorageC
     """
     at = f"{where}: " if where else ""
     metadata = obj.get("metadata") or {}
-    name = _require_str(metadata.get("name") if isinstance(metadata, dict) else None,
-                        f"{at}metadata.name")
+    name = _require_str(
+        metadata.get("name") if isinstance(metadata, dict) else None, f"{at}metadata.name"
+    )
     spec = obj.get("spec") or {}
     if not isinstance(spec, dict):
         raise ConfigError(f"{at}spec: must be an object")

@@ -20,7 +20,7 @@ Labels = Mapping[str, str]
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 Endpoint = Literal["mutate", "validate"]
 Mode = Literal["enforce", "warn", "audit"]
-"""Enforcement mode: ``enforce`` denies, ``warn`` allows with warnings, ``audit`` only logs/counts."""
+"""Enforcement mode: ``enforce`` denies, ``warn`` allows with warnings, ``audit`` only logs."""
 Severity = Literal["deny", "warn"]
 """A finding's own weight: ``deny`` findings follow the mode; ``warn`` findings are advisory."""
 FailurePolicy = Literal["Fail", "Ignore"]

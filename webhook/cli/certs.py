@@ -14,7 +14,8 @@ from webhook.cli.common import fail
 def register(subparsers: Any) -> None:
     """Add the ``certs`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "certs", help="generate a CA and serving certificate; print the base64 caBundle")
+        "certs", help="generate a CA and serving certificate; print the base64 caBundle"
+    )
     parser.add_argument("--out", type=Path, default=Path("certs"), help="output directory")
     parser.add_argument("--service", default="snapready", help="webhook Service name")
     parser.add_argument("--namespace", default="snapready", help="webhook Service namespace")
@@ -30,8 +31,13 @@ def run(args: argparse.Namespace) -> int:
     if paths.tls_key.exists() and not args.force:
         return fail(f"{paths.tls_key} exists; pass --force to replace the CA and certificate")
     try:
-        certs.generate(args.out, service=args.service, namespace=args.namespace,
-                       dns_names=("localhost", *args.dns), ip_addresses=("127.0.0.1", *args.ip))
+        certs.generate(
+            args.out,
+            service=args.service,
+            namespace=args.namespace,
+            dns_names=("localhost", *args.dns),
+            ip_addresses=("127.0.0.1", *args.ip),
+        )
     except (ValueError, OSError) as exc:
         return fail(str(exc))
     sys.stderr.write(f"wrote {paths.ca_cert}, {paths.tls_cert}, {paths.tls_key} (keys 0600)\n")

@@ -17,8 +17,13 @@ from webhook.errors import ConfigError
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     """``--config`` and ``--policies``, shared by commands that need settings."""
     parser.add_argument("--config", type=Path, help="YAML settings file (same keys as the env).")
-    parser.add_argument("--policies", "--policy-dir", dest="policy_dir", type=Path,
-                        help="directory of PodSnapshotPolicy/StorageConfig YAML files")
+    parser.add_argument(
+        "--policies",
+        "--policy-dir",
+        dest="policy_dir",
+        type=Path,
+        help="directory of PodSnapshotPolicy/StorageConfig YAML files",
+    )
 
 
 def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
@@ -55,8 +60,9 @@ def read_input(name: str) -> bytes:
 
 def print_json(payload: Any) -> None:
     """Pretty, key-sorted JSON on stdout (stable for scripts and golden files)."""
-    sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-                     .decode() + "\n")
+    sys.stdout.write(
+        orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
+    )
 
 
 def fail(message: str, code: int = 2) -> int:

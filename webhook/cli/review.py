@@ -19,10 +19,15 @@ from webhook.server import build_engine
 def register(subparsers: Any) -> None:
     """Add the ``review`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "review", help="answer one AdmissionReview file in-process (debugging)")
+        "review", help="answer one AdmissionReview file in-process (debugging)"
+    )
     parser.add_argument("file", help="AdmissionReview JSON file, or - for stdin")
-    parser.add_argument("--endpoint", choices=["mutate", "validate"], default="mutate",
-                        help="which webhook to act as (default mutate)")
+    parser.add_argument(
+        "--endpoint",
+        choices=["mutate", "validate"],
+        default="mutate",
+        help="which webhook to act as (default mutate)",
+    )
     add_settings_arguments(parser)
     parser.set_defaults(func=run)
 

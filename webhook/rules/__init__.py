@@ -19,10 +19,5 @@ def evaluate(ctx: PodContext, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
     Rules listed in ``settings.rules.disabled`` are dropped after evaluation.
     """
     disabled = set(ctx.settings.rules.disabled)
-    findings = [
-        finding
-        for rule in rules
-        for finding in rule(ctx)
-        if finding.rule not in disabled
-    ]
+    findings = [finding for rule in rules for finding in rule(ctx) if finding.rule not in disabled]
     return sorted(findings)
