@@ -10,6 +10,7 @@ import copy
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -66,6 +67,11 @@ def engine() -> Engine:
     return build_engine(make_settings())
 
 
+def ssl_context(ca_file: Path) -> ssl.SSLContext:
+    """A client TLS context trusting only ``ca_file`` (hostname checking on)."""
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
 def free_port() -> int:
     """An unused TCP port on 127.0.0.1."""
     with socket.socket() as sock:
@@ -86,7 +92,9 @@ class RunningServer:
 
     def client(self, **kwargs: Any) -> httpx.Client:
         """An httpx client that verifies the generated CA."""
-        return httpx.Client(base_url=self.base_url, verify=str(self.ca_file), timeout=10, **kwargs)
+        return httpx.Client(
+            base_url=self.base_url, verify=ssl_context(self.ca_file), timeout=10, **kwargs
+        )
 
     def log(self) -> str:
         """Everything the server wrote so far."""
