@@ -23,7 +23,7 @@ install: $(STAMP) ## create .venv and install snapready with its dev tools
 
 serve: $(STAMP) ## run the webhook on https://127.0.0.1:8443 (local CA in certs/, example policies)
 	@test -f certs/tls.key || $(BIN)/snapready certs --out certs >/dev/null
-	@echo "snapready: https://127.0.0.1:8443  (try: curl --cacert certs/ca.crt -H 'Content-Type: application/json' --data @tests/data/reviews/pod-selected.json https://127.0.0.1:8443/validate)"
+	@echo "snapready: https://127.0.0.1:8443  (try: curl --cacert certs/ca.crt -H 'Content-Type: application/json' --data @tests/data/reviews/03-pod-create-gvisor-l4x4-gpu4.json https://127.0.0.1:8443/mutate)"
 	$(BIN)/snapready serve --policies manifests/examples
 
 lint: $(STAMP) ## ruff lint and format check

@@ -77,8 +77,8 @@ def uvicorn_config(settings: Settings, engine: Engine) -> uvicorn.Config:
 
 def serve(settings: Settings) -> None:
     """Start the HTTPS server and block until it stops (SIGTERM/SIGINT)."""
+    engine = build_engine(settings)  # policy errors first: nothing is written on a bad start
     ensure_certificates(settings)
-    engine = build_engine(settings)
     config = uvicorn_config(settings, engine)
     log.info("snapready listening on https://%s:%d", settings.server.host, settings.server.port)
     uvicorn.Server(config).run()
