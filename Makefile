@@ -34,12 +34,12 @@ typecheck: $(STAMP) ## mypy --strict on the package and tests
 	$(BIN)/mypy
 
 unit: $(STAMP) ## run pytest only (PYTEST_ARGS=... to pass options)
-	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 -m "not slow" $(PYTEST_ARGS)
 
 test: lint typecheck unit ## the whole suite: lint, types, tests (what CI runs)
 
 fuzz: $(STAMP) ## longer hypothesis fuzzing of the admission edge
-	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -m slow -p no:randomly tests
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -n 2 -m "slow or fuzz" -p no:randomly tests
 
 bench: $(STAMP) ## throughput/latency benchmark against a constant-response server
 	$(BIN)/python scripts/bench.py

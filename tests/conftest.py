@@ -23,10 +23,19 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.gcs_emulator import FakeGcs, running_fake_gcs
 from webhook import certs
 from webhook.admission import Engine
 from webhook.config import Settings, SourceSettings
 from webhook.server import build_engine
+
+# Application Default Credentials must never probe the GCE metadata server (169.254.169.254) from
+# tests: a PodSnapshotStorageConfig admission without STORAGE_EMULATOR_HOST looks for ADC.
+# google-auth reads these when it first imports its compute_engine module (lazily, on the first
+# ADC lookup); subprocess servers inherit them through os.environ.
+os.environ.setdefault("NO_GCE_CHECK", "true")
+os.environ.setdefault("GCE_METADATA_HOST", "127.0.0.1:9")
+os.environ.setdefault("GCE_METADATA_IP", "127.0.0.1:9")
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -118,7 +127,9 @@ def start_server(
         certs.generate(cert_dir)
     port = free_port()
     log_file = tmp / "serve.log"
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # Metrics off unless a test asks for a port: parallel servers would race for 8080.
+    metrics_off = {"SNAPREADY_SERVER__METRICS_PORT": "0"}
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **metrics_off, **(env or {})}
     process = subprocess.Popen(
         [
             sys.executable,
@@ -198,3 +209,10 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., RunningServer]]:
     yield factory
     for server in started:
         stop_server(server)
+
+
+@pytest.fixture(scope="session")
+def fake_gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeGcs]:
+    """A real GCS emulator (fake-gcs-server, buckets in US-CENTRAL1) for the session."""
+    with running_fake_gcs(tmp_path_factory.mktemp("fake-gcs")) as server:
+        yield server

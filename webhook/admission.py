@@ -17,6 +17,7 @@ from webhook.mutation import mutate_pod
 from webhook.responses import Decision, allowed, bounded_warnings, denied
 from webhook.review import AdmissionRequest
 from webhook.rules import RULES, evaluate
+from webhook.rules.sandbox import EphemeralCompat
 from webhook.state import ClusterState
 from webhook.types import Endpoint, Finding, Mode, RawObject, Rule
 
@@ -141,6 +142,16 @@ def overlap_findings(ctx: PodContext) -> list[Finding]:
     ]
 
 
+def finding_outcome(finding: Finding, mode: Mode, overrides: Mapping[str, Mode]) -> Mode:
+    """Where one finding ends up: ``enforce`` (denies), ``warn`` (a warning) or ``audit`` (only
+    logged). The rule's own mode override (``settings.rules.modes``) beats the pod's ``mode``;
+    ``warn``-severity findings never deny."""
+    rule_mode = overrides.get(finding.rule, mode)
+    if finding.severity == "warn":
+        return "audit" if rule_mode == "audit" else "warn"
+    return rule_mode
+
+
 def decide(findings: list[Finding], ctx: PodContext) -> Decision:
     """Turn findings into a decision under the pod's mode and per-rule mode overrides.
 
@@ -148,19 +159,10 @@ def decide(findings: list[Finding], ctx: PodContext) -> Decision:
     ``audit`` ones are only recorded in ``Decision.audit``; ``warn`` severity is always a warning.
     """
     overrides = ctx.settings.rules.modes
-    denials: list[Finding] = []
-    warnings: list[Finding] = []
-    audited: list[Finding] = []
+    by_outcome: dict[Mode, list[Finding]] = {"enforce": [], "warn": [], "audit": []}
     for finding in findings:
-        mode = overrides.get(finding.rule, ctx.mode)
-        if finding.severity == "warn":
-            (audited if mode == "audit" else warnings).append(finding)
-        elif mode == "enforce":
-            denials.append(finding)
-        elif mode == "warn":
-            warnings.append(finding)
-        else:
-            audited.append(finding)
+        by_outcome[finding_outcome(finding, ctx.mode, overrides)].append(finding)
+    denials, warnings = by_outcome["enforce"], by_outcome["warn"]
     warning_lines = bounded_warnings([f"[{f.rule}] {f.path}: {f.message}" for f in warnings])
     audit = {
         "findings": findings,
@@ -222,12 +224,27 @@ def _handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -
 
 
 def _handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
-    """Containers added through ``pods/ephemeralcontainers`` (checked by ``sandbox-compat``)."""
-    hook = engine.extra.get("ephemeral")
-    if hook is None:
+    """Containers added through ``pods/ephemeralcontainers``: only ``sandbox-compat`` applies, and
+    only to containers new relative to ``oldObject`` (the pod itself was judged at creation)."""
+    state = engine.state()
+    namespace = request_namespace(request, obj)
+    metadata = obj.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    policies = state.policies.select(namespace, labels if isinstance(labels, dict) else {})
+    if not policies or namespace_ignored(state, namespace, engine.settings):
         return allowed()
-    decision: Decision = hook(request, obj, engine)
-    return decision
+    ctx = pod_context(
+        spec=obj.get("spec"),
+        metadata=metadata,
+        spec_path="spec",
+        metadata_path="metadata",
+        namespace=namespace,
+        kind="Pod",
+        policies=policies,
+        engine=engine,
+        state=state,
+    )
+    return decide(evaluate(ctx, (EphemeralCompat(request.old_object),)), ctx)
 
 
 def _handle_controller(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:

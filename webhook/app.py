@@ -1,71 +1,131 @@
-"""The HTTPS edge: FastAPI routes for ``/mutate``, ``/validate``, ``/healthz`` and ``/readyz``.
+"""The HTTPS edge: a plain ASGI app for ``/mutate``, ``/validate``, ``/healthz`` and ``/readyz``.
 
 Wire contract (k8s "Dynamic Admission Control"): the response is an AdmissionReview with the
 request's ``apiVersion`` and ``response.uid`` echoed on every path. Broken requests get HTTP 400
-(413 when the body exceeds the cap) with a JSON error, or an error review when the uid is known.
-Internal errors never escape as a bare 500: the failure policy decides the answer.
+(408 body too slow, 413 body over the cap, 503 in-flight body budget exhausted) with a JSON error,
+or an error review when the uid is known. Internal errors never escape as a bare 500: the failure
+policy decides the answer.
+
+A raw ASGI callable rather than a framework router: the admission path is four routes and the
+framework's per-request objects and middleware cost more than the fast path itself (see README,
+"Performance"). Hostile-input guards run before any parsing: content type, size cap (declared
+and streamed), a read deadline and a process-wide budget of body bytes held in memory.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, MutableMapping
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Request
-from fastapi.responses import Response
 
 from webhook.admission import Engine, admit
 from webhook.errors import BadRequest
-from webhook.responses import (
-    HTTP_INTERNAL_ERROR,
-    Decision,
-    allowed,
-    denied,
-    finalize,
-)
+from webhook.responses import HTTP_INTERNAL_ERROR, Decision, allowed, denied, finalize
 from webhook.review import AdmissionReviewRequest, api_version_hint, parse_review
 from webhook.types import Endpoint
 
 log = logging.getLogger("snapready.admission")
 JSON = "application/json"
 
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 Observer = Callable[[Endpoint, AdmissionReviewRequest, Decision, float], None]
 """Called after each answered review: (endpoint, review, decision, seconds). Logs and metrics."""
+RejectHook = Callable[[str, int], None]
+"""Called for each request refused before admission: (endpoint, HTTP status)."""
+
+_JSON_HEADERS = [(b"content-type", JSON.encode())]
+_CLOSE = [(b"connection", b"close")]
+ROUTES: dict[str, tuple[str, Endpoint | None]] = {
+    "/mutate": ("POST", "mutate"),
+    "/validate": ("POST", "validate"),
+    "/healthz": ("GET", None),
+    "/readyz": ("GET", None),
+}
 
 
-def _json(status: int, payload: Any) -> Response:
-    return Response(orjson.dumps(payload), status_code=status, media_type=JSON)
+class ClientGone(Exception):
+    """The client disconnected before its body was read; nothing can be answered."""
 
 
-def _error(status: int, message: str) -> Response:
-    return _json(status, {"error": message, "code": status})
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            text: str = value.decode("latin-1")
+            return text
+    return None
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
+async def read_body(scope: Scope, receive: Receive, max_bytes: int, budget: BodyBudget) -> bytes:
     """Read the body, enforcing the content type and the size cap before parsing.
 
     Raises:
-        BadRequest: wrong content type (400), or over ``max_bytes`` (413) by ``Content-Length``
-            or while streaming (the rest is not read).
+        BadRequest: wrong content type (400), over ``max_bytes`` (413) by ``Content-Length``
+            or while streaming (the rest is not read), or the in-flight ``budget`` is
+            exhausted (503). On any error the bytes taken from ``budget`` are given back; on
+            success the caller gives back ``len(body)``.
+        ClientGone: the client disconnected mid-body.
     """
-    content_type = request.headers.get("content-type", "")
+    content_type = _header(scope, b"content-type") or ""
     if content_type.split(";", 1)[0].strip().lower() != JSON:
         raise BadRequest(f"content type must be {JSON}, got {content_type or 'none'!r}")
-    declared = request.headers.get("content-length")
+    declared = _header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise BadRequest(f"body of {declared} bytes exceeds the {max_bytes}-byte limit", status=413)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise BadRequest(f"body exceeds the {max_bytes}-byte limit", status=413)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    more = True
+    try:
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone
+            chunk: bytes = message.get("body", b"")
+            more = message.get("more_body", False)
+            if size + len(chunk) > max_bytes:
+                raise BadRequest(f"body exceeds the {max_bytes}-byte limit", status=413)
+            budget.take(len(chunk))
+            size += len(chunk)
+            chunks.append(chunk)
+    except BaseException:
+        budget.give(size)
+        raise
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class BodyBudget:
+    """Bytes of request bodies held by this worker at once (event-loop thread only, no lock).
+
+    Without it, ``max_concurrency`` bodies of ``max_body_bytes`` each could be buffered together
+    (256 x 7 MiB); with it, memory for bodies stays under ``limit`` and extra requests get 503,
+    which the API server handles by its failure policy and retries of its client.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> None:
+        """Account ``size`` more bytes.
+
+        Raises:
+            BadRequest: 503 when the budget would be exceeded (nothing is taken then).
+        """
+        if self.used + size > self.limit:
+            raise BadRequest("webhook busy: too many request bytes in flight; retry", status=503)
+        self.used += size
+
+    def give(self, size: int) -> None:
+        """Return ``size`` bytes taken earlier."""
+        self.used -= size
 
 
 def failure_decision(engine: Engine, error_id: str) -> Decision:
@@ -80,76 +140,146 @@ def failure_decision(engine: Engine, error_id: str) -> Decision:
     return denied(f"{text} (failurePolicy Fail)", code=HTTP_INTERNAL_ERROR)
 
 
-class AdmissionApp:
-    """State shared by the routes: the engine, readiness and the observer hook."""
+async def _respond(
+    send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = orjson.dumps(payload)
+    start_headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *(headers or [])]
+    await send({"type": "http.response.start", "status": status, "headers": start_headers})
+    await send({"type": "http.response.body", "body": body})
 
-    def __init__(self, engine: Engine, observer: Observer | None = None) -> None:
+
+async def _error(send: Send, status: int, message: str, *, close: bool = False) -> None:
+    await _respond(send, status, {"error": message, "code": status}, _CLOSE if close else None)
+
+
+class AdmissionApp:
+    """The ASGI application: the engine, readiness, the observer hook and the input guards.
+
+    Attributes:
+        engine: the admission engine.
+        observer: called after each answered review (logs, metrics); its errors are logged only.
+        on_reject: called for each request refused before admission.
+        shutting_down: set on SIGTERM by the server; ``/readyz`` then answers 503 at once.
+        budget: in-flight body bytes (``settings.server.max_inflight_body_bytes``).
+        state: ``state.admission`` is this object (for code that expects ``app.state``).
+    """
+
+    def __init__(
+        self, engine: Engine, observer: Observer | None = None, on_reject: RejectHook | None = None
+    ) -> None:
         self.engine = engine
         self.observer = observer
+        self.on_reject = on_reject
         self.shutting_down = False
+        server = engine.settings.server
+        self.budget = BodyBudget(server.max_inflight_body_bytes)
+        self.state = SimpleNamespace(admission=self)
 
     def ready(self) -> tuple[bool, dict[str, Any]]:
         """(ready, details): policies synced and not draining for shutdown."""
         state = self.engine.state()
         ok = state.synced and not self.shutting_down
-        return ok, {
-            "synced": state.synced,
-            "shuttingDown": self.shutting_down,
-            **dict(state.details),
-        }
+        return ok, {"synced": state.synced, "shuttingDown": self.shutting_down, **state.details}
 
-    async def handle(self, request: Request, endpoint: Endpoint) -> Response:
-        """Serve one review: read, parse, admit, finalize (numbered in the module docstring)."""
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point: route ``http`` requests; acknowledge ``lifespan`` events."""
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        method, endpoint = ROUTES.get(scope["path"], ("", None))
+        if not method:
+            await _error(send, 404, f"no route {scope['path'][:100]!r}")
+        elif scope["method"] != method:
+            await _respond(send, 405, {"error": "method not allowed", "code": 405},
+                           [(b"allow", method.encode())])  # fmt: skip
+        elif endpoint is not None:
+            await self.handle(scope, receive, send, endpoint)
+        elif scope["path"] == "/healthz":
+            await _respond(send, 200, {"status": "ok"})
+        else:
+            ok, details = self.ready()
+            await _respond(send, 200 if ok else 503, {"ready": ok, **details})
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, endpoint: Endpoint) -> None:
+        """Serve one review: 1. read (guards), 2. parse, 3. admit, 4. observe, 5. answer."""
         started = time.perf_counter()
-        max_bytes = self.engine.settings.server.max_body_bytes
-        body = b""
+        server = self.engine.settings.server
+        body: bytes | None = None
         try:
-            body = await read_body(request, max_bytes)
+            async with asyncio.timeout(server.request_timeout_seconds):
+                body = await read_body(scope, receive, server.max_body_bytes, self.budget)
             review = parse_review(body)
+        except ClientGone:
+            return
+        except TimeoutError:
+            await self._reject(send, endpoint, BadRequest("request body too slow", status=408))
+            return
         except BadRequest as exc:
-            if exc.uid is None or exc.status != 400:
-                log.info("rejected request: %s", exc, extra={"endpoint": endpoint})
-                return _error(exc.status, str(exc))
-            decision = denied(f"malformed AdmissionReview: {exc}", code=400)
-            return _json(200, finalize(decision, uid=exc.uid, api_version=api_version_hint(body)))
+            await self._reject(send, endpoint, exc, body)
+            return
+        finally:
+            if body is not None:
+                self.budget.give(len(body))
+        decision = self._decide(review, endpoint)
+        if self.observer is not None:
+            try:
+                self.observer(endpoint, review, decision, time.perf_counter() - started)
+            except Exception:
+                log.exception("observer failed on uid %s", review.request.uid)
+        wire = finalize(decision, uid=review.request.uid, api_version=review.api_version)
+        await _respond(send, 200, wire)
+
+    def _decide(self, review: AdmissionReviewRequest, endpoint: Endpoint) -> Decision:
         try:
-            decision = admit(review.request, endpoint, self.engine)
+            return admit(review.request, endpoint, self.engine)
+        except RecursionError:
+            # Within orjson's depth limit (1024) but deeper than Python's recursion limit allows
+            # the rules to walk: a broken request, not our failure.
+            return denied("malformed AdmissionReview: object nested too deeply", code=400)
         except Exception:
             error_id = uuid.uuid4().hex[:12]
             log.exception("internal error %s on uid %s", error_id, review.request.uid)
             decision = failure_decision(self.engine, error_id)
             decision.audit["internal_error"] = error_id
-        if self.observer is not None:
-            self.observer(endpoint, review, decision, time.perf_counter() - started)
-        wire = finalize(decision, uid=review.request.uid, api_version=review.api_version)
-        return Response(orjson.dumps(wire), media_type=JSON)
+            return decision
+
+    async def _reject(
+        self, send: Send, endpoint: Endpoint, exc: BadRequest, body: bytes | None = None
+    ) -> None:
+        """Answer a broken request: an error review when its uid is known, else a JSON error."""
+        if self.on_reject is not None:
+            self.on_reject(endpoint, exc.status)
+        if exc.uid is None or exc.status != 400 or body is None:
+            log.info("rejected request: %s", exc, extra={"endpoint": endpoint, "code": exc.status})
+            # The body may be partly unread: close rather than parse the rest as a next request.
+            await _error(send, exc.status, str(exc), close=body is None)
+            return
+        decision = denied(f"malformed AdmissionReview: {exc}", code=400)
+        await _respond(
+            send, 200, finalize(decision, uid=exc.uid, api_version=api_version_hint(body))
+        )
 
 
-def create_app(engine: Engine, observer: Observer | None = None) -> FastAPI:
-    """Build the FastAPI application around ``engine``.
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Nothing to start or stop: acknowledge both lifespan events."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def create_app(
+    engine: Engine, observer: Observer | None = None, on_reject: RejectHook | None = None
+) -> AdmissionApp:
+    """Build the ASGI application around ``engine``.
 
     Routes: ``POST /mutate``, ``POST /validate`` (AdmissionReview in and out), ``GET /healthz``
     (process alive), ``GET /readyz`` (200 when policies are synced and not shutting down, else 503).
     """
-    state = AdmissionApp(engine, observer)
-    app = FastAPI(title="snapready", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.admission = state
-
-    @app.post("/mutate")
-    async def mutate(request: Request) -> Response:
-        return await state.handle(request, "mutate")
-
-    @app.post("/validate")
-    async def validate(request: Request) -> Response:
-        return await state.handle(request, "validate")
-
-    @app.get("/healthz")
-    async def healthz() -> Response:
-        return _json(200, {"status": "ok"})
-
-    @app.get("/readyz")
-    async def readyz() -> Response:
-        ok, details = state.ready()
-        return _json(200 if ok else 503, {"ready": ok, **details})
-
-    return app
+    return AdmissionApp(engine, observer, on_reject)

@@ -9,10 +9,11 @@ Every field documents its unit and why its default was chosen; the Helm chart's 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -20,7 +21,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from webhook.types import FailurePolicy, Mode
+from webhook.types import FailurePolicy, Mode, Severity
 
 MiB = 1024 * 1024
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -57,11 +58,20 @@ class ServerSettings(BaseModel):
     max_concurrency: int = Field(
         256, ge=1, description="Concurrent requests per worker before 503 (bounds memory)."
     )
+    max_inflight_body_bytes: int = Field(
+        64 * MiB,
+        ge=1024,
+        description="Bytes of request bodies one worker buffers at once before answering 503: "
+        "bounds memory under many large bodies (a typical pod review is 5-20 KiB).",
+    )
     keepalive_seconds: int = Field(
         65, ge=1, description="Idle keep-alive; above the API server's 60 s idle pool timeout."
     )
     request_timeout_seconds: float = Field(
-        10.0, gt=0, description="Max seconds to read a request body; webhook timeout max is 30 s."
+        10.0,
+        gt=0,
+        description="Max seconds to receive a request's headers, and again its body, before the "
+        "connection is closed (408 for the body); the API server's webhook timeout is <= 30 s.",
     )
     drain_seconds: float = Field(
         5.0,
@@ -85,8 +95,39 @@ class SourceSettings(BaseModel):
     )
     kubeconfig: Path | None = Field(None, description="Kubeconfig; default: in-cluster config.")
     resync_seconds: float = Field(
-        300.0, gt=0, description="Watch timeout before a resumed watch (server-side timeout)."
+        300.0,
+        gt=0,
+        description="Server-side watch timeout (each watch lasts 1-2x this, like client-go's "
+        "5 min reflector), and how often /version and not-served APIs are re-checked.",
     )
+    request_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="Connect/read timeout of list and /version calls; also added to a watch's "
+        "timeoutSeconds as its read timeout, so a silent broken connection is noticed.",
+    )
+    backoff_initial_seconds: float = Field(
+        0.5, gt=0, description="First retry delay after an API error (jittered, doubles)."
+    )
+    backoff_max_seconds: float = Field(
+        30.0, gt=0, description="Retry delay cap; keeps a down API server from being hammered."
+    )
+    list_page_size: int = Field(
+        500, ge=1, description="Items per list page (client-go's default chunk size)."
+    )
+
+
+GKE_VERSION_PATTERN = r"^v?(\d+)\.(\d+)\.(\d+)(?:-gke\.(\d+))?"
+"""A GKE version (``1.35.0-gke.1738000``, ``v1.35.3-gke.1234000`` from ``/version``)."""
+SandboxFeature = Literal["privileged", "hostPath", "hostNetwork", "hostPID", "hostIPC", "hostPort"]
+SANDBOX_COMPAT_DEFAULTS: dict[SandboxFeature, Literal["deny", "warn", "off"]] = {
+    "privileged": "deny",
+    "hostPath": "deny",
+    "hostNetwork": "warn",
+    "hostPID": "warn",
+    "hostIPC": "warn",
+    "hostPort": "warn",
+}
 
 
 class RuleSettings(BaseModel):
@@ -157,39 +198,113 @@ class RuleSettings(BaseModel):
         description="Cluster version (e.g. 1.35.0-gke.1738000) for version-gated rules; in kube "
         "mode read from /version. Unknown means the strictest (oldest) behaviour.",
     )
+    gpu_subset_min_version: str = Field(
+        "1.35.0-gke.1738000",
+        description="First GKE version on which a pod may use a subset of a multi-GPU node's GPUs "
+        "(GKE Pod snapshot docs); before it `gpu-whole-node` applies.",
+    )
+    gpu_sharing_severity: Severity = Field(
+        "warn",
+        description="Severity of `gpu-sharing` (time-sharing, MPS). Warn by default: the GKE docs "
+        "do not name them as unsupported (unconfirmed).",
+    )
+    sandbox_compat: dict[SandboxFeature, Literal["deny", "warn", "off"]] = Field(
+        dict(SANDBOX_COMPAT_DEFAULTS),
+        description="Per-feature severity of `sandbox-compat` (features left out keep their "
+        "default): GKE Sandbox rejects privileged containers and hostPath volumes (deny); host "
+        "namespaces and hostPort are limited (warn).",
+    )
     disabled: list[str] = Field([], description="Rule ids to skip entirely.")
     modes: dict[str, Mode] = Field(
         {}, description="Per-rule enforcement mode overriding the global/policy/namespace mode."
     )
 
+    @field_validator("sandbox_compat")
+    @classmethod
+    def _sandbox_defaults(
+        cls, value: dict[SandboxFeature, Literal["deny", "warn", "off"]]
+    ) -> dict[SandboxFeature, Literal["deny", "warn", "off"]]:
+        return {**SANDBOX_COMPAT_DEFAULTS, **value}
+
+    @field_validator("gke_version", "gpu_subset_min_version")
+    @classmethod
+    def _gke_version_format(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(GKE_VERSION_PATTERN, value):
+            raise ValueError(f"{value!r} is not a GKE version like 1.35.0-gke.1738000")
+        return value
+
+
+DIGEST_PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
+"""An image reference pinned by digest (the tag, if any, is then only informative)."""
+
 
 class InjectionSettings(BaseModel):
     """Rehydration helper injection (design.md, "Rehydration helpers")."""
 
-    enabled: bool = True
+    enabled: bool = Field(
+        True,
+        description="Inject the helpers (env, init container, volume, mounts) into selected pods;"
+        " off still stamps the policy and spec-hash annotations.",
+    )
     helpers_image: str = Field(
         "ghcr.io/snapready/helpers:0.1.0@sha256:"
         "0000000000000000000000000000000000000000000000000000000000000000",
-        description="Helper image; must be digest-pinned because it is part of every fingerprint.",
+        description="Helper image (Dockerfile target `helpers`); must be digest-pinned "
+        "(`...@sha256:<64 hex>`) because it is part of every fingerprint.",
     )
     allow_tag_only_image: bool = Field(
         False, description="Permit a tag-only helper image (changes fingerprints when retagged)."
     )
 
+    @model_validator(mode="after")
+    def _image_pinned_by_digest(self) -> InjectionSettings:
+        # The image is hashed into every fingerprint: a tag that moves to new bits would either
+        # silently run other helpers in restored pods or, once re-pinned, orphan every snapshot.
+        if not self.allow_tag_only_image and not DIGEST_PINNED.search(self.helpers_image):
+            raise ValueError(
+                f"injection.helpers_image {self.helpers_image!r} is not pinned by digest: use "
+                "IMAGE@sha256:<64 hex> (or set injection.allow_tag_only_image=true)"
+            )
+        return self
+
 
 class StorageSettings(BaseModel):
     """Bucket governance checks for PodSnapshotStorageConfig (through google-cloud-storage)."""
 
-    enabled: bool = True
+    enabled: bool = Field(
+        True, description="Inspect buckets through GCS; false checks only the bucket name."
+    )
     timeout_seconds: float = Field(
-        2.0, gt=0, description="Per-check GCS timeout; webhook max 30 s."
+        2.0,
+        gt=0,
+        le=25,
+        description="Deadline in seconds for one bucket inspection (metadata + IAM, no retries):"
+        " the admission waits at most this long; keep it well under the webhook's timeoutSeconds"
+        " (1-30 s).",
     )
-    cache_ttl_seconds: float = Field(300.0, ge=0, description="How long a bucket verdict is kept.")
-    strict: bool = Field(False, description="Deny (instead of warn) when GCS cannot be reached.")
+    cache_ttl_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="Seconds a bucket's facts are reused (0: no cache); bucket settings rarely"
+        " change, and a fix shows up after this delay.",
+    )
+    failure_cache_ttl_seconds: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds a failed inspection (timeout, network, credentials) is reused, so an"
+        " outage costs one timeout per bucket per interval, not one per request.",
+    )
+    strict: bool = Field(
+        False, description="Deny (instead of warn) when a bucket or its IAM cannot be inspected."
+    )
     cluster_location: str | None = Field(
-        None, description="Cluster location (e.g. us-central1); bucket should be in it."
+        None,
+        description="Cluster region or zone (e.g. us-central1); a bucket elsewhere is a warning."
+        " Unset: no location check.",
     )
-    project: str | None = Field(None, description="GCP project for the storage client.")
+    project: str | None = Field(
+        None, description="GCP project for the storage client; default: the ADC project."
+    )
 
 
 class Settings(BaseSettings):

@@ -1,22 +1,43 @@
 """Run the app under uvicorn with TLS (minimum TLS 1.2) from validated settings.
 
 Edge module: reads certificate files, binds sockets. The admission logic lives in ``admission``.
+Owns the process lifecycle: uvloop + httptools, a header deadline against slow clients
+(``HardenedHttpProtocol``), graceful shutdown with a drain period (``GracefulServer``), the
+``/metrics`` listener and the observer that logs and counts each admission.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import signal
 import ssl
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from webhook import certs
 from webhook.admission import Engine
-from webhook.app import create_app
+from webhook.app import AdmissionApp, Observer, create_app
 from webhook.config import Settings
+from webhook.errors import ConfigError
+from webhook.gcs import BucketInspector
+from webhook.governance import Governance
+from webhook.logs import log_admission
+from webhook.metrics import Metrics, default_metrics, serve_metrics
+from webhook.responses import Decision
+from webhook.review import AdmissionReviewRequest
 from webhook.sources import load_policy_dir
 from webhook.state import ClusterState
+from webhook.tls import CertReloader, run_with_reloader
+from webhook.types import Endpoint
 
 log = logging.getLogger("snapready.server")
 
@@ -45,22 +66,154 @@ def ensure_certificates(settings: Settings) -> None:
 def build_engine(settings: Settings) -> Engine:
     """Load the configured policy source and return an engine reading it.
 
+    ``source.kind == "kube"`` starts the cluster caches (background threads, see ``kube.py``):
+    the engine's state is unsynced (``/readyz`` 503) until every cache has listed once. Their
+    ``stop`` is kept in ``engine.extra["stop_source"]``; call ``stop_source(engine)`` at shutdown.
+
     Raises:
-        ConfigError: a malformed policy file (file source).
+        ConfigError: a malformed policy file (files), or no usable kubeconfig/in-cluster config.
     """
+    # PodSnapshotPolicy/StorageConfig governance; GCS is only contacted for storage configs.
+    governance = Governance(BucketInspector(settings.storage))
+    if settings.source.kind == "kube":
+        from webhook.kube import open_cluster_source  # noqa: PLC0415 - import kubernetes lazily
+
+        source = open_cluster_source(settings)
+        return Engine(
+            settings=settings,
+            state=source.state,
+            governance=governance,
+            extra={"stop_source": source.stop},
+        )
     state: ClusterState = load_policy_dir(settings.source.policy_dir, prefix=settings.prefix)
-    return Engine(settings=settings, state=lambda: state)
+    return Engine(settings=settings, state=lambda: state, governance=governance)
 
 
-def uvicorn_config(settings: Settings, engine: Engine) -> uvicorn.Config:
-    """uvicorn settings: TLS files, timeouts and limits from ``settings.server``."""
+def stop_source(engine: Engine) -> None:
+    """Stop the policy source's background threads, if ``build_engine`` started any."""
+    stop = engine.extra.get("stop_source")
+    if callable(stop):
+        stop()
+
+
+class HardenedHttpProtocol(HttpToolsProtocol):
+    """httptools protocol with a deadline for request headers.
+
+    uvicorn times out idle keep-alive connections but not a client that opens a connection (or
+    starts a request) and then sends its headers slowly: enough of those would hold every
+    ``limit_concurrency`` slot. The deadline (``server.request_timeout_seconds``) runs from the
+    connection (after TLS) or from a request's first byte until its headers are complete.
+    """
+
+    header_timeout: float = 10.0
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Accept the connection and start the header deadline."""
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def on_message_begin(self) -> None:
+        """First byte of a request: (re)start the header deadline."""
+        super().on_message_begin()
+        self._arm_header_timer()
+
+    def on_headers_complete(self) -> None:
+        """Headers are in: the body deadline is the app's (``request_timeout_seconds``)."""
+        self._cancel_header_timer()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Drop the timer with the connection."""
+        self._cancel_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        self._cancel_header_timer()
+        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+
+    def _cancel_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def protocol_class(settings: Settings) -> type[HardenedHttpProtocol]:
+    """``HardenedHttpProtocol`` with the configured header deadline."""
+    timeout = settings.server.request_timeout_seconds
+    return type("SnapreadyHttpProtocol", (HardenedHttpProtocol,), {"header_timeout": timeout})
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn server whose SIGTERM starts a drain instead of closing the listener at once.
+
+    Kubernetes sends SIGTERM and removes the pod from the Service endpoints concurrently; the API
+    server keeps calling us until it sees the change. So on the first SIGTERM/SIGINT: ``/readyz``
+    answers 503 at once, requests are still served for ``drain_seconds``, then the listener closes
+    and in-flight requests get ``timeout_graceful_shutdown`` seconds to finish. A second signal
+    skips the rest of the drain; a second SIGINT also skips waiting for in-flight requests.
+    The process then exits 0 (the signal is not re-raised as plain uvicorn does).
+    """
+
+    def __init__(self, config: uvicorn.Config, app: AdmissionApp, drain_seconds: float) -> None:
+        super().__init__(config)
+        self.app = app
+        self.drain_seconds = drain_seconds
+        self.drain_deadline: float | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Route SIGTERM/SIGINT to ``handle_exit`` (main thread only); restore them after."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        signals = (signal.SIGTERM, signal.SIGINT)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """First signal: start draining. Later ones: stop now (SIGINT: do not wait either)."""
+        if self.drain_deadline is None:
+            self.app.shutting_down = True
+            self.drain_deadline = time.monotonic() + self.drain_seconds
+            log.info("signal %d: readiness off, draining for %.1f s", sig, self.drain_seconds)
+            return
+        self.should_exit = True
+        if sig == signal.SIGINT:
+            self.force_exit = True
+
+    async def on_tick(self, counter: int) -> bool:
+        """uvicorn's 100 ms tick: end the drain when its deadline has passed."""
+        if self.drain_deadline is not None and time.monotonic() >= self.drain_deadline:
+            self.should_exit = True
+        return await super().on_tick(counter)
+
+
+def uvicorn_config(
+    settings: Settings, engine: Engine, app: AdmissionApp | None = None
+) -> uvicorn.Config:
+    """uvicorn settings: TLS files, uvloop + hardened httptools, timeouts and limits.
+
+    ``app`` defaults to ``create_app(engine)`` without observer.
+    """
     server = settings.server
     config = uvicorn.Config(
-        create_app(engine),
+        app if app is not None else create_app(engine),
         host=server.host,
         port=server.port,
         ssl_certfile=str(server.cert_file),
         ssl_keyfile=str(server.key_file),
+        loop="uvloop",
+        http=protocol_class(settings),
         timeout_keep_alive=server.keepalive_seconds,
         limit_concurrency=server.max_concurrency,
         timeout_graceful_shutdown=int(server.graceful_timeout_seconds),
@@ -75,10 +228,64 @@ def uvicorn_config(settings: Settings, engine: Engine) -> uvicorn.Config:
     return config
 
 
+def make_observer(metrics: Metrics, settings: Settings) -> Observer:
+    """The per-review observer: count in ``metrics`` and log the ``admission`` line."""
+    overrides = settings.rules.modes
+
+    def observe(
+        endpoint: Endpoint, review: AdmissionReviewRequest, decision: Decision, seconds: float
+    ) -> None:
+        metrics.observe(endpoint, review, decision, seconds, overrides)
+        log_admission(endpoint, review, decision, seconds)
+
+    return observe
+
+
+def start_metrics(settings: Settings, engine: Engine, metrics: Metrics) -> Any:
+    """Wire the gauges and serve ``/metrics`` (None when ``metrics_port`` is 0).
+
+    Raises:
+        ConfigError: the metrics port cannot be bound.
+    """
+    metrics.watch_state(engine.state)
+    try:
+        metrics.record_certificate(settings.server.cert_file)
+    except (OSError, ValueError) as exc:
+        log.warning("cannot read the serving certificate's expiry: %s", exc)
+    port = settings.server.metrics_port
+    if not port:
+        return None
+    try:
+        httpd = serve_metrics(metrics, settings.server.host, port)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve metrics on {settings.server.host}:{port}: {exc}") from exc
+    log.info("metrics on http://%s:%d/metrics", settings.server.host, port)
+    return httpd
+
+
 def serve(settings: Settings) -> None:
-    """Start the HTTPS server and block until it stops (SIGTERM/SIGINT)."""
-    engine = build_engine(settings)  # policy errors first: nothing is written on a bad start
+    """Start the HTTPS server and block until it stops (SIGTERM/SIGINT, after the drain).
+
+    Raises:
+        ConfigError: invalid policy files or an unbindable metrics port.
+        FileNotFoundError: certificate files missing and generation disabled.
+    """
     ensure_certificates(settings)
-    config = uvicorn_config(settings, engine)
+    engine = build_engine(settings)
+    metrics = default_metrics()
+    app = create_app(engine, make_observer(metrics, settings), metrics.reject)
+    config = uvicorn_config(settings, engine, app)
+    metrics_server = start_metrics(settings, engine, metrics)
     log.info("snapready listening on https://%s:%d", settings.server.host, settings.server.port)
-    uvicorn.Server(config).run()
+    try:
+        server = GracefulServer(config, app, settings.server.drain_seconds)
+        # Certificate hot reload into the live context, on the server's own event loop.
+        assert config.ssl is not None
+        expiry = metrics.tls_certificate_expiry.set
+        reloader = CertReloader.from_settings(config.ssl, settings.server, expiry)
+        run_with_reloader(server, reloader)
+    finally:
+        stop_source(engine)
+        if metrics_server is not None:
+            metrics_server.shutdown()
+            metrics_server.server_close()

@@ -1,20 +1,166 @@
-"""``snapready check``: not built yet (placeholder so the CLI table is complete)."""
+"""``snapready check FILE...|- --policies DIR``: offline admission of manifests, for CI pipelines.
+
+Every object is wrapped in a synthetic AdmissionRequest (operation CREATE, the validating
+endpoint) and answered by the same engine as the server (``server.build_engine`` +
+``admission.admit``): pods and pod-controller templates get the readiness rules, PodSnapshotPolicy
+and PodSnapshotStorageConfig objects get governance, anything else is allowed untouched.
+
+Exit codes: 0 nothing would be denied, 1 at least one object would be denied, 2 bad input
+(unreadable or invalid files, invalid settings or policies). The JSON shape (``--format json``) is
+documented in README "snapready check" and versioned by ``CHECK_FORMAT_VERSION``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from typing import Any
 
-from webhook.cli.common import fail
+from webhook.admission import Engine, admit, finding_outcome
+from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
+from webhook.errors import ConfigError
+from webhook.manifests import LoadedObject, load_objects
+from webhook.responses import Decision
+from webhook.review import AdmissionRequest
+from webhook.server import build_engine
+from webhook.types import Finding, Mode
+
+CHECK_FORMAT_VERSION = 1
+"""Bumped only on an incompatible change of the JSON output."""
+CLUSTER_SCOPED = frozenset({"PodSnapshotStorageConfig", "Namespace", "Node", "RuntimeClass"})
+"""Kinds admitted without a namespace (the API server sends none for cluster-scoped objects)."""
+_OUTCOME: dict[Mode, str] = {"enforce": "deny", "warn": "warn", "audit": "audit"}
 
 
 def register(subparsers: Any) -> None:
     """Add the ``check`` subcommand."""
-    parser: argparse.ArgumentParser = subparsers.add_parser("check", help="(not built yet)")
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "check",
+        help="admit manifests offline against policy files (exit 1 if anything would be denied)",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON manifests, - = stdin")
+    add_settings_arguments(parser)
+    parser.add_argument(
+        "--namespace", default="default", help="namespace for objects without one (default)"
+    )
+    parser.add_argument("--gke-version", help="cluster version for version-gated rules")
+    parser.add_argument("--format", choices=["text", "json"], default="text", help="output format")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Not built yet."""
-    del args
-    return fail("'check' is not built yet")
+    """Check every object; print text or JSON; return 0, 1 (denied) or 2 (bad input)."""
+    extra = {"rules": {"gke_version": args.gke_version}} if args.gke_version else {}
+    try:
+        settings = settings_from(args, **extra)
+        # Offline by definition: policies come from files even if the config says ``kube``.
+        source = settings.source.model_copy(update={"kind": "files"})
+        engine = build_engine(settings.model_copy(update={"source": source}))
+        objects = load_objects(args.files)
+    except ConfigError as exc:
+        return fail(str(exc))
+    results = [
+        check_object(item, engine, args.namespace, index) for index, item in enumerate(objects)
+    ]
+    report: dict[str, Any] = {
+        "version": CHECK_FORMAT_VERSION,
+        "summary": summarize(results),
+        "results": results,
+    }
+    if args.format == "json":
+        print_json(report)
+    else:
+        sys.stdout.write(render_text(report))
+    return 1 if report["summary"]["denied"] else 0
+
+
+def synthetic_request(item: LoadedObject, namespace: str, index: int) -> AdmissionRequest:
+    """The AdmissionRequest the API server would send for creating ``item.obj``."""
+    group, _, version = str(item.obj.get("apiVersion", "")).rpartition("/")
+    scoped = item.kind not in CLUSTER_SCOPED
+    return AdmissionRequest.model_validate(
+        {
+            "uid": f"snapready-check-{index}",
+            "kind": {"group": group, "version": version, "kind": item.kind},
+            "name": item.name,
+            "namespace": (item.namespace or namespace) if scoped else None,
+            "operation": "CREATE",
+            "object": item.obj,
+        }
+    )
+
+
+def _finding_json(finding: Finding, mode: Mode, engine: Engine) -> dict[str, Any]:
+    outcome = finding_outcome(finding, mode, engine.settings.rules.modes)
+    return {
+        "rule": finding.rule,
+        "path": finding.path,
+        "message": finding.message,
+        "severity": finding.severity,
+        "outcome": _OUTCOME[outcome],
+    }
+
+
+def _decision_name(decision: Decision) -> str:
+    if not decision.allowed:
+        return "deny"
+    return "warn" if decision.warnings else "allow"
+
+
+def check_object(item: LoadedObject, engine: Engine, namespace: str, index: int) -> dict[str, Any]:
+    """One result: identity, matching policies, decision and findings (see README)."""
+    request = synthetic_request(item, namespace, index)
+    decision = admit(request, "validate", engine)
+    audit = decision.audit
+    mode: Mode | None = audit.get("mode")
+    findings = [f for f in audit.get("findings", ()) if isinstance(f, Finding)]
+    policy_text = audit.get("policy")
+    return {
+        "source": item.source,
+        "kind": item.kind,
+        "namespace": request.namespace,
+        "name": item.name,
+        "policies": [p for p in policy_text.split(",") if p]
+        if isinstance(policy_text, str)
+        else [],
+        "mode": mode,
+        "decision": _decision_name(decision),
+        "message": decision.message,
+        "warnings": list(decision.warnings),
+        "findings": [_finding_json(f, mode or "enforce", engine) for f in findings],
+    }
+
+
+def summarize(results: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Counts by decision: ``{"objects": n, "denied": d, "warned": w, "allowed": a}``."""
+    decisions = [r["decision"] for r in results]
+    return {
+        "objects": len(decisions),
+        "denied": decisions.count("deny"),
+        "warned": decisions.count("warn"),
+        "allowed": decisions.count("allow"),
+    }
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """A readable table: one line per object, then its findings (or the decision message)."""
+    lines: list[str] = []
+    for result in report["results"]:
+        ref = "/".join(p for p in (result["kind"], result["namespace"], result["name"]) if p)
+        policies = ",".join(result["policies"]) or "-"
+        lines.append(
+            f"{result['decision'].upper():<5} {ref}  (policy {policies}; {result['source']})"
+        )
+        for finding in result["findings"]:
+            lines.append(f"  {finding['outcome']:<5} {finding['rule']:<16} {finding['path']}")
+            lines.append(f"        {finding['message']}")
+        if not result["findings"]:
+            for text in ([result["message"]] if result["message"] else []) + result["warnings"]:
+                lines.append(f"  {text}")
+    summary = report["summary"]
+    lines.append(
+        f"{summary['objects']} object(s): {summary['denied']} denied, "
+        f"{summary['warned']} allowed with warnings, {summary['allowed']} allowed"
+    )
+    return "\n".join(lines) + "\n"

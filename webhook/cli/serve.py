@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from webhook.cli.common import add_settings_arguments, fail, settings_from
+from webhook.config import Settings, SourceSettings
 from webhook.errors import ConfigError
+from webhook.logs import configure as configure_logging
 
 
 def register(subparsers: Any) -> None:
@@ -22,7 +25,36 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--cert-file", type=Path, help="PEM serving certificate")
     parser.add_argument("--key-file", type=Path, help="PEM private key")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--metrics-port", type=int, help="plain-HTTP /metrics port (0: off)")
+    parser.add_argument(
+        "--source",
+        choices=["files", "kube"],
+        help="policy source: files (--policies, the default) or kube (list+watch the API server)",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig for --source kube (implies it); default: the in-cluster service account",
+    )
     parser.set_defaults(func=run)
+
+
+def with_source_flags(settings: Settings, args: argparse.Namespace) -> Settings:
+    """Apply ``--source``/``--kubeconfig`` on top of the other settings (flags win).
+
+    Raises:
+        ConfigError: the resulting source settings are invalid.
+    """
+    kind = args.source or ("kube" if args.kubeconfig is not None else None)
+    updates = {"kind": kind, "kubeconfig": args.kubeconfig}
+    updates = {key: value for key, value in updates.items() if value is not None}
+    if not updates:
+        return settings
+    try:
+        source = SourceSettings.model_validate({**settings.source.model_dump(), **updates})
+    except ValidationError as exc:
+        raise ConfigError(f"invalid settings: {exc}") from None
+    return settings.model_copy(update={"source": source})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,17 +67,16 @@ def run(args: argparse.Namespace) -> int:
             "cert_file": args.cert_file,
             "key_file": args.key_file,
             "log_level": args.log_level,
+            "metrics_port": args.metrics_port,
         }.items()
         if value is not None
     }
     try:
         settings = settings_from(args, **({"server": server} if server else {}))
+        settings = with_source_flags(settings, args)
     except ConfigError as exc:
         return fail(str(exc))
-    logging.basicConfig(
-        level=settings.server.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    configure_logging(settings.server.log_level)
     from webhook.server import serve  # noqa: PLC0415 - keep CLI start-up light
 
     try:

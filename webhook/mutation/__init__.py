@@ -1,21 +1,107 @@
 """Pod mutation: the fixed-order mutator table and ``mutate_pod``, which returns one JSON Patch.
 
-Placeholder until the mutation issue: selected pods are admitted without a patch.
+``webhook.admission`` calls ``mutate_pod`` only for pods on CREATE (no subresource) that a
+PodSnapshotPolicy selects. Steps:
+
+1. Collision check: a user volume, container or init container named ``snapready-helpers``, or a
+   user mount at ``/snapready``, that is not exactly what we inject. In ``enforce`` mode the pod
+   is denied with every collision listed; in ``warn``/``audit`` mode (never block) the helpers
+   are skipped (with a warning in ``warn`` mode) and only the annotations are written.
+2. The mutators of ``MUTATORS`` edit one copy-on-write working copy (``patch.Draft``) in order:
+   helper files (``helpers``), env (``env``), ``<prefix>policy`` and, last, ``<prefix>spec-hash``
+   (the fingerprint of the final pod). Injection steps are skipped when
+   ``settings.injection.enabled`` is false or the pod says ``<prefix>inject: "false"``.
+3. The recorded operations are the patch. A pod already carrying everything (the webhook's own
+   output on reinvocation) yields no operation, hence no ``patch`` in the response; a pod whose
+   ``spec-hash`` went stale because another webhook changed hashed fields gets only that
+   annotation replaced. ``dryRun`` requests get the same patch: nothing here has side effects.
+
+The helpers image contract (Dockerfile target ``helpers``) is in ``webhook.mutation.helpers``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from webhook.context import PodContext
-from webhook.responses import Decision, allowed
+from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
+from webhook.mutation.env import inject_env
+from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
+from webhook.mutation.patch import Draft
+from webhook.responses import Decision, bounded_warnings, denied, patched
 from webhook.types import RawObject
+
+
+@dataclass(frozen=True)
+class Step:
+    """One mutator: ``run(draft, ctx)`` edits the draft and returns whether it changed it.
+
+    Attributes:
+        name: stable id, recorded in ``Decision.audit["mutators"]``.
+        run: the mutator.
+        injection: True for helper injection (skipped when injection is off for the pod).
+    """
+
+    name: str
+    run: Callable[[Draft, PodContext], bool]
+    injection: bool = False
+
+
+MUTATORS: tuple[Step, ...] = (
+    Step("helpers", inject_helpers, injection=True),
+    Step("env", inject_env, injection=True),
+    Step("policy-annotation", stamp_policy),
+    Step("spec-hash", stamp_fingerprint),
+)
+"""Fixed order; ``spec-hash`` must stay last (it hashes everything before it)."""
 
 
 def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:
     """Mutate a selected pod on CREATE; returns a Decision carrying the patch (or a denial).
 
     Args:
-        pod: the raw ``request.object`` (never modified; mutators work on a deep copy).
-        ctx: the pod view (policies, settings, cluster state).
+        pod: the raw ``request.object`` (never modified: mutators edit a copy-on-write draft).
+        ctx: the pod view (policies, settings, cluster state, effective mode).
+
+    Returns:
+        ``patched(ops)`` (no patch when nothing changed), or ``denied`` (403) listing every
+        collision with a user object in ``enforce`` mode.
     """
-    del pod, ctx
-    return allowed()
+    inject = injection_wanted(ctx.metadata, ctx.settings)
+    warnings: tuple[str, ...] = ()
+    problems = collisions(ctx) if inject else []
+    if problems:
+        message = collision_message(problems, ctx.settings.annotation("inject"))
+        if ctx.mode == "enforce":
+            return denied(message)
+        inject = False
+        warnings = bounded_warnings([message]) if ctx.mode == "warn" else ()
+    draft, changed = run_mutators(pod, ctx, inject=inject)
+    decision = patched(draft.ops, warnings=warnings)
+    decision.audit.update({"mutators": changed, "collisions": problems})
+    return decision
+
+
+def run_mutators(pod: RawObject, ctx: PodContext, *, inject: bool) -> tuple[Draft, list[str]]:
+    """Run ``MUTATORS`` in order over a draft of ``pod`` (injection steps only if ``inject``).
+
+    Returns:
+        the draft (``draft.doc`` is the mutated pod, ``draft.ops`` the patch that produces it
+        from ``pod``) and the names of the steps that changed something.
+    """
+    draft = Draft(pod)
+    changed = [
+        step.name for step in MUTATORS if (inject or not step.injection) and step.run(draft, ctx)
+    ]
+    return draft, changed
+
+
+def collision_message(problems: list[str], inject_annotation: str) -> str:
+    """The user-facing text for ``collisions`` (what is reserved and the two ways out)."""
+    return (
+        "snapready: cannot inject the rehydration helpers, these names are reserved: "
+        + "; ".join(problems)
+        + ". Rename them (snapready adds its own 'snapready-helpers' volume and init container "
+        f'and mounts /snapready), or annotate the pod {inject_annotation}: "false".'
+    )

@@ -1,0 +1,107 @@
+"""Governance of the snapshot CRDs: the ``Engine.governance`` hook and its decision.
+
+A snapshot is a full memory image (tokens, keys, model weights), so which pods a policy captures
+and where their snapshots are stored are reviewed when a PodSnapshotPolicy or
+PodSnapshotStorageConfig is created or updated (domain.md section 8). The rules live in
+``policy`` and ``storage`` (pure); bucket facts come from an injected lookup
+(``webhook.gcs.BucketInspector`` in the server), so this package does no I/O itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from webhook.admission import Engine, effective_mode, namespace_ignored, request_namespace
+from webhook.governance.policy import policy_findings, selectors_overlap
+from webhook.governance.storage import (
+    BucketFacts,
+    BucketLookup,
+    bucket_findings,
+    bucket_name_problem,
+    storage_findings,
+)
+from webhook.responses import Decision, allowed, bounded_warnings, denied
+from webhook.review import AdmissionRequest
+from webhook.types import Finding, Mode, RawObject
+
+__all__ = [
+    "BucketFacts",
+    "BucketLookup",
+    "Governance",
+    "bucket_findings",
+    "bucket_name_problem",
+    "decide_governance",
+    "policy_findings",
+    "selectors_overlap",
+    "storage_findings",
+]
+
+
+class Governance:
+    """The ``Engine.governance`` hook: ``Governance(lookup)(request, obj, engine) -> Decision``.
+
+    Args:
+        lookup: bucket facts within a bounded time (``webhook.gcs.BucketInspector``); None, or
+            ``settings.storage.enabled`` false, skips the GCS checks (the name is still checked).
+
+    Modes: a policy follows its namespace's ``<prefix>enforcement`` label, else the global mode
+    (never its own annotation: a policy must not relax its own review); a storage config is
+    cluster-scoped and follows the global mode. ``rules.modes`` and ``rules.disabled`` apply to
+    these rule ids too.
+    """
+
+    def __init__(self, lookup: BucketLookup | None) -> None:
+        self.lookup = lookup
+
+    def __call__(self, request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
+        """Validate one PodSnapshotPolicy or PodSnapshotStorageConfig (CREATE/UPDATE)."""
+        settings = engine.settings
+        metadata = obj.get("metadata")
+        name = request.name or (metadata.get("name") if isinstance(metadata, dict) else None)
+        name = name if isinstance(name, str) else ""
+        if request.kind.kind == "PodSnapshotPolicy":
+            state = engine.state()
+            namespace = request_namespace(request, obj)
+            if namespace_ignored(state, namespace, settings):
+                return allowed()
+            findings = policy_findings(obj, state, namespace=namespace, name=name)
+            mode = effective_mode((), namespace, state, settings)
+            subject = f"PodSnapshotPolicy {namespace}/{name}"
+        else:
+            lookup = self.lookup if settings.storage.enabled else None
+            findings = storage_findings(obj, settings.storage, lookup)
+            mode = settings.enforcement
+            subject = f"PodSnapshotStorageConfig {name}"
+        kept = [f for f in findings if f.rule not in settings.rules.disabled]
+        return decide_governance(kept, mode, settings.rules.modes, subject)
+
+
+def decide_governance(
+    findings: list[Finding], mode: Mode, overrides: Mapping[str, Mode], subject: str
+) -> Decision:
+    """Findings to a decision, like ``admission.decide`` for pods.
+
+    ``deny`` findings deny in mode ``enforce``, warn in ``warn``, are only recorded in ``audit``;
+    ``warn`` findings are always warnings (recorded only in ``audit`` mode).
+    ``rules.modes`` overrides the mode per rule id.
+    """
+    denials: list[Finding] = []
+    warnings: list[Finding] = []
+    audited: list[Finding] = []
+    for finding in findings:
+        rule_mode = overrides.get(finding.rule, mode)
+        if rule_mode == "audit":
+            audited.append(finding)
+        elif finding.severity == "deny" and rule_mode == "enforce":
+            denials.append(finding)
+        else:
+            warnings.append(finding)
+    lines = bounded_warnings([f"[{f.rule}] {f.path}: {f.message}" for f in warnings])
+    if denials:
+        listed = "\n".join(f"- [{f.rule}] {f.path}: {f.message}" for f in denials)
+        message = f"snapready: {subject} is not acceptable ({len(denials)} problem(s)):\n{listed}"
+        decision = denied(message, warnings=lines)
+    else:
+        decision = allowed(warnings=lines)
+    decision.audit.update({"findings": findings, "mode": mode, "policy": "", "subject": subject})
+    return decision

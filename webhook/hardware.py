@@ -1,0 +1,292 @@
+"""What a pod states about its machine, read from its spec alone (pure: no cluster facts, no I/O).
+
+Two readings, both used by the readiness rules (``webhook/rules``):
+
+- ``node_pins``: the node labels a pod selects through ``spec.nodeSelector`` and *required* node
+  affinity (``requiredDuringSchedulingIgnoredDuringExecution``). Kubernetes semantics
+  (k8s.io/component-helpers/scheduling/corev1/nodeaffinity): nodeSelector AND affinity; the
+  affinity's ``nodeSelectorTerms`` are ORed, the expressions inside one term ANDed. Only ``In``
+  (and a nodeSelector pair) restricts values; ``Exists`` requires the label; ``NotIn``,
+  ``DoesNotExist``, ``Gt``, ``Lt`` never pin a pod to anything.
+- ``resource_usage``: how many units of an extended resource (``nvidia.com/gpu``) the whole pod
+  needs, with Kubernetes quantity parsing and the scheduler's effective-request formula (KEP-753):
+  ``max(sum(app) + sum(native sidecars), max_i(init_i + sidecars declared before i))``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Literal
+
+from webhook.context import join_path, list_of_dicts
+from webhook.types import RawObject
+
+MACHINE_FAMILY = "cloud.google.com/machine-family"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ACCELERATOR = "cloud.google.com/gke-accelerator"
+ACCELERATOR_COUNT = "cloud.google.com/gke-accelerator-count"
+PARTITION_SIZE = "cloud.google.com/gke-gpu-partition-size"
+SHARING_STRATEGY = "cloud.google.com/gke-gpu-sharing-strategy"
+MAX_SHARED_CLIENTS = "cloud.google.com/gke-max-shared-clients-per-gpu"
+NODE_POOL = "cloud.google.com/gke-nodepool"
+COMPUTE_CLASS = "cloud.google.com/compute-class"
+ARCHITECTURE = "kubernetes.io/arch"
+TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+GPU_RESOURCE = "nvidia.com/gpu"
+TPU_RESOURCE = "google.com/tpu"
+
+ContainerRole = Literal["app", "sidecar", "init"]
+
+# k8s.io/apimachinery/pkg/api/resource: <number><suffix>, suffix binary (Ki..Ei), decimal
+# (n, u, m, "", k, M, G, T, P, E) or an exponent (e3, E-2).
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))((?:[KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?$")
+_SUFFIXES: Mapping[str, Decimal] = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    **{f"{p}i": Decimal(1024) ** (i + 1) for i, p in enumerate("KMGTPE")},
+}
+
+
+def parse_quantity(value: Any) -> Decimal:
+    """Parse a Kubernetes resource quantity (``"1"``, ``1``, ``"500m"``, ``"2Ki"``, ``"1e3"``).
+
+    Raises:
+        ValueError: not a string or number, or not quantity syntax (booleans are rejected).
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"{value!r} is not a quantity")
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    match = _QUANTITY.match(value.strip())
+    if match is None:
+        raise ValueError(f"{value!r} is not a quantity")
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        if suffix[:1] in ("e", "E"):
+            return Decimal(number) * Decimal(10) ** int(suffix[1:])
+        return Decimal(number) * _SUFFIXES[suffix]
+    except (InvalidOperation, OverflowError):
+        raise ValueError(f"{value!r} is not a quantity") from None
+
+
+@dataclass(frozen=True)
+class LabelPin:
+    """What a pod's node selection says about one node label.
+
+    Attributes:
+        key: the node label, e.g. ``cloud.google.com/machine-family``.
+        values: every value some scheduling path allows (nodeSelector value, ``In`` values).
+        exhaustive: every path restricts the label to ``values``: the pod is pinned by it.
+        required: every path needs the label to exist (``In`` or ``Exists``).
+        path: field path of the first place that states it (nodeSelector first).
+    """
+
+    key: str
+    values: frozenset[str]
+    exhaustive: bool
+    required: bool
+    path: str
+
+    @property
+    def mentioned(self) -> bool:
+        """True when the pod asks for the label at all (a value, or ``Exists`` everywhere)."""
+        return bool(self.values) or self.required
+
+
+@dataclass
+class _TermPin:
+    values: frozenset[str] | None = None  # None: only Exists seen in this term
+    path: str = ""
+
+
+def _affinity_terms(spec: RawObject) -> list[RawObject]:
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = (
+        node.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node, dict)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    return list_of_dicts(terms)
+
+
+def _term_pins(term: RawObject, term_path: str) -> dict[str, _TermPin]:
+    """Keys one term restricts: ``In`` values intersected, ``Exists`` noted, others ignored."""
+    pins: dict[str, _TermPin] = {}
+    for index, expression in enumerate(list_of_dicts(term.get("matchExpressions"))):
+        key, operator = expression.get("key"), expression.get("operator")
+        if not isinstance(key, str) or operator not in ("In", "Exists"):
+            continue
+        path = join_path(term_path, "matchExpressions", index)
+        pin = pins.setdefault(key, _TermPin(path=path))
+        if operator == "In":
+            raw = expression.get("values")
+            values = frozenset(
+                v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str)
+            )
+            if pin.values is None:
+                pin.path = path  # the first In term is where the pod states the pin
+            pin.values = values if pin.values is None else pin.values & values
+    return pins
+
+
+def _affinity_pins(spec: RawObject, spec_path: str) -> dict[str, LabelPin]:
+    """Union of the terms (they are ORed): exhaustive only when every term has ``In``."""
+    base = join_path(
+        spec_path,
+        "affinity",
+        "nodeAffinity",
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "nodeSelectorTerms",
+    )
+    terms = [_term_pins(term, join_path(base, i)) for i, term in enumerate(_affinity_terms(spec))]
+    pins: dict[str, LabelPin] = {}
+    for key in sorted({key for term in terms for key in term}):
+        stated = [term.get(key) for term in terms]
+        present = [pin for pin in stated if pin is not None]
+        values = frozenset().union(*(p.values for p in present if p.values is not None))
+        pins[key] = LabelPin(
+            key=key,
+            values=values,
+            exhaustive=all(p is not None and p.values is not None for p in stated),
+            required=all(p is not None for p in stated),
+            path=present[0].path,
+        )
+    return pins
+
+
+def node_pins(spec: RawObject, spec_path: str) -> dict[str, LabelPin]:
+    """Every node label the pod's nodeSelector or required node affinity mentions, by key.
+
+    Args:
+        spec: the PodSpec dict.
+        spec_path: its field path in the submitted object (``spec``, ``spec.template.spec``).
+
+    Returns:
+        ``{label key: LabelPin}``; labels the pod never mentions are absent. A nodeSelector pair
+        intersected with an exhaustive affinity that excludes it yields empty ``values``
+        (the pod can never schedule).
+    """
+    pins = _affinity_pins(spec, spec_path)
+    selector = spec.get("nodeSelector")
+    for key, value in (selector if isinstance(selector, dict) else {}).items():
+        if not isinstance(value, str):
+            continue
+        previous = pins.get(key)
+        values = frozenset({value})
+        if previous is not None and previous.exhaustive:
+            values &= previous.values
+        path = join_path(spec_path, "nodeSelector", key)
+        pins[key] = LabelPin(key, values, exhaustive=True, required=True, path=path)
+    return pins
+
+
+@dataclass(frozen=True)
+class ContainerUse:
+    """Units of one resource a container asks for.
+
+    Attributes:
+        path: field path of the resource, e.g. ``spec.containers[1].resources.limits["x/y"]``.
+        role: ``app``, ``sidecar`` (init container with ``restartPolicy: Always``) or ``init``.
+        count: whole units (the limit, or the request when no limit is set).
+    """
+
+    path: str
+    role: ContainerRole
+    count: int
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """A pod's need for one extended resource.
+
+    Attributes:
+        total: the scheduler's effective pod request (KEP-753 formula), in whole units.
+        containers: every container asking for at least one unit, in spec order.
+        problems: ``(path, message)`` for malformed quantities, requests without a limit and
+            requests differing from limits (the API server rejects those; we report them).
+    """
+
+    total: int = 0
+    containers: tuple[ContainerUse, ...] = ()
+    problems: tuple[tuple[str, str], ...] = field(default=())
+
+
+def _containers(spec: RawObject) -> Iterator[tuple[str, int, RawObject, ContainerRole]]:
+    for index, container in enumerate(list_of_dicts(spec.get("initContainers"))):
+        role: ContainerRole = "sidecar" if container.get("restartPolicy") == "Always" else "init"
+        yield "initContainers", index, container, role
+    for index, container in enumerate(list_of_dicts(spec.get("containers"))):
+        yield "containers", index, container, "app"
+
+
+def _whole(value: Any, path: str, problems: list[tuple[str, str]]) -> int | None:
+    """A quantity as whole units; None (and a problem) when malformed or fractional."""
+    try:
+        quantity = parse_quantity(value)
+    except ValueError:
+        problems.append((path, f"{value!r} is not a Kubernetes quantity; use a whole number"))
+        return None
+    if quantity < 0 or quantity != quantity.to_integral_value():
+        problems.append((path, f"{value!r} is not a whole number of devices"))
+        return None
+    return int(quantity)
+
+
+def _container_count(
+    container: RawObject, base: str, resource: str, problems: list[tuple[str, str]]
+) -> tuple[int, str]:
+    resources = container.get("resources")
+    resources = resources if isinstance(resources, dict) else {}
+    limits, requests = resources.get("limits"), resources.get("requests")
+    limits = limits if isinstance(limits, dict) else {}
+    requests = requests if isinstance(requests, dict) else {}
+    limit_path = join_path(base, "resources", "limits", resource)
+    request_path = join_path(base, "resources", "requests", resource)
+    limit = _whole(limits[resource], limit_path, problems) if resource in limits else None
+    request = _whole(requests[resource], request_path, problems) if resource in requests else None
+    if limit is None and request:
+        problems.append((request_path, f"{resource} requested without a limit: set the limit too"))
+        return request, request_path
+    if limit is not None and request is not None and request != limit:
+        problems.append(
+            (request_path, f"{resource} request {request} != limit {limit}: make equal")
+        )
+    return limit or 0, limit_path
+
+
+def resource_usage(spec: RawObject, spec_path: str, resource: str) -> ResourceUsage:
+    """How many units of ``resource`` (e.g. ``nvidia.com/gpu``) the whole pod needs.
+
+    A ``"0"`` limit is no device. A request without a limit counts (the author wants a device)
+    and is reported in ``problems``; so are malformed and fractional quantities (counted as 0).
+    """
+    problems: list[tuple[str, str]] = []
+    uses: list[ContainerUse] = []
+    app = sidecars = init_peak = 0
+    for kind, index, container, role in _containers(spec):
+        count, path = _container_count(
+            container, join_path(spec_path, kind, index), resource, problems
+        )
+        if count:
+            uses.append(ContainerUse(path, role, count))
+        if role == "init":
+            init_peak = max(init_peak, count + sidecars)
+        elif role == "sidecar":
+            sidecars += count
+        else:
+            app += count
+    return ResourceUsage(max(app + sidecars, init_peak), tuple(uses), tuple(problems))

@@ -1,0 +1,176 @@
+"""Rehydrate a Python process restored from a GKE Pod snapshot (standard library only).
+
+snapready copies this file to ``/snapready`` in every selected pod. Use it from the app::
+
+    import os, sys
+    sys.path.insert(0, os.environ.get("SNAPREADY_HELPERS", "/snapready"))
+    import snapready_rehydrate
+
+    def reconnect() -> None:
+        ...  # re-read secrets, reseed random generators, reopen external connections
+
+    snapready_rehydrate.on_restore(reconnect)
+
+A restored process resumes with the memory of the pod that was frozen, so its ``os.environ`` is the
+old pod's. gVisor puts the restoring pod's environment in ``/proc/gvisor/spec_environ``
+(``KEY=VALUE`` entries each ended by a NUL byte, like ``/proc/PID/environ``) and answers a blocking
+read of ``/proc/gvisor/checkpoint`` with ``resume``, ``restore`` or ``error`` after a checkpoint.
+The paths come from ``SNAPREADY_SPEC_ENVIRON`` and ``SNAPREADY_CHECKPOINT`` (injected by
+snapready), defaulting to the gVisor ones. Works on Python 3.8 and later.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable
+
+__all__ = [
+    "CHECKPOINT_ANSWERS",
+    "on_restore",
+    "read_spec_environ",
+    "refresh_environ",
+    "wait_for_checkpoint",
+]
+
+DEFAULT_SPEC_ENVIRON = "/proc/gvisor/spec_environ"
+DEFAULT_CHECKPOINT = "/proc/gvisor/checkpoint"
+CHECKPOINT_ANSWERS = ("resume", "restore", "error")
+"""What a read of the checkpoint file returns: checkpoint done and this is the original process
+(``resume``), this process is a restored copy (``restore``), or the checkpoint failed."""
+_READ_SIZE = 64
+_EMPTY_READ_PAUSE_SECONDS = 1.0
+
+
+def _spec_environ_path(path: str | None) -> str:
+    return path or os.environ.get("SNAPREADY_SPEC_ENVIRON") or DEFAULT_SPEC_ENVIRON
+
+
+def _checkpoint_path(path: str | None) -> str:
+    return path or os.environ.get("SNAPREADY_CHECKPOINT") or DEFAULT_CHECKPOINT
+
+
+def read_spec_environ(path: str | None = None, errors: str = "surrogateescape") -> dict[str, str]:
+    """The restoring pod's environment, as a dict.
+
+    Args:
+        path: the spec_environ file; default ``$SNAPREADY_SPEC_ENVIRON`` or
+            ``/proc/gvisor/spec_environ``.
+        errors: how bytes that are not UTF-8 are decoded (a ``bytes.decode`` error handler).
+            The default ``surrogateescape`` keeps them exactly, and ``os.environ`` encodes them
+            back to the same bytes; pass ``"replace"`` to get U+FFFD instead.
+
+    Returns:
+        ``{name: value}``. Entries are split on the first ``=`` (values may contain ``=``,
+        newlines, quotes); a repeated name keeps its last value; an entry without ``=`` or with
+        an empty name is skipped; the last entry may lack its NUL terminator.
+
+    Raises:
+        FileNotFoundError: the file does not exist (e.g. not running in GKE Sandbox).
+        OSError: the file cannot be read.
+    """
+    file_path = _spec_environ_path(path)
+    try:
+        with open(file_path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError as error:
+        raise FileNotFoundError(
+            error.errno,
+            f"{file_path} does not exist (not running in GKE Sandbox? set SNAPREADY_SPEC_ENVIRON)",
+            file_path,
+        ) from None
+    environ: dict[str, str] = {}
+    for entry in raw.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name:
+            environ[name.decode("utf-8", errors)] = value.decode("utf-8", errors)
+    return environ
+
+
+def refresh_environ(path: str | None = None) -> dict[str, str]:
+    """Lay the restoring pod's environment over ``os.environ`` (names not in it are kept).
+
+    Returns:
+        the entries that were applied (the same dict as ``read_spec_environ``).
+
+    Raises:
+        FileNotFoundError, OSError: as ``read_spec_environ``.
+    """
+    environ = read_spec_environ(path)
+    os.environ.update(environ)
+    return environ
+
+
+def wait_for_checkpoint(path: str | None = None) -> str:
+    """Block until the next checkpoint event and return ``resume``, ``restore`` or ``error``.
+
+    One ``read(2)`` of the checkpoint file (default ``$SNAPREADY_CHECKPOINT`` or
+    ``/proc/gvisor/checkpoint``); surrounding whitespace and NUL bytes are stripped. Anything else
+    the file returns (an empty string at end of file included) is returned as it is.
+
+    Raises:
+        FileNotFoundError: the file does not exist (e.g. not running in GKE Sandbox).
+        OSError: the file cannot be read.
+    """
+    file_path = _checkpoint_path(path)
+    try:
+        fd = os.open(file_path, os.O_RDONLY)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(
+            error.errno,
+            f"{file_path} does not exist (not running in GKE Sandbox? set SNAPREADY_CHECKPOINT)",
+            file_path,
+        ) from None
+    try:
+        data = os.read(fd, _READ_SIZE)
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace").strip("\0 \t\r\n")
+
+
+def on_restore(
+    callback: Callable[[], object],
+    *,
+    path: str | None = None,
+    spec_environ: str | None = None,
+    refresh: bool = True,
+) -> threading.Thread:
+    """Run ``callback()`` in a daemon thread after every restore of this process.
+
+    The thread loops on ``wait_for_checkpoint(path)``; on ``restore`` it first calls
+    ``refresh_environ(spec_environ)`` (unless ``refresh`` is false), then ``callback``.
+    ``resume`` and ``error`` are ignored. An exception from the callback or the refresh is
+    printed to stderr (traceback) and the loop goes on. The thread ends when the checkpoint
+    file cannot be read (missing outside GKE Sandbox). An empty read (end of file) pauses 1 s
+    before the next read, so a plain file cannot make the loop spin.
+
+    Returns:
+        the started thread (named ``snapready-on-restore``).
+    """
+
+    def loop() -> None:
+        while True:
+            try:
+                answer = wait_for_checkpoint(path)
+            except OSError:
+                return
+            if answer == "restore":
+                _run_guarded(callback, spec_environ, refresh)
+            elif not answer:
+                time.sleep(_EMPTY_READ_PAUSE_SECONDS)
+
+    thread = threading.Thread(target=loop, name="snapready-on-restore", daemon=True)
+    thread.start()
+    return thread
+
+
+def _run_guarded(callback: Callable[[], object], spec_environ: str | None, refresh: bool) -> None:
+    """Refresh and call back; print an exception's traceback to stderr and keep going."""
+    try:
+        if refresh:
+            refresh_environ(spec_environ)
+        callback()
+    except Exception:  # the app's callback may raise anything; the watcher must survive it
+        traceback.print_exc()

@@ -1,0 +1,218 @@
+"""Prometheus metrics: the collectors, the per-admission recorder and the plain-HTTP ``/metrics``.
+
+Every series lives in one ``Metrics`` object with its own ``CollectorRegistry`` (tests build fresh
+ones; ``serve`` uses the process-wide ``default_metrics()``). Label values are bounded: kinds
+outside the dispatch table count as ``other`` and rule/mutator ids come from our own tables, so an
+attacker cannot grow the series set. Label children are cached: the hot path costs a dict lookup
+and a locked increment per series (a few microseconds per review).
+
+The endpoint is served by a small threaded WSGI server on ``settings.server.metrics_port``, off
+the event loop, so a scrape never delays an admission.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from socketserver import BaseServer
+from typing import Any
+from wsgiref.simple_server import WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
+
+from webhook import certs
+from webhook.admission import DISPATCH, finding_outcome
+from webhook.logs import decision_label
+from webhook.responses import Decision
+from webhook.review import AdmissionReviewRequest
+from webhook.state import ClusterState
+from webhook.types import Endpoint, Finding, Mode
+
+DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+"""Seconds. 0.5 ms resolves the fast path; 2.5 s is far past any healthy answer (the API server's
+webhook timeout defaults to 10 s, max 30 s)."""
+KNOWN_KINDS = frozenset(kind for _, kind in DISPATCH)
+SCRAPE_SOCKET_TIMEOUT = 10.0
+"""Seconds a scrape connection may stay silent: a slow client cannot pin a thread forever."""
+
+
+class Metrics:
+    """All snapready series in one registry.
+
+    Attributes:
+        registry: where the series are registered (exposed by ``serve_metrics``).
+        tls_certificate_expiry: ``notAfter`` of the serving certificate, Unix seconds; set by
+            ``record_certificate`` at start-up and by the certificate reloader.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        reg = self.registry
+        self.requests = Counter(
+            "snapready_admission_requests",
+            "AdmissionReviews answered, by endpoint, object kind, operation and decision "
+            "(allowed, patched, denied, error).",
+            ["endpoint", "kind", "operation", "decision"],
+            registry=reg,
+        )
+        self.duration = Histogram(
+            "snapready_admission_duration_seconds",
+            "Seconds from reading the request to the decision, by endpoint.",
+            ["endpoint"],
+            buckets=DURATION_BUCKETS,
+            registry=reg,
+        )
+        self.findings = Counter(
+            "snapready_rule_findings",
+            "Rule findings, by rule id and where they ended: enforce (denied), warn, audit.",
+            ["rule", "mode"],
+            registry=reg,
+        )
+        self.mutations = Counter(
+            "snapready_mutations",
+            "Pods changed by each mutator (one count per mutator per patched pod).",
+            ["mutator"],
+            registry=reg,
+        )
+        self.policy_source_synced = Gauge(
+            "snapready_policy_source_synced",
+            "1 when the policy source has delivered its first full list (readiness), else 0.",
+            registry=reg,
+        )
+        self.tls_certificate_expiry = Gauge(
+            "snapready_tls_certificate_expiry_timestamp_seconds",
+            "notAfter of the serving certificate in use, as a Unix timestamp.",
+            registry=reg,
+        )
+        self.internal_errors = Counter(
+            "snapready_internal_errors",
+            "Reviews answered by the failure policy after an unexpected exception.",
+            registry=reg,
+        )
+        self.rejected = Counter(
+            "snapready_rejected_requests",
+            "Requests refused before admission (broken body, wrong type, too large, too slow), "
+            "by endpoint and HTTP status.",
+            ["endpoint", "code"],
+            registry=reg,
+        )
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """The labelled child of ``metric``, cached (``labels()`` validates on every call)."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def watch_state(self, state: Callable[[], ClusterState]) -> None:
+        """Make ``policy_source_synced`` read ``state().synced`` at scrape time."""
+        self.policy_source_synced.set_function(lambda: 1.0 if state().synced else 0.0)
+
+    def record_certificate(self, cert_file: Path) -> None:
+        """Set the expiry gauge from the PEM ``cert_file``.
+
+        Raises:
+            OSError, ValueError: unreadable file or no PEM certificate in it.
+        """
+        self.tls_certificate_expiry.set(certs.certificate_not_after(cert_file))
+
+    def observe(
+        self,
+        endpoint: Endpoint,
+        review: AdmissionReviewRequest,
+        decision: Decision,
+        seconds: float,
+        mode_overrides: Mapping[str, Mode] | None = None,
+    ) -> None:
+        """Count one answered review (the ``Observer`` contract of ``webhook.app``).
+
+        ``decision.audit`` may hold ``findings`` (``Finding`` list), ``mode``, ``mutators``
+        (names of mutators that changed the pod) and ``internal_error``; each is optional.
+        A finding counts under the mode it ended in (``admission.finding_outcome``): ``enforce``
+        (denied), ``warn`` (a warning) or ``audit`` (only recorded); ``mode_overrides`` is
+        ``settings.rules.modes``.
+        """
+        request = review.request
+        kind = request.kind.kind if request.kind.kind in KNOWN_KINDS else "other"
+        label = decision_label(decision)
+        self._child(self.requests, endpoint, kind, request.operation, label).inc()
+        self._child(self.duration, endpoint).observe(seconds)
+        audit = decision.audit
+        if not audit:
+            return
+        if label == "error":
+            self.internal_errors.inc()
+        self._count_findings(audit.get("findings"), audit.get("mode"), mode_overrides or {})
+        mutators = audit.get("mutators")
+        if isinstance(mutators, list | tuple):
+            for name in mutators:
+                self._child(self.mutations, str(name)).inc()
+
+    def _count_findings(
+        self, findings: Iterable[Finding] | None, mode: Any, overrides: Mapping[str, Mode]
+    ) -> None:
+        if not findings or mode not in ("enforce", "warn", "audit"):
+            return
+        for finding in findings:
+            if isinstance(finding, Finding):
+                outcome = finding_outcome(finding, mode, overrides)
+                self._child(self.findings, finding.rule, outcome).inc()
+
+    def reject(self, endpoint: str, code: int) -> None:
+        """Count a request refused before admission with HTTP ``code``."""
+        self._child(self.rejected, endpoint, str(code)).inc()
+
+
+_default: Metrics | None = None
+_default_lock = threading.Lock()
+
+
+def default_metrics() -> Metrics:
+    """The process-wide ``Metrics`` used by ``snapready serve`` (created on first use)."""
+    global _default  # noqa: PLW0603 - one registry per process, like prometheus_client's REGISTRY
+    with _default_lock:
+        if _default is None:
+            _default = Metrics()
+        return _default
+
+
+class _Handler(_SilentHandler):
+    timeout = SCRAPE_SOCKET_TIMEOUT
+
+
+def metrics_wsgi_app(registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
+    """WSGI app serving the exposition format on ``/metrics`` only (404 elsewhere)."""
+    exposition = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found: metrics are served on /metrics\n"]
+        served: Iterable[bytes] = exposition(environ, start_response)
+        return served
+
+    return app
+
+
+def serve_metrics(metrics: Metrics, host: str, port: int) -> BaseServer:
+    """Serve ``/metrics`` over plain HTTP on ``host:port`` in a daemon thread.
+
+    Returns the server; call ``shutdown()`` then ``server_close()`` to stop it.
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+    httpd: WSGIServer = make_server(
+        host,
+        port,
+        metrics_wsgi_app(metrics.registry),
+        ThreadingWSGIServer,
+        handler_class=_Handler,
+    )
+    thread = threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True)
+    thread.start()
+    return httpd

@@ -1,0 +1,27 @@
+"""Pod annotations: ``<prefix>policy`` and, last of all mutations, ``<prefix>spec-hash``.
+
+``spec-hash`` is our distilled-spec fingerprint (``webhook.distill``) of the final mutated pod,
+so it includes everything injected before it. Annotations outside ``dev.gvisor.*`` are not
+hashed (domain.md section 3), so writing it cannot change the value it records. On a
+reinvocation after another webhook changed hashed fields, only this annotation is rewritten.
+"""
+
+from __future__ import annotations
+
+from webhook.context import PodContext
+from webhook.distill import fingerprint
+from webhook.mutation.patch import Draft
+
+ANNOTATIONS = ("metadata", "annotations")
+
+
+def stamp_policy(draft: Draft, ctx: PodContext) -> bool:
+    """Set ``<prefix>policy`` to the selecting policy's name (names joined by ``,`` when
+    several select the pod; ``ctx.policies`` is sorted by name, so the value is stable)."""
+    names = ",".join(policy.name for policy in ctx.policies)
+    return draft.put(ANNOTATIONS, ctx.settings.annotation("policy"), names)
+
+
+def stamp_fingerprint(draft: Draft, ctx: PodContext) -> bool:
+    """Set ``<prefix>spec-hash`` to ``fingerprint`` of the working copy (run it last)."""
+    return draft.put(ANNOTATIONS, ctx.settings.annotation("spec-hash"), fingerprint(draft.doc))

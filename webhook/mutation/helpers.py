@@ -1,0 +1,158 @@
+"""Helper-file injection: the ``snapready-helpers`` volume, init container and read-only mounts.
+
+Contract with the image (Dockerfile target ``helpers``): a busybox-based image that holds exactly
+the two files of ``webhook/helpers/`` (``rehydrate``, mode 0755, and ``snapready_rehydrate.py``)
+in ``/opt/snapready/helpers/``. The injected init container runs
+``cp -R /opt/snapready/helpers/. /snapready/`` into the emptyDir ``snapready-helpers``, which
+every app container and native sidecar (init container with ``restartPolicy: Always``) mounts
+read-only at ``/snapready``. The init container goes first, so sidecars find the files when they
+start; existing init containers keep their order.
+
+Everything injected is part of the fingerprint (domain.md section 3: volumes, init containers,
+mounts, securityContext are hashed), so every value here is a constant or comes from settings:
+changing any of them changes every fingerprint and orphans existing snapshots. The init
+container carries the fields the API server would otherwise default (``imagePullPolicy``,
+``terminationMessagePath/Policy``) so that what we hash is what gets stored, and so that a
+reinvocation recognises its own output by equality.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from typing import Any
+
+from webhook.config import Settings
+from webhook.context import PodContext
+from webhook.mutation.patch import Draft
+from webhook.types import RawObject
+
+HELPERS_NAME = "snapready-helpers"
+"""Name of the injected init container and emptyDir volume (reserved)."""
+MOUNT_PATH = "/snapready"
+"""Where the helpers appear in every app container (reserved)."""
+IMAGE_HELPERS_DIR = "/opt/snapready/helpers"
+"""Directory of the helper files inside the helpers image (Dockerfile target ``helpers``)."""
+COPY_COMMAND = ("cp", "-R", f"{IMAGE_HELPERS_DIR}/.", f"{MOUNT_PATH}/")
+RESOURCES = {"cpu": "50m", "memory": "32Mi"}
+"""Requests and limits of the init container (equal, so a Guaranteed pod stays Guaranteed;
+copying two small files needs a few milliseconds of CPU and a few MiB)."""
+NONROOT_ID = 65532
+"""The conventional "nonroot" uid/gid of distroless images: busybox would otherwise run as root,
+which ``runAsNonRoot`` refuses. The emptyDir is created world-writable (mode 0777)."""
+
+
+def helpers_volume() -> RawObject:
+    """The injected volume: ``{"name": "snapready-helpers", "emptyDir": {}}``."""
+    return {"name": HELPERS_NAME, "emptyDir": {}}
+
+
+def helpers_mount() -> RawObject:
+    """The read-only mount added to every app container and native sidecar."""
+    return {"name": HELPERS_NAME, "mountPath": MOUNT_PATH, "readOnly": True}
+
+
+def init_container(image: str) -> RawObject:
+    """The injected init container for ``image`` (fixed, restricted-PSS securityContext)."""
+    return {
+        "name": HELPERS_NAME,
+        "image": image,
+        "command": list(COPY_COMMAND),
+        "resources": {"limits": dict(RESOURCES), "requests": dict(RESOURCES)},
+        "volumeMounts": [{"name": HELPERS_NAME, "mountPath": MOUNT_PATH}],
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+            "runAsGroup": NONROOT_ID,
+            "runAsNonRoot": True,
+            "runAsUser": NONROOT_ID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+
+
+def injection_wanted(metadata: RawObject, settings: Settings) -> bool:
+    """False when injection is off in settings or the pod says ``<prefix>inject: "false"``."""
+    if not settings.injection.enabled:
+        return False
+    annotations = metadata.get("annotations")
+    value = (
+        annotations.get(settings.annotation("inject")) if isinstance(annotations, dict) else None
+    )
+    return not (isinstance(value, str) and value.strip().lower() == "false")
+
+
+def is_ours(existing: RawObject, desired: RawObject) -> bool:
+    """Whether ``existing`` is what we inject: every field of ``desired`` is equal in it.
+
+    Extra fields are tolerated so that a field the API server defaults in some future version
+    does not make a reinvocation deny its own output.
+    """
+    return all(existing.get(key) == value for key, value in desired.items())
+
+
+def indexed_dicts(value: Any) -> Iterator[tuple[int, RawObject]]:
+    """``(index, item)`` for the dict items of a list (original indices kept); nothing else."""
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            if isinstance(item, dict):
+                yield index, item
+
+
+def has_named(items: Any) -> bool:
+    """Whether the list ``items`` holds an object named ``snapready-helpers``."""
+    return any(item.get("name") == HELPERS_NAME for _, item in indexed_dicts(items))
+
+
+def at_mount_path(mount: RawObject) -> bool:
+    """Whether ``mount`` targets ``/snapready`` (``/snapready/`` and ``/snapready/.`` too)."""
+    path = mount.get("mountPath")
+    return isinstance(path, str) and posixpath.normpath(path) == MOUNT_PATH
+
+
+def collisions(ctx: PodContext) -> list[str]:
+    """Every user object that would collide with the injection, as ``path: problem`` lines.
+
+    Objects equal to what we inject (a reinvocation on our own output) are not collisions.
+    """
+    spec, image = ctx.spec, ctx.settings.injection.helpers_image
+    found: list[str] = []
+    for index, volume in indexed_dicts(spec.get("volumes")):
+        if volume.get("name") == HELPERS_NAME and not is_ours(volume, helpers_volume()):
+            found.append(f"{ctx.spec_field('volumes', index)}: volume name {HELPERS_NAME!r}")
+    for list_name in ("containers", "initContainers"):
+        for index, container in indexed_dicts(spec.get(list_name)):
+            ours = list_name == "initContainers" and is_ours(container, init_container(image))
+            if container.get("name") == HELPERS_NAME and not ours:
+                found.append(f"{ctx.spec_field(list_name, index)}: container name {HELPERS_NAME!r}")
+            for mount_index, mount in indexed_dicts(container.get("volumeMounts")):
+                if not ours and at_mount_path(mount) and not is_ours(mount, helpers_mount()):
+                    where = ctx.spec_field(list_name, index, "volumeMounts", mount_index)
+                    found.append(f"{where}: mountPath {MOUNT_PATH}")
+    return found
+
+
+def inject_helpers(draft: Draft, ctx: PodContext) -> bool:
+    """Add the volume, the init container (first) and the read-only mounts that are missing.
+
+    Call only after ``collisions`` found nothing: an existing object of our name is then ours.
+    """
+    changed = False
+    if not has_named(draft.get("spec", "volumes")):
+        changed |= draft.extend(("spec", "volumes"), [helpers_volume()])
+    if not has_named(draft.get("spec", "initContainers")):
+        image = ctx.settings.injection.helpers_image
+        changed |= draft.insert(("spec", "initContainers"), 0, init_container(image))
+    for list_name in ("containers", "initContainers"):
+        for index, container in indexed_dicts(draft.get("spec", list_name)):
+            if list_name == "initContainers" and container.get("restartPolicy") != "Always":
+                continue  # a run-to-completion init container does not get the helpers
+            mounts = indexed_dicts(container.get("volumeMounts"))
+            if not any(at_mount_path(mount) for _, mount in mounts):
+                path = ("spec", list_name, index, "volumeMounts")
+                changed |= draft.extend(path, [helpers_mount()])
+    return changed

@@ -1,0 +1,43 @@
+"""``hash-drift`` (validating): the ``<prefix>spec-hash`` annotation no longer matches the pod.
+
+snapready stamps the fingerprint of the pod as it leaves its mutating webhook. A mutating webhook
+that runs later (a sidecar injector, a policy engine) may still change hashed fields (containers,
+volumes, mounts, securityContext...; domain.md section 3). The validating webhook sees the final
+object: if its fingerprint differs, the annotation misleads anyone comparing pods, and the later
+webhook's edits may differ between the checkpoint pod and its restores. Advisory (``warn``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from webhook.context import PodContext
+from webhook.distill import FINGERPRINT_PREFIX, fingerprint
+from webhook.types import Finding
+
+
+class HashDrift:
+    """``hash-drift``: warn when a Pod's recorded fingerprint differs from its final spec's.
+
+    Skipped for pod templates (controllers are not stamped), pods without the annotation, an
+    annotation written by another fingerprint version (other prefix than ``v1:sha256:``), and
+    ``rootfs-only`` policies (GKE does not hash the spec for them).
+    """
+
+    rule_ids: tuple[str, ...] = ("hash-drift",)
+
+    def __call__(self, pod: PodContext) -> Iterable[Finding]:
+        """At most one warn finding at ``metadata.annotations["<prefix>spec-hash"]``."""
+        if pod.kind != "Pod" or pod.rootfs_only:
+            return []
+        key = pod.settings.annotation("spec-hash")
+        recorded = pod.annotations.get(key)
+        if not isinstance(recorded, str) or not recorded.startswith(FINGERPRINT_PREFIX):
+            return []
+        if fingerprint({"metadata": pod.metadata, "spec": pod.spec}) == recorded:
+            return []
+        message = (
+            "a mutating webhook that ran after snapready changed hashed fields; set snapready's "
+            "reinvocationPolicy: IfNeeded, or find the change with `snapready diff`"
+        )
+        return [Finding(pod.metadata_field("annotations", key), "hash-drift", message, "warn")]

@@ -1,0 +1,196 @@
+"""GPU rules: ``gpu-machine``, ``gpu-multi-l4``, ``gpu-whole-node``, ``gpu-mig``, ``gpu-sharing``.
+
+Facts (GKE "About GKE Pod snapshots", domain.md section 4): GPU snapshots work on the supported GPU
+machine types only (``settings.rules.gpu_machine_types``); more than one GPU per pod only on L4;
+before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node had to use all of its GPUs; MIG is not
+supported; time-sharing and MPS are not named (unconfirmed: warn). All of them are whole-pod
+restrictions, relaxed for ``rootfs-only`` policies. Only pods that use GPUs are judged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from webhook.config import GKE_VERSION_PATTERN, RuleSettings
+from webhook.context import PodContext
+from webhook.hardware import ACCELERATOR
+from webhook.rules.placement import (
+    Constraint,
+    Placement,
+    describe,
+    family_constraints,
+    instance_family,
+    possible,
+)
+from webhook.types import Finding
+
+GkeVersion = tuple[int, int, int, int]
+
+
+def parse_gke_version(text: str | None) -> GkeVersion | None:
+    """``1.35.0-gke.1738000`` -> ``(1, 35, 0, 1738000)``; a leading ``v`` is allowed and a missing
+    ``-gke.N`` counts as 0. None for None or text that is not a version."""
+    match = re.match(GKE_VERSION_PATTERN, text or "")
+    if match is None:
+        return None
+    major, minor, patch, build = match.groups()
+    return int(major), int(minor), int(patch), int(build or 0)
+
+
+def _type_summary(types: Iterable[str]) -> str:
+    """``g2-standard-*, a2-highgpu-1g, ...``: machine types grouped by their shape prefix."""
+    groups: dict[str, list[str]] = {}
+    for name in types:
+        groups.setdefault(name.rsplit("-", 1)[0], []).append(name)
+    return ", ".join(f"{p}-*" if len(g) > 1 else g[0] for p, g in groups.items())
+
+
+def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
+    """``gpu-machine``: every machine type, family and accelerator a GPU pod may land on must be
+    a supported one."""
+    rules = ctx.settings.rules
+    types = _type_summary(rules.gpu_machine_types)
+    gpu_families = {instance_family(t) for t in rules.gpu_machine_types}
+    for c in place.instance_types:
+        for name in sorted(c.values - set(rules.gpu_machine_types)):
+            text = f"no GPU snapshots on {name}{c.where}; use {types}"
+            yield Finding(c.path, "gpu-machine", text)
+    for c in place.families:
+        for family in sorted(c.values - gpu_families):
+            accept = ", ".join(sorted(gpu_families))
+            text = f"no GPU snapshots on family {family}{c.where}; use {accept}"
+            yield Finding(c.path, "gpu-machine", text)
+    for c in place.accelerators:
+        for name in sorted(c.values - set(rules.gpu_accelerators)):
+            text = f"no GPU snapshots on {name}{c.where}; use {', '.join(rules.gpu_accelerators)}"
+            yield Finding(c.path, "gpu-machine", text)
+
+
+def _multi_types(rules: RuleSettings, gpus: int) -> list[str]:
+    """Supported machine types of the multi-GPU accelerators with at least ``gpus`` GPUs."""
+    families = {f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())}
+    fits = [(n, t) for t, n in rules.gpu_machine_types.items() if instance_family(t) in families]
+    return [t for n, t in sorted(fits) if n >= gpus]
+
+
+def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
+    """``gpu-multi-l4``: a pod with more than one GPU must be pinned to L4 machines that have
+    enough GPUs (``g2-standard-48``/``-96``). Values already unsupported are left to gpu-machine."""
+    rules, gpus = ctx.settings.rules, place.gpus.total
+    fits = _multi_types(rules, gpus)
+    accept = " or ".join(fits) if fits else "no supported machine has that many"
+    pinned = False
+    for c in place.accelerators:
+        pinned |= c.exhaustive
+        for name in sorted(
+            (c.values & set(rules.gpu_accelerators)) - set(rules.multi_gpu_accelerators)
+        ):
+            text = f"{name}{c.where} allows 1 GPU per snapshot pod, not {gpus}; use {accept}"
+            yield Finding(c.path, "gpu-multi-l4", text)
+    for c in place.instance_types:
+        pinned |= c.exhaustive
+        for name in sorted((c.values & set(rules.gpu_machine_types)) - set(fits)):
+            text = f"{name}{c.where} cannot hold a {gpus}-GPU snapshot pod; use {accept}"
+            yield Finding(c.path, "gpu-multi-l4", text)
+    pinned |= any(c.exhaustive for c in place.families)
+    if not pinned and not place.unknown:
+        text = f"a {gpus}-GPU pod needs L4: pin {ACCELERATOR}: nvidia-l4 ({accept})"
+        yield Finding(place.gpus.containers[0].path, "gpu-multi-l4", text)
+
+
+def _node_counts(place: Placement, rules: RuleSettings) -> Iterator[tuple[Constraint, int, str]]:
+    """GPU counts of the nodes the pod is pinned to: ``(constraint, count, node description)``."""
+    for c in place.instance_types:
+        for name in sorted(c.values):
+            if name in rules.gpu_machine_types:
+                yield c, rules.gpu_machine_types[name], name
+    for c in place.accelerator_counts:
+        for value in sorted(c.values):
+            if value.isdigit():
+                yield c, int(value), f"a {value}-GPU node"
+
+
+def _candidate_counts(place: Placement, rules: RuleSettings) -> set[int]:
+    """GPU counts of every supported machine type in the families the pod may land on (all of
+    them when the pod pins no family, accelerator or instance type; none when it pins only an
+    unsupported accelerator, which ``gpu-machine`` reports)."""
+    families = possible(family_constraints(place, rules))
+    if families is None and any(c.exhaustive for c in place.accelerators):
+        return set()
+    return {
+        count
+        for name, count in rules.gpu_machine_types.items()
+        if families is None or instance_family(name) in families
+    }
+
+
+def whole_node_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
+    """``gpu-whole-node``: before GKE ``rules.gpu_subset_min_version`` a pod on a multi-GPU node
+    must use all the node's GPUs. Unknown cluster version: applied (strictest), saying so."""
+    rules, gpus = ctx.settings.rules, place.gpus.total
+    version = parse_gke_version(rules.gke_version or ctx.cluster.gke_version)
+    gate = rules.gpu_subset_min_version
+    if version is not None and version >= (parse_gke_version(gate) or version):
+        return
+    hint = "" if version is not None else " (or set rules.gke_version)"
+    pinned = any(c.exhaustive for c in (*place.instance_types, *place.accelerator_counts))
+    for c, count, node in _node_counts(place, rules):
+        if count > gpus:
+            text = (
+                f"{node} has {count} GPUs; before GKE {gate} a pod needs all: request {count}{hint}"
+            )
+            yield Finding(c.path, "gpu-whole-node", text)
+    risky = sorted(n for n in _candidate_counts(place, rules) if n > gpus)
+    if not pinned and risky:
+        sizes = " or ".join(f"{n}-GPU" for n in risky)
+        text = f"{sizes} nodes need all GPUs before GKE {gate}; pin the instance type{hint}"
+        yield Finding(place.gpus.containers[0].path, "gpu-whole-node", text, "warn")
+
+
+def _values(c: Constraint) -> str:
+    return f" ({', '.join(sorted(c.values))})" if c.values else ""
+
+
+def mig_findings(place: Placement) -> Iterator[Finding]:
+    """``gpu-mig``: MIG partitions by selector, pinned node pool or ComputeClass."""
+    for c in place.partition_sizes:
+        text = f"MIG partitions{_values(c)}{c.where} are not supported by Pod snapshots; "
+        text += "use whole GPUs"
+        yield Finding(c.path, "gpu-mig", text)
+
+
+def sharing_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
+    """``gpu-sharing``: time-sharing/MPS (severity ``rules.gpu_sharing_severity``, warn)."""
+    severity = ctx.settings.rules.gpu_sharing_severity
+    for c in place.sharing:
+        text = f"GPU sharing{_values(c)}{c.where} is unconfirmed for Pod snapshots; "
+        text += "prefer a whole GPU"
+        yield Finding(c.path, "gpu-sharing", text, severity)
+
+
+class GpuRules:
+    """The GPU rules over one shared ``Placement``; malformed GPU quantities are always reported
+    (as ``gpu-machine`` warnings: the API server rejects them anyway)."""
+
+    rule_ids: tuple[str, ...] = (
+        "gpu-machine",
+        "gpu-multi-l4",
+        "gpu-whole-node",
+        "gpu-mig",
+        "gpu-sharing",
+    )
+
+    def __call__(self, pod: PodContext) -> Iterable[Finding]:
+        """All GPU findings of a pod that uses GPUs; only quantity problems for rootfs-only."""
+        place = describe(pod)
+        found = [Finding(path, "gpu-machine", text, "warn") for path, text in place.gpus.problems]
+        if pod.rootfs_only or place.gpus.total == 0:
+            return found
+        found += machine_findings(pod, place)
+        if place.gpus.total > 1:
+            found += multi_findings(pod, place)
+        found += whole_node_findings(pod, place)
+        found += mig_findings(place)
+        found += sharing_findings(pod, place)
+        return found

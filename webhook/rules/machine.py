@@ -1,0 +1,104 @@
+"""Machine rules: ``machine-family``, ``machine-unpinned`` and ``tpu``.
+
+GKE restores a whole-pod snapshot only on the same machine series and CPU architecture, does not
+support E2 machines or TPUs (domain.md sections 3-4), and a pod that does not pin its series may
+land elsewhere and silently cold-start. ``rootfs-only`` policies skip memory restore and accept
+other families, E2 included, so all three rules are relaxed for them (section 3; section 4 is
+"whole-pod scope").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from webhook.config import RuleSettings
+from webhook.context import PodContext
+from webhook.hardware import MACHINE_FAMILY, TPU_ACCELERATOR, TPU_RESOURCE, TPU_TOPOLOGY
+from webhook.rules.placement import (
+    Placement,
+    describe,
+    family_constraints,
+    instance_family,
+    possible,
+)
+from webhook.types import Finding
+
+
+def _family_problem(family: str, rules: RuleSettings) -> str | None:
+    if family in rules.unsupported_machine_families:
+        banned = ", ".join(rules.unsupported_machine_families).upper()
+        return f"not supported by Pod snapshots; use any other series (not {banned})"
+    if family not in rules.known_machine_families:
+        return "not a known machine family; fix it or add it to rules.known_machine_families"
+    return None
+
+
+def family_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
+    """``machine-family`` (deny): every family or instance type the pod may land on must be a
+    known, supported family (GKE: E2 is not supported for Pod snapshots)."""
+    rules = ctx.settings.rules
+    flagged: set[tuple[str, str]] = set()  # (path, family): a pool's type repeats its family
+    for c in place.families:
+        for family in sorted(c.values):
+            problem = _family_problem(family, rules)
+            if problem:
+                flagged.add((c.path, family))
+                yield Finding(c.path, "machine-family", f"family {family}{c.where} is {problem}")
+    for c in place.instance_types:
+        for instance_type in sorted(c.values):
+            family = instance_family(instance_type)
+            problem = _family_problem(family, rules)
+            if problem and (c.path, family) not in flagged:
+                text = f"instance type {instance_type}{c.where} is {problem}"
+                yield Finding(c.path, "machine-family", text)
+
+
+def unpinned_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
+    """``machine-unpinned`` (warn): the pod must be pinned to exactly one machine family, or a
+    restore may be tried on another series and silently cold-start (domain.md section 3)."""
+    constraints = family_constraints(place, ctx.settings.rules)
+    families = possible(constraints)
+    if families is None and place.unknown:
+        for unknown in place.unknown:
+            text = f"{unknown.reason}, so its machine family is unknown; also pin {MACHINE_FAMILY}"
+            yield Finding(unknown.path, "machine-unpinned", text, "warn")
+    elif families is None:
+        what = "cloud.google.com/gke-accelerator" if place.gpus.total else MACHINE_FAMILY
+        text = f"not pinned to one machine series, so restores may cold-start elsewhere; pin {what}"
+        yield Finding(ctx.spec_field("nodeSelector"), "machine-unpinned", text, "warn")
+    elif len(families) > 1:
+        path = next(c.path for c in constraints if c.exhaustive)
+        names = ", ".join(sorted(families))
+        text = f"may run on families {names}; snapshots restore only on the same series: pin one"
+        yield Finding(path, "machine-unpinned", text, "warn")
+
+
+def tpu_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
+    """``tpu`` (deny): TPU resources or TPU node selectors (GKE: TPUs are not supported)."""
+    for use in place.tpus.containers:
+        text = (
+            f"TPUs are not supported by Pod snapshots; remove {TPU_RESOURCE} or use a GPU/CPU pod"
+        )
+        yield Finding(use.path, "tpu", text)
+    for key in (TPU_ACCELERATOR, TPU_TOPOLOGY):
+        pin = place.pins.get(key)
+        if pin is not None and pin.mentioned:
+            text = f"TPU nodes are not supported by Pod snapshots; remove the {key} selector"
+            yield Finding(pin.path, "tpu", text)
+
+
+class MachineRules:
+    """The machine family rules over one shared ``Placement`` (computed once per pod)."""
+
+    rule_ids: tuple[str, ...] = ("machine-family", "machine-unpinned", "tpu")
+
+    def __call__(self, pod: PodContext) -> Iterable[Finding]:
+        """All machine findings; none for ``rootfs-only`` pods (GKE accepts any family there)."""
+        if pod.rootfs_only:
+            return []
+        place = describe(pod)
+        return [
+            *family_findings(pod, place),
+            *unpinned_findings(pod, place),
+            *tpu_findings(pod, place),
+        ]

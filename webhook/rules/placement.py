@@ -1,0 +1,240 @@
+"""Where a pod can run: its node pins (``webhook.hardware``) resolved against cluster facts.
+
+A pod pinned to a node pool (``cloud.google.com/gke-nodepool``) or a ComputeClass
+(``cloud.google.com/compute-class``) says nothing about its machine by itself; in cluster mode
+``ClusterState.node_pools`` / ``compute_classes`` (filled by ``kube.py`` from Node labels and
+ComputeClass objects) tell us. Offline (file source) they are empty and such pins become
+``Unknown`` entries the rules report as warnings instead of guessing (domain.md section 5).
+Pure module: reads the PodContext only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from webhook.config import RuleSettings
+from webhook.context import PodContext
+from webhook.hardware import (
+    ACCELERATOR,
+    ACCELERATOR_COUNT,
+    COMPUTE_CLASS,
+    GPU_RESOURCE,
+    INSTANCE_TYPE,
+    MACHINE_FAMILY,
+    MAX_SHARED_CLIENTS,
+    NODE_POOL,
+    PARTITION_SIZE,
+    SHARING_STRATEGY,
+    TPU_RESOURCE,
+    LabelPin,
+    ResourceUsage,
+    node_pins,
+    resource_usage,
+)
+from webhook.state import NodePoolFacts
+
+POD_SOURCES = ("nodeSelector", "node affinity")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One statement about a node property, from the pod's selectors or from pool/class facts.
+
+    Attributes:
+        values: the label values the pod may land on (may be empty for a ComputeClass flag).
+        exhaustive: the pod can only land on ``values`` (it is pinned by this statement).
+        path: field path of the statement in the submitted object.
+        source: short human text naming it (``nodeSelector``, ``node pool "a100-pool"``).
+    """
+
+    values: frozenset[str]
+    exhaustive: bool
+    path: str
+    source: str
+
+    @property
+    def where(self) -> str:
+        """`` in node pool "x"`` for cluster facts; empty for the pod's own selectors (the field
+        path already says where those are)."""
+        return "" if self.source in POD_SOURCES else f" in {self.source}"
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A pin whose machine we cannot see (no pool facts, ComputeClass not served/not found)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Everything the machine, GPU and TPU rules need about one pod, computed once.
+
+    Attributes:
+        pins: raw node-label pins by key.
+        families, instance_types, accelerators, accelerator_counts: constraints per property.
+        partition_sizes, sharing: statements that MIG / GPU sharing is used (each one counts).
+        unknown: pins that could not be resolved to machines.
+        gpus, tpus: whole-pod ``nvidia.com/gpu`` and ``google.com/tpu`` usage.
+    """
+
+    pins: Mapping[str, LabelPin]
+    families: tuple[Constraint, ...]
+    instance_types: tuple[Constraint, ...]
+    accelerators: tuple[Constraint, ...]
+    accelerator_counts: tuple[Constraint, ...]
+    partition_sizes: tuple[Constraint, ...]
+    sharing: tuple[Constraint, ...]
+    unknown: tuple[Unknown, ...]
+    gpus: ResourceUsage
+    tpus: ResourceUsage
+
+
+def instance_family(instance_type: str) -> str:
+    """Machine family of a GCE machine type: ``g2-standard-48`` -> ``g2``; ``custom-4-8192`` (an
+    N1 custom machine type) -> ``n1``."""
+    prefix = instance_type.split("-", 1)[0].lower()
+    return "n1" if prefix == "custom" else prefix
+
+
+def possible(constraints: Iterable[Constraint]) -> frozenset[str] | None:
+    """Values allowed by every exhaustive constraint (their intersection); None: not pinned."""
+    result: frozenset[str] | None = None
+    for constraint in constraints:
+        if constraint.exhaustive:
+            result = constraint.values if result is None else result & constraint.values
+    return result
+
+
+def family_constraints(place: Placement, rules: RuleSettings) -> list[Constraint]:
+    """Family statements from every source: family pins and pool/class facts, instance types
+    (their family prefix) and supported accelerators (the families carrying them)."""
+    out = list(place.families)
+    for c in place.instance_types:
+        families = frozenset(instance_family(t) for t in c.values)
+        out.append(Constraint(families, c.exhaustive, c.path, c.source))
+    for c in place.accelerators:
+        if c.values and all(a in rules.gpu_accelerators for a in c.values):
+            families = frozenset(f for a in c.values for f in rules.gpu_accelerators[a])
+            out.append(Constraint(families, c.exhaustive, c.path, c.source))
+    return out
+
+
+def _from_pin(pin: LabelPin | None) -> tuple[Constraint, ...]:
+    if pin is None or not pin.mentioned:
+        return ()
+    source = "nodeSelector" if ".nodeSelector[" in pin.path else "node affinity"
+    return (Constraint(pin.values, pin.exhaustive, pin.path, source),)
+
+
+def _pool_facts(
+    pin: LabelPin, pools: Mapping[str, NodePoolFacts]
+) -> tuple[list[NodePoolFacts], list[Unknown]]:
+    known: list[NodePoolFacts] = []
+    unknown: list[Unknown] = []
+    for name in sorted(pin.values):
+        facts = pools.get(name)
+        if facts is None:
+            unknown.append(Unknown(pin.path, f'node pool "{name}" has no node facts here'))
+        elif facts.node_count == 0:
+            unknown.append(Unknown(pin.path, f'node pool "{name}" has no nodes yet'))
+        else:
+            known.append(facts)
+    return known, unknown
+
+
+def _pool_constraints(
+    ctx: PodContext, pin: LabelPin | None
+) -> tuple[dict[str, Constraint], list[Unknown]]:
+    """Per-property constraints from the pinned node pools' facts (union over the pools)."""
+    if pin is None or not pin.values:
+        return {}, []
+    known, unknown = _pool_facts(pin, ctx.cluster.node_pools)
+    if not known:
+        return {}, unknown
+    exhaustive = pin.exhaustive and not unknown
+    names = ", ".join(f'"{facts.name}"' for facts in known)
+    source = f"node pool {names}"
+    out: dict[str, Constraint] = {}
+    for prop in (
+        "machine_families",
+        "instance_types",
+        "accelerators",
+        "accelerator_counts",
+        "partition_sizes",
+        "sharing_strategies",
+    ):
+        values = frozenset().union(*(getattr(facts, prop) for facts in known))
+        out[prop] = Constraint(values, exhaustive, pin.path, source)
+    return out, unknown
+
+
+def _class_constraints(
+    ctx: PodContext, pin: LabelPin | None
+) -> tuple[dict[str, list[Constraint]], list[Unknown]]:
+    """Families, MIG and sharing a pinned ComputeClass enables; unknown when not resolvable."""
+    out: dict[str, list[Constraint]] = {"families": [], "mig": [], "sharing": []}
+    if pin is None or not pin.values:
+        return out, []
+    classes = ctx.cluster.compute_classes
+    unknown: list[Unknown] = []
+    for name in sorted(pin.values):
+        facts = None if classes is None else classes.get(name)
+        if facts is None:
+            why = "ComputeClasses are not known here" if classes is None else "not found"
+            unknown.append(Unknown(pin.path, f'ComputeClass "{name}": {why}'))
+            continue
+        source = f'ComputeClass "{name}"'
+        if facts.machine_families:
+            only = pin.exhaustive and len(pin.values) == 1
+            out["families"].append(Constraint(facts.machine_families, only, pin.path, source))
+        if facts.enables_mig:
+            out["mig"].append(Constraint(frozenset(), False, pin.path, source))
+        if facts.enables_gpu_sharing:
+            out["sharing"].append(Constraint(frozenset(), False, pin.path, source))
+    return out, unknown
+
+
+def _stated(constraint: Constraint | None) -> tuple[Constraint, ...]:
+    """Pool-derived MIG/sharing facts count only when the pool actually has such values."""
+    return (constraint,) if constraint is not None and constraint.values else ()
+
+
+def _tuple(*groups: Iterable[Constraint]) -> tuple[Constraint, ...]:
+    return tuple(c for group in groups for c in group)
+
+
+def describe(ctx: PodContext) -> Placement:
+    """Resolve ``ctx``'s node pins and resources into a ``Placement`` (no I/O)."""
+    pins = node_pins(ctx.spec, ctx.spec_path)
+    pool, pool_unknown = _pool_constraints(ctx, pins.get(NODE_POOL))
+    klass, class_unknown = _class_constraints(ctx, pins.get(COMPUTE_CLASS))
+    return Placement(
+        pins=pins,
+        families=_tuple(
+            _from_pin(pins.get(MACHINE_FAMILY)),
+            _stated(pool.get("machine_families")),
+            klass["families"],
+        ),
+        instance_types=_tuple(
+            _from_pin(pins.get(INSTANCE_TYPE)), _stated(pool.get("instance_types"))
+        ),
+        accelerators=_tuple(_from_pin(pins.get(ACCELERATOR)), _stated(pool.get("accelerators"))),
+        accelerator_counts=_tuple(
+            _from_pin(pins.get(ACCELERATOR_COUNT)), _stated(pool.get("accelerator_counts"))
+        ),
+        partition_sizes=_tuple(
+            _from_pin(pins.get(PARTITION_SIZE)), _stated(pool.get("partition_sizes")), klass["mig"]
+        ),
+        sharing=_tuple(
+            _from_pin(pins.get(SHARING_STRATEGY)),
+            _from_pin(pins.get(MAX_SHARED_CLIENTS)),
+            _stated(pool.get("sharing_strategies")),
+            klass["sharing"],
+        ),
+        unknown=(*pool_unknown, *class_unknown),
+        gpus=resource_usage(ctx.spec, ctx.spec_path, GPU_RESOURCE),
+        tpus=resource_usage(ctx.spec, ctx.spec_path, TPU_RESOURCE),
+    )

@@ -1,0 +1,117 @@
+"""GKE Sandbox rules: ``gvisor-runtime`` and ``sandbox-compat``.
+
+Pod snapshots run only in GKE Sandbox (``spec.runtimeClassName: gvisor``; domain.md section 1),
+and a sandboxed pod cannot use what gVisor does not offer: privileged containers and hostPath
+volumes are rejected (deny by default); host namespaces and hostPort are limited (warn by
+default). Severities per feature come from ``settings.rules.sandbox_compat``. These rules hold for
+``rootfs-only`` policies too: the snapshot is still taken by gVisor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from webhook.config import SandboxFeature
+from webhook.context import PodContext, list_of_dicts
+from webhook.types import Finding
+
+_MESSAGES: dict[SandboxFeature, str] = {
+    "privileged": "privileged containers cannot run in GKE Sandbox; drop privileged: true "
+    "(add only the capabilities you need)",
+    "hostPath": "hostPath volumes are not available in GKE Sandbox; use emptyDir, a ConfigMap "
+    "or a PersistentVolumeClaim",
+    "hostNetwork": "GKE Sandbox restricts host namespaces and a restore gets a new network; "
+    "drop hostNetwork, use pod networking",
+    "hostPID": "GKE Sandbox restricts host namespaces; drop hostPID",
+    "hostIPC": "GKE Sandbox restricts host namespaces; drop hostIPC",
+    "hostPort": "hostPort binds the node, not the sandbox, and is not restored; use a Service",
+}
+
+
+class GvisorRuntime:
+    """``gvisor-runtime``: ``spec.runtimeClassName`` must be one of the configured gVisor names.
+
+    Source: GKE Pod snapshots require GKE Sandbox (RuntimeClass ``gvisor``).
+    """
+
+    rule_ids: tuple[str, ...] = ("gvisor-runtime",)
+
+    def __call__(self, pod: PodContext) -> Iterable[Finding]:
+        """One deny finding at ``spec.runtimeClassName`` when it is absent or not gVisor."""
+        names = pod.settings.rules.runtime_class_names
+        runtime = pod.spec.get("runtimeClassName")
+        if runtime in names:
+            return []
+        now = "is not set" if runtime in (None, "") else "is not a GKE Sandbox runtime"
+        message = f"runtimeClassName {now}; set it to {' or '.join(names)} (GKE Sandbox)"
+        return [Finding(pod.spec_field("runtimeClassName"), "gvisor-runtime", message)]
+
+
+def _finding(ctx: PodContext, feature: SandboxFeature, path: str) -> Iterator[Finding]:
+    severity = ctx.settings.rules.sandbox_compat.get(feature, "deny")
+    if severity != "off":
+        yield Finding(path, "sandbox-compat", _MESSAGES[feature], severity)
+
+
+def container_findings(
+    ctx: PodContext, containers: Iterable[tuple[str, int, dict[str, Any]]]
+) -> Iterator[Finding]:
+    """Privileged and hostPort findings for ``(list name, index, container)`` triples."""
+    for kind, index, container in containers:
+        security = container.get("securityContext")
+        if isinstance(security, dict) and security.get("privileged") is True:
+            path = ctx.spec_field(kind, index, "securityContext", "privileged")
+            yield from _finding(ctx, "privileged", path)
+        for port_index, port in enumerate(list_of_dicts(container.get("ports"))):
+            if port.get("hostPort"):
+                path = ctx.spec_field(kind, index, "ports", port_index, "hostPort")
+                yield from _finding(ctx, "hostPort", path)
+
+
+def _pod_containers(ctx: PodContext) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    for kind in ("initContainers", "containers"):
+        for index, container in enumerate(list_of_dicts(ctx.spec.get(kind))):
+            yield kind, index, container
+
+
+class SandboxCompat:
+    """``sandbox-compat``: pod features GKE Sandbox does not support (per-feature severity).
+
+    Source: GKE Sandbox limitations (privileged, hostPath, host namespaces, hostPort).
+    """
+
+    rule_ids: tuple[str, ...] = ("sandbox-compat",)
+
+    def __call__(self, pod: PodContext) -> Iterable[Finding]:
+        """Findings at each offending field: containers, volumes and pod-level host flags."""
+        yield from container_findings(pod, _pod_containers(pod))
+        for index, volume in enumerate(list_of_dicts(pod.spec.get("volumes"))):
+            if "hostPath" in volume:
+                yield from _finding(pod, "hostPath", pod.spec_field("volumes", index, "hostPath"))
+        for feature in ("hostNetwork", "hostPID", "hostIPC"):
+            if pod.spec.get(feature) is True:
+                yield from _finding(pod, feature, pod.spec_field(feature))
+
+
+class EphemeralCompat:
+    """``sandbox-compat`` for ``pods/ephemeralcontainers`` updates: only containers ADDED
+    relative to the old pod (by name) are judged, so existing debug containers do not block.
+    """
+
+    rule_ids: tuple[str, ...] = ("sandbox-compat",)
+
+    def __init__(self, old_pod: Any) -> None:
+        """``old_pod``: ``request.oldObject`` (None or malformed counts as no containers)."""
+        spec = old_pod.get("spec") if isinstance(old_pod, dict) else None
+        self.old_spec: dict[str, Any] = spec if isinstance(spec, dict) else {}
+
+    def __call__(self, pod: PodContext) -> Iterable[Finding]:
+        """Privileged/hostPort findings at ``spec.ephemeralContainers[i]`` of added containers."""
+        before = {c.get("name") for c in list_of_dicts(self.old_spec.get("ephemeralContainers"))}
+        added = [
+            ("ephemeralContainers", index, container)
+            for index, container in enumerate(list_of_dicts(pod.spec.get("ephemeralContainers")))
+            if container.get("name") not in before
+        ]
+        return list(container_findings(pod, added))
