@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install serve test lint typecheck unit fuzz bench manifests clean
+.PHONY: help install tools serve test lint typecheck unit fuzz bench manifests clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,10 +33,22 @@ lint: $(STAMP) ## ruff lint and format check
 typecheck: $(STAMP) ## mypy --strict on the package and tests
 	$(BIN)/mypy
 
-unit: $(STAMP) ## run pytest only (PYTEST_ARGS=... to pass options)
+# The rehydrate helper is tested under dash and busybox sh (tests/test_helpers_sh.py). CI runs as
+# root on Debian, so missing shells are installed there; elsewhere the tests skip and say why.
+tools: ## install busybox and dash for the helper tests when missing (apt-get, as root)
+	@missing=""; for tool in busybox dash; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing$$missing with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing >/dev/null; \
+	else \
+		echo "warning:$$missing not installed and not root: the rehydrate tests will skip (sudo make tools)"; \
+	fi
+
+unit: $(STAMP) tools ## run pytest only (PYTEST_ARGS=... to pass options)
 	$(BIN)/pytest -n 2 -m "not slow" $(PYTEST_ARGS)
 
-test: lint typecheck unit ## the whole suite: lint, types, tests (what CI runs)
+test: tools lint typecheck unit ## the whole suite: lint, types, tests (what CI runs)
 
 fuzz: $(STAMP) ## longer hypothesis fuzzing of the admission edge
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -n 2 -m "slow or fuzz" -p no:randomly tests

@@ -84,7 +84,7 @@ VALUE_SETS = [
     ),
 ]
 
-MODE_VALUES = {
+MODE_VALUES: dict[str, dict[str, Any]] = {
     "selfSigned": {},
     "certManager": {"certificates": {"mode": "certManager"}},
     "existingSecret": {
@@ -479,23 +479,6 @@ def test_two_replicas_spread_over_nodes_and_guarded_by_a_budget(defaults: list[O
     assert compile_selector(service_selector).matches(pod_labels)
 
 
-BRIEF_RBAC_RULES = [
-    {
-        "apiGroups": ["podsnapshot.gke.io"],
-        "resources": ["podsnapshotpolicies", "podsnapshotstorageconfigs"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {"apiGroups": [""], "resources": ["namespaces", "nodes"], "verbs": ["get", "list", "watch"]},
-    {
-        "apiGroups": ["cloud.google.com"],
-        "resources": ["computeclasses"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {"nonResourceURLs": ["/version"], "verbs": ["get"]},
-]
-"""The cluster source's needs as specified for the cluster issue (used until rbac.yaml exists)."""
-
-
 def _rule_set(rules: list[Obj]) -> set[tuple[Any, ...]]:
     """Rules as comparable tuples, one per (group, resource or URL, verb)."""
     flat: set[tuple[Any, ...]] = set()
@@ -510,14 +493,11 @@ def _rule_set(rules: list[Obj]) -> set[tuple[Any, ...]]:
 
 
 def test_cluster_role_grants_exactly_what_the_cluster_source_needs(defaults: list[Obj]) -> None:
+    """Same rules as manifests/rbac.yaml, the cluster source's own minimal ClusterRole."""
     rules = one(defaults, "ClusterRole")["rules"]
-    if RBAC.exists():
-        expected = [
-            d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == "ClusterRole"
-        ]
-        assert len(expected) == 1, "manifests/rbac.yaml should hold one ClusterRole"
-        assert _rule_set(rules) == _rule_set(expected[0]["rules"])
-    assert _rule_set(rules) == _rule_set(BRIEF_RBAC_RULES)
+    expected = [d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == "ClusterRole"]
+    assert len(expected) == 1, "manifests/rbac.yaml should hold one ClusterRole"
+    assert _rule_set(rules) == _rule_set(expected[0]["rules"])
     binding = one(defaults, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == one(defaults, "ClusterRole")["metadata"]["name"]
     (subject,) = binding["subjects"]
@@ -559,20 +539,31 @@ def _value_keys(values: Any, prefix: str = "") -> list[str]:
     return keys
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _in_list_item(lines: list[str], index: int) -> bool:
+    """Whether line ``index`` is a field of a list item (its parent line starts with ``- ``)."""
+    for previous in reversed(lines[:index]):
+        content = previous.strip()
+        if content and not content.startswith("#") and _indent(previous) < _indent(lines[index]):
+            return content.startswith("- ")
+    return False
+
+
 def test_every_values_key_has_a_comment() -> None:
     """Each key line of values.yaml directly follows a comment (fields of list items excepted)."""
     lines = (CHART / "values.yaml").read_text().splitlines()
-    undocumented = []
-    for index, line in enumerate(lines):
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "- ")) or ":" not in stripped:
-            continue
-        previous = lines[index - 1].strip()
-        if previous.startswith("- ") or previous.startswith("#"):
-            continue
-        if lines[index - 1].startswith("    ") and not previous.endswith(":"):
-            continue  # a later field of the same list item
-        undocumented.append(stripped)
+    undocumented = [
+        line.strip()
+        for index, line in enumerate(lines)
+        if line.strip()
+        and not line.strip().startswith(("#", "- "))
+        and ":" in line
+        and not _in_list_item(lines, index)
+        and not lines[index - 1].strip().startswith("#")
+    ]
     assert undocumented == []
 
 

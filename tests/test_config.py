@@ -49,3 +49,23 @@ def test_invalid_values_are_rejected_at_start(
     monkeypatch.setenv(env, value)
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_a_settings_file_does_not_leak_into_later_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SNAPREADY_CONFIG_FILE", raising=False)
+    config = tmp_path / "settings.yaml"
+    config.write_text("enforcement: audit\n")
+    assert load_settings(config).enforcement == "audit"
+    assert load_settings().enforcement == "enforce"
+    assert Settings().enforcement == "enforce"
+
+
+def test_the_chart_points_at_its_file_through_the_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "settings.yaml"
+    config.write_text("enforcement: warn\n")
+    monkeypatch.setenv("SNAPREADY_CONFIG_FILE", str(config))
+    assert Settings().enforcement == "warn"

@@ -628,6 +628,11 @@ DIFFERENT: list[Any] = [
     ),
     pytest.param(_pod(volume={}), _pod(volume={"hostPath": {"path": "/"}}), id="source-type"),
     pytest.param(_pod({"stdin": True}), _pod({"stdin": 1}), id="true-is-not-one"),
+    pytest.param(
+        _pod(securityContext={"runAsUser": 2**60}),
+        _pod(securityContext={"runAsUser": 2**60 + 1}),
+        id="int64-beyond-double-precision-kept-exact",
+    ),
 ]
 
 
@@ -914,6 +919,14 @@ def test_distill_neither_mutates_nor_shares_the_input() -> None:
         pytest.param({"metadata": "x", "spec": []}, id="metadata-and-spec-of-the-wrong-type"),
         pytest.param({"spec": {"containers": "x", "volumes": {}}}, id="lists-of-the-wrong-type"),
         pytest.param({"spec": {"containers": [1, None, {"ports": "x"}]}}, id="odd-items"),
+        pytest.param(
+            {"spec": {"containers": [{"volumeMounts": [{"name": ["x"]}, "m"], "ports": [7]}]}},
+            id="unhashable-mount-name-and-odd-list-items",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {1: "x"}, "labels": []}, "spec": {"volumes": [{}, 3]}},
+            id="non-string-annotation-key-and-odd-volumes",
+        ),
     ],
 )
 def test_odd_shapes_do_not_crash(odd: Pod) -> None:
@@ -930,7 +943,11 @@ def test_values_json_cannot_represent_raise_value_error() -> None:
 # ---------------------------------------------------------------------------------------------
 
 JSON_SCALARS = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
 )
 JSON = st.recursive(
     JSON_SCALARS,
@@ -1038,3 +1055,116 @@ def test_property_fast_path_is_byte_identical_to_rfc8785(value: Any) -> None:
             canonical_json(value)
         return
     assert canonical_json(value) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# changed_paths: the report behind ``snapready diff`` and the hash-drift rule
+# ---------------------------------------------------------------------------------------------
+
+TWO = [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        pytest.param(
+            _pod(),
+            _pod(initContainers=[{"name": "i", "image": "i"}]),
+            [("spec.initContainers[*].name", [], ["i"])],
+            id="init-container-added-to-a-pod-without-any",
+        ),
+        pytest.param(
+            _pod(),
+            _pod(metadata={"annotations": {"dev.gvisor.x": "1"}}),
+            [('metadata.annotations["dev.gvisor.x"]', None, "1")],
+            id="gvisor-annotation-on-a-pod-without-metadata",
+        ),
+        pytest.param(
+            _pod(containers=TWO),
+            _pod(containers=TWO[::-1]),
+            [("spec.containers[*].name", ["a", "b"], ["b", "a"])],
+            id="swapped-containers-report-only-the-order",
+        ),
+        pytest.param(
+            _pod(containers=TWO),
+            _pod(containers=[TWO[0], {"name": "b", "image": "z"}]),
+            [("spec.containers[1].image", "y", "z")],
+            id="second-container-image",
+        ),
+        pytest.param(
+            _pod(containers=TWO),
+            _pod(containers=[{"name": "c", "image": "x"}, {"name": "b", "image": "z"}]),
+            [
+                ("spec.containers[*].name", ["a", "b"], ["c", "b"]),
+                ("spec.containers[1].image", "y", "z"),
+            ],
+            id="renamed-container-and-a-change-in-a-common-one",
+        ),
+        pytest.param(
+            _pod({"ports": [{"containerPort": 1}]}),
+            _pod({"ports": [{"containerPort": 1}, {"containerPort": 2}]}),
+            [
+                (
+                    "spec.containers[0].ports",
+                    [{"containerPort": 1, "protocol": "TCP"}],
+                    [
+                        {"containerPort": 1, "protocol": "TCP"},
+                        {"containerPort": 2, "protocol": "TCP"},
+                    ],
+                )
+            ],
+            id="port-added-reports-the-whole-list",
+        ),
+        pytest.param(
+            _pod(volume={"emptyDir": {}}),
+            _pod(volume={"emptyDir": {"medium": "Memory"}}),
+            [("spec.volumes[0].emptyDir.medium", None, "Memory")],
+            id="empty-dir-medium-set",
+        ),
+    ],
+)
+def test_changed_paths_report(a: Pod, b: Pod, expected: list[tuple[str, Any, Any]]) -> None:
+    assert changed_paths(a, b) == expected
+    assert changed_paths(b, a) == [(path, y, x) for path, x, y in expected]
+
+
+FIELD_NAMES = st.sampled_from(
+    [
+        "name",
+        "image",
+        "ports",
+        "volumeMounts",
+        "volumeDevices",
+        "lifecycle",
+        "securityContext",
+        "stdin",
+        "readOnly",
+        "labels",
+        "annotations",
+        "volumes",
+        "containers",
+        "initContainers",
+        "projected",
+        "sources",
+        "serviceAccountToken",
+        "emptyDir",
+        "httpGet",
+        "postStart",
+        "volumeAttributes",
+        "dev.gvisor.x",
+        "batch.kubernetes.io/job-completion-index",
+    ]
+) | st.text(max_size=4)
+ODD_JSON = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(FIELD_NAMES, inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@given(metadata=ODD_JSON, spec=st.dictionaries(FIELD_NAMES, ODD_JSON, max_size=5))
+def test_property_any_json_shaped_pod_gets_a_fingerprint(metadata: Any, spec: Pod) -> None:
+    # what the API server can send is JSON with string keys and finite numbers: never an error
+    value = fingerprint({"metadata": metadata, "spec": spec})
+    assert re.fullmatch(r"v1:sha256:[0-9a-f]{64}", value)
+    assert changed_paths({"metadata": metadata, "spec": spec}, {}) is not None

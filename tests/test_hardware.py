@@ -254,5 +254,7 @@ def test_malformed_gpu_quantities_count_zero_and_are_reported(value: str) -> Non
 
 
 def test_odd_shapes_do_not_crash() -> None:
-    spec = {"containers": [None, {"name": "a", "resources": None}, {"resources": {"limits": []}}]}
+    spec: dict[str, Any] = {
+        "containers": [None, {"name": "a", "resources": None}, {"resources": {"limits": []}}]
+    }
     assert resource_usage(spec, "spec", GPU_RESOURCE).total == 0

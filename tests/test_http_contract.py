@@ -243,8 +243,8 @@ class ExplodingRule:
 
     rule_ids = ("explode",)
 
-    def __call__(self, ctx: PodContext) -> list[Finding]:
-        raise RuntimeError("boom " + ctx.kind)
+    def __call__(self, pod: PodContext) -> list[Finding]:
+        raise RuntimeError("boom " + pod.kind)
 
 
 @pytest.fixture(params=["Fail", "Ignore"])

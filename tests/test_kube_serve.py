@@ -7,6 +7,7 @@ only come from the cluster caches, not from the ``--policies`` directory the fix
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REVIEWS, RunningServer, start_server, stop_server, wait_ready
+from tests.conftest import (
+    REVIEWS,
+    RunningServer,
+    make_settings,
+    start_server,
+    stop_server,
+    wait_ready,
+)
 from tests.fake_apiserver import NODES, POLICIES, FakeApiServer, default_routes, items_named
-
-pytestmark = pytest.mark.e2e
+from webhook.cli.serve import with_source_flags
 
 FAST = {
     "SNAPREADY_SOURCE__BACKOFF_INITIAL_SECONDS": "0.01",
@@ -49,6 +56,7 @@ def first_readyz(server: RunningServer, timeout: float = 20.0) -> httpx.Response
     raise AssertionError(f"server not up after {timeout}s:\n{server.log()}")
 
 
+@pytest.mark.e2e
 def test_serve_kube_is_ready_after_sync_and_validates_from_cluster_policies(
     tmp_path: Path,
 ) -> None:
@@ -90,3 +98,28 @@ def test_serve_kube_is_ready_after_sync_and_validates_from_cluster_policies(
     assert "llm-canary, llm-policy" in overlap[0]
     assert server.process.returncode == 0, server.log()
     assert "fake-token" not in server.log(), "the bearer token is never logged"
+
+
+@pytest.mark.parametrize(
+    ("flags", "kind", "kubeconfig"),
+    [
+        pytest.param({"source": None, "kubeconfig": None}, "files", None, id="no-flags-keep-files"),
+        pytest.param({"source": "kube", "kubeconfig": None}, "kube", None, id="kube-in-cluster"),
+        pytest.param(
+            {"source": None, "kubeconfig": Path("k")},
+            "kube",
+            Path("k"),
+            id="kubeconfig-implies-kube",
+        ),
+        pytest.param(
+            {"source": "files", "kubeconfig": Path("k")},
+            "files",
+            Path("k"),
+            id="explicit-files-wins",
+        ),
+    ],
+)
+def test_source_flags(flags: dict[str, Any], kind: str, kubeconfig: Path | None) -> None:
+    settings = with_source_flags(make_settings(), argparse.Namespace(**flags))
+    assert (settings.source.kind, settings.source.kubeconfig) == (kind, kubeconfig)
+    assert settings.source.policy_dir == make_settings().source.policy_dir

@@ -345,8 +345,14 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags (init) > env > YAML file > defaults."""
-        config_file = os.environ.get("SNAPREADY_CONFIG_FILE")
+        """Flags (init) > env > YAML file > defaults.
+
+        The YAML file is ``model_config["yaml_file"]`` (set by ``load_settings``) or, when that is
+        unset, ``SNAPREADY_CONFIG_FILE`` (how the chart points the server at its ConfigMap).
+        """
+        config_file = settings_cls.model_config.get("yaml_file") or os.environ.get(
+            "SNAPREADY_CONFIG_FILE"
+        )
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if config_file:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
@@ -367,7 +373,12 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     Raises:
         pydantic.ValidationError: any value is invalid (names the field).
     """
-    if config_file is not None:
-        os.environ["SNAPREADY_CONFIG_FILE"] = str(config_file)
     clean = {key: value for key, value in overrides.items() if value is not None}
-    return Settings(**clean)
+    if config_file is None:
+        return Settings(**clean)
+
+    class FileSettings(Settings):
+        # A per-call subclass carries the file, so nothing leaks into os.environ.
+        model_config = SettingsConfigDict(yaml_file=str(config_file))
+
+    return FileSettings(**clean)

@@ -16,7 +16,8 @@ Steps of ``distill(pod)`` (the pod as the API server hands it to admission, or a
    from unset (``automountServiceAccountToken``, ``hostUsers``, ``allowPrivilegeEscalation``...)
    keep it. ``0`` is always kept (``runAsUser: 0`` is root). Inside string maps
    (``volumeAttributes``, labels...) ``""`` values are kept. A volume's source key is kept even
-   when empty (``emptyDir: {}`` is the volume type). Integral floats become ints.
+   when empty (``emptyDir: {}`` is the volume type). Integral floats become ints; integers
+   beyond +-(2**53-1) (valid int64 values RFC 8785 numbers cannot hold) become decimal strings.
 3. Apply Kubernetes defaulting (``webhook.defaults``), so a manifest and the admitted pod agree.
 4. Drop the service-account token volume: the API server's ServiceAccount admission plugin adds a
    projected volume ``kube-api-access-<5 random chars>`` (sources: a ``serviceAccountToken``, the
@@ -124,8 +125,9 @@ def fingerprint(pod: RawObject) -> str:
         pod: a Pod (``{"metadata": ..., "spec": ...}``, other keys ignored) or a pod template.
 
     Raises:
-        ValueError: (``rfc8785.CanonicalizationError``) a value JSON cannot represent (NaN, an
-            integer beyond 2**53, a non-JSON type from YAML); never for a pod from the API server.
+        ValueError: (``rfc8785.CanonicalizationError``) a value JSON cannot represent (NaN,
+            infinity, a non-string key or a non-JSON type from YAML); never for a pod decoded from
+            the API server's JSON.
     """
     return FINGERPRINT_PREFIX + hashlib.sha256(canonical_json(distill(pod))).hexdigest()
 
@@ -178,7 +180,7 @@ def distill(pod: RawObject) -> RawObject:
     annotations = {
         k: _canon(v)
         for k, v in _mapping(metadata.get("annotations")).items()
-        if k.startswith(GVISOR_ANNOTATION_PREFIX) and v is not None
+        if isinstance(k, str) and k.startswith(GVISOR_ANNOTATION_PREFIX) and v is not None
     }
     if annotations:
         out_meta["annotations"] = annotations
@@ -228,7 +230,7 @@ def _container(container: RawObject, dropped_volumes: set[str]) -> RawObject:
             value = [
                 _pick(m, MOUNT_FIELDS) if isinstance(m, dict) else _canon(m)
                 for m in value
-                if not (isinstance(m, dict) and m.get("name") in dropped_volumes)
+                if not (isinstance(m, dict) and _name(m) in dropped_volumes)
             ]
         elif key == "lifecycle" and isinstance(value, dict):
             value = _pick(value, LIFECYCLE_FIELDS)
@@ -291,6 +293,8 @@ def _canon(value: Any) -> Any:
         return out
     if isinstance(value, list):
         return [_canon(item) for item in value]
+    if type(value) is int and not -_JCS_INT_MAX <= value <= _JCS_INT_MAX:
+        return str(value)  # int64 fields (runAsUser...) beyond what RFC 8785 numbers can hold
     if isinstance(value, float) and value.is_integer() and abs(value) <= _JCS_INT_MAX:
         return int(value)
     return value
@@ -303,6 +307,12 @@ def _is_absent(key: str, value: Any) -> bool:
     if value is False:
         return key in _FALSE_IS_ABSENT
     return isinstance(value, (str, list, dict)) and not value
+
+
+def _name(item: RawObject) -> str | None:
+    """``item["name"]`` if it is a string (odd JSON may hold anything there)."""
+    name = item.get("name")
+    return name if isinstance(name, str) else None
 
 
 def _mapping(value: Any) -> RawObject:
@@ -323,7 +333,8 @@ def changed_paths(a: RawObject, b: RawObject) -> list[tuple[str, Any, Any]]:
     and containers whose names differ in membership or order give one
     ``<list>[*].name`` entry with both name lists, then the items present on both sides are compared
     by name (the index in the path is A's). Other lists of mappings of equal length are compared
-    item by item; anything else is reported whole. Empty when the fingerprints are equal.
+    item by item; a mapping absent on one side is compared key by key; anything else is
+    reported whole. Empty when the fingerprints are equal.
     """
     out: list[tuple[str, Any, Any]] = []
     _walk("", distill(a), distill(b), out)
@@ -334,9 +345,16 @@ def _walk(path: str, a: Any, b: Any, out: list[tuple[str, Any, Any]]) -> None:
     """Append the differences between distilled values ``a`` and ``b`` under ``path``."""
     if _same(a, b):
         return
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in [*a, *(k for k in b if k not in a)]:
-            _walk(join_path(path, key), a.get(key), b.get(key), out)
+    if path in _NAMED_LISTS:  # an absent list of containers/volumes is an empty one
+        a, b = ([] if a is None else a), ([] if b is None else b)
+    elif isinstance(a, dict) or isinstance(b, dict):  # descend into a mapping absent on one side
+        reported = len(out)
+        dict_a, dict_b = ({} if a is None else a), ({} if b is None else b)
+        if isinstance(dict_a, dict) and isinstance(dict_b, dict):
+            for key in [*dict_a, *(k for k in dict_b if k not in dict_a)]:
+                _walk(join_path(path, key), dict_a.get(key), dict_b.get(key), out)
+        if len(out) == reported:  # e.g. ``emptyDir: {}`` vs absent, or a mapping vs a scalar
+            out.append((path, a, b))
         return
     if not (isinstance(a, list) and isinstance(b, list) and _all_dicts(a) and _all_dicts(b)):
         out.append((path, a, b))
@@ -366,8 +384,8 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _all_dicts(items: list[Any]) -> bool:
-    """Every item is a mapping (and there is at least one)."""
-    return bool(items) and all(isinstance(item, dict) for item in items)
+    """Every item is a mapping."""
+    return all(isinstance(item, dict) for item in items)
 
 
 def _names(items: list[RawObject]) -> list[str] | None:

@@ -36,15 +36,19 @@ class KubeWatchStream:
         self._response = response
 
     def __iter__(self) -> Iterator[RawObject]:
+        finished = False
         try:
             for line in iter_resp_lines(self._response):  # type: ignore[no-untyped-call]
                 if line.strip():
                     event = orjson.loads(line)
                     if isinstance(event, dict):
                         yield event
+            finished = True
         except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as exc:
             raise TransportError(f"watch stream broken: {describe(exc)}") from None
         finally:
+            if not finished:  # unread or broken data: never hand this connection out again
+                self._response.close()
             self._response.release_conn()
 
     def close(self) -> None:

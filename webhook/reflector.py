@@ -177,6 +177,7 @@ class Reflector(Worker):
                 count += 1
         finally:
             self._stream = None
+            stream.close()  # after a 410 or an error event: do not leave the response open
         if count and self.status != self._synced_status():
             self.set_status(self._synced_status())
         return count

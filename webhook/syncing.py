@@ -16,20 +16,23 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from webhook.errors import SnapreadyError
 from webhook.types import RawObject
 
 log = logging.getLogger("snapready.kube")
+RESTART = 5.0
+"""Seconds before a cache thread that raised an unexpected error starts over."""
 
 
-class NotServed(Exception):
+class NotServed(SnapreadyError):
     """The resource's API group/version is not served (HTTP 404: CRD or API not installed)."""
 
 
-class Gone(Exception):
+class Gone(SnapreadyError):
     """The resourceVersion is too old (HTTP 410 or a watch ERROR event with code 410): relist."""
 
 
-class TransportError(Exception):
+class TransportError(SnapreadyError):
     """Any other API failure: HTTP status, connection error, timeout or undecodable body."""
 
 
@@ -178,11 +181,16 @@ class Worker:
             self.on_change()
 
     def _guarded(self) -> None:
-        try:
-            self.run()
-        except Exception:  # a bug must not kill the cache silently; the log says why
-            log.exception("%s: cache thread crashed", self.name)
-            self.set_status("crashed (see logs)")
+        # A bug must neither kill the cache silently nor spin: log it, wait, start over.
+        while not self.stopping:
+            try:
+                self.run()
+                return
+            except Exception:
+                log.exception("%s: cache thread failed; restarting in %.0f s", self.name, RESTART)
+                self.set_status("failed (see logs), restarting")
+            if self.wait(RESTART):
+                return
 
     def run(self) -> None:
         """The loop body (subclasses)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from webhook.admission import Engine, admit, finding_outcome
@@ -30,6 +31,7 @@ CHECK_FORMAT_VERSION = 1
 """Bumped only on an incompatible change of the JSON output."""
 CLUSTER_SCOPED = frozenset({"PodSnapshotStorageConfig", "Namespace", "Node", "RuntimeClass"})
 """Kinds admitted without a namespace (the API server sends none for cluster-scoped objects)."""
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 _OUTCOME: dict[Mode, str] = {"enforce": "deny", "warn": "warn", "audit": "audit"}
 
 
@@ -39,7 +41,9 @@ def register(subparsers: Any) -> None:
         "check",
         help="admit manifests offline against policy files (exit 1 if anything would be denied)",
     )
-    parser.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON manifests, - = stdin")
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="YAML/JSON manifests or directories; - is stdin"
+    )
     add_settings_arguments(parser)
     parser.add_argument(
         "--namespace", default="default", help="namespace for objects without one (default)"
@@ -57,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         # Offline by definition: policies come from files even if the config says ``kube``.
         source = settings.source.model_copy(update={"kind": "files"})
         engine = build_engine(settings.model_copy(update={"source": source}))
-        objects = load_objects(args.files)
+        objects = load_objects(expand_paths(args.files))
     except ConfigError as exc:
         return fail(str(exc))
     results = [
@@ -73,6 +77,28 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(report))
     return 1 if report["summary"]["denied"] else 0
+
+
+def expand_paths(names: Sequence[str]) -> list[str]:
+    """``names`` with each directory replaced by its ``*.yaml``/``*.yml``/``*.json`` files
+    (recursive, sorted); ``-`` (stdin) and files pass through.
+
+    Raises:
+        ConfigError: a directory holds no manifest files.
+    """
+    out: list[str] = []
+    for name in names:
+        path = Path(name)
+        if name == "-" or not path.is_dir():
+            out.append(name)
+            continue
+        found = sorted(
+            str(p) for p in path.rglob("*") if p.suffix in MANIFEST_SUFFIXES and p.is_file()
+        )
+        if not found:
+            raise ConfigError(f"{name}: directory holds no .yaml, .yml or .json files")
+        out.extend(found)
+    return out
 
 
 def synthetic_request(item: LoadedObject, namespace: str, index: int) -> AdmissionRequest:

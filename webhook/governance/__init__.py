@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.admission import Engine, effective_mode, namespace_ignored, request_namespace
+from webhook.admission import (
+    Engine,
+    effective_mode,
+    finding_outcome,
+    namespace_ignored,
+    request_namespace,
+)
 from webhook.governance.policy import policy_findings, selectors_overlap
 from webhook.governance.storage import (
     BucketFacts,
@@ -79,23 +85,16 @@ class Governance:
 def decide_governance(
     findings: list[Finding], mode: Mode, overrides: Mapping[str, Mode], subject: str
 ) -> Decision:
-    """Findings to a decision, like ``admission.decide`` for pods.
+    """Findings to a decision, like ``admission.decide`` for pods (same ``finding_outcome``).
 
     ``deny`` findings deny in mode ``enforce``, warn in ``warn``, are only recorded in ``audit``;
-    ``warn`` findings are always warnings (recorded only in ``audit`` mode).
-    ``rules.modes`` overrides the mode per rule id.
+    ``warn`` findings are always warnings (recorded only in ``audit`` mode). ``overrides``
+    (``rules.modes``) sets the mode per rule id. ``subject`` names the object in the denial.
     """
-    denials: list[Finding] = []
-    warnings: list[Finding] = []
-    audited: list[Finding] = []
+    by_outcome: dict[Mode, list[Finding]] = {"enforce": [], "warn": [], "audit": []}
     for finding in findings:
-        rule_mode = overrides.get(finding.rule, mode)
-        if rule_mode == "audit":
-            audited.append(finding)
-        elif finding.severity == "deny" and rule_mode == "enforce":
-            denials.append(finding)
-        else:
-            warnings.append(finding)
+        by_outcome[finding_outcome(finding, mode, overrides)].append(finding)
+    denials, warnings = by_outcome["enforce"], by_outcome["warn"]
     lines = bounded_warnings([f"[{f.rule}] {f.path}: {f.message}" for f in warnings])
     if denials:
         listed = "\n".join(f"- [{f.rule}] {f.path}: {f.message}" for f in denials)

@@ -172,23 +172,21 @@ def cluster_region(location: str) -> str:
     return zone.group(1) if zone else lowered
 
 
-def regions_of(facts: BucketFacts) -> tuple[str, str] | None:
-    """(kind, description) when the bucket's location spans several regions, else None."""
-    code = (facts.location or "").upper()
-    if code in MULTI_REGIONS:
-        return "multi-region", code
-    if facts.data_locations or code in DUAL_REGIONS:
-        return "dual-region", code
-    return None
+def _wider_location(facts: BucketFacts, region: str) -> tuple[str | None, bool]:
+    """(description, contains ``region``) for a dual- or multi-region bucket, else (None, False).
 
-
-def _spans(facts: BucketFacts, region: str) -> bool:
+    A configurable dual-region reports the multi-region code (``US``) plus its data locations.
+    """
     code = (facts.location or "").upper()
+    if facts.data_locations:
+        regions = sorted({loc.lower() for loc in facts.data_locations})
+        return f"dual-region {code} ({'+'.join(regions)})", region in regions
+    if code in DUAL_REGIONS:
+        return f"dual-region {code}", region in DUAL_REGIONS[code]
     if code in MULTI_REGIONS:
-        in_eu = code != "EU" or region not in EU_EXCLUDED
-        return region.startswith(MULTI_REGIONS[code]) and in_eu
-    members = {loc.lower() for loc in facts.data_locations} or set(DUAL_REGIONS.get(code, ()))
-    return region in members
+        outside_eu = code == "EU" and region in EU_EXCLUDED
+        return f"multi-region {code}", region.startswith(MULTI_REGIONS[code]) and not outside_eu
+    return None, False
 
 
 def location_findings(facts: BucketFacts, cluster_location: str | None) -> list[Finding]:
@@ -202,11 +200,11 @@ def location_findings(facts: BucketFacts, cluster_location: str | None) -> list[
     region = cluster_region(cluster_location)
     if facts.location.lower() == region:
         return []
-    wide = regions_of(facts)
-    if wide is not None and _spans(facts, region):
+    wider, contains = _wider_location(facts, region)
+    if contains:
         message = (
-            f"bucket is in {wide[0]} {wide[1]}, which includes {region} but also other regions:"
-            f" restores may read across regions; a bucket in {region} is faster and cheaper"
+            f"bucket is in {wider}, which includes {region} but also other regions: restores"
+            f" may read across regions; a bucket in {region} is faster and cheaper"
         )
     else:
         message = (

@@ -30,7 +30,7 @@ def inject_env(draft: Draft, ctx: PodContext) -> bool:
         for index, container in indexed_dicts(draft.get("spec", list_name)):
             if list_name == "initContainers" and container.get("name") == HELPERS_NAME:
                 continue
-            present = {entry.get("name") for entry in list_of_dicts(container.get("env"))}
+            present = {str(entry.get("name")) for entry in list_of_dicts(container.get("env"))}
             missing = [
                 {"name": name, "value": value}
                 for name, value in INJECTED_ENV

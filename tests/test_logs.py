@@ -1,0 +1,275 @@
+"""Structured logs (issue: operations): one JSON line per admission, no secrets at any level.
+
+The secret tests run a real ``snapready serve`` at ``info`` and at ``debug`` and read its output;
+the field tests drive the ASGI app in-process with a rule whose finding is known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import RunningServer, load_review, make_settings
+from webhook.admission import Engine
+from webhook.app import create_app
+from webhook.context import PodContext
+from webhook.logs import REDACTED, JsonFormatter, log_admission, redact
+from webhook.server import build_engine
+from webhook.types import Finding
+
+DB_PASSWORD = "hunter2-db-pa55w0rd-VALUE"
+API_TOKEN = "tok_9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+ARG_SECRET = "argsecret-QWERTY-77"
+SECRETS = (DB_PASSWORD, API_TOKEN, ARG_SECRET)
+
+
+def secret_pod_review(name: str, uid: str) -> dict[str, Any]:
+    """Review 03 (selected by llm-policy) carrying secrets in env, an annotation, args and the
+    last-applied-configuration annotation kubectl writes."""
+    review = load_review(name)
+    review["request"]["uid"] = uid
+    pod = review["request"]["object"]
+    container = pod["spec"]["containers"][0]
+    container["env"] = [
+        {"name": "DB_PASSWORD", "value": DB_PASSWORD},
+        {"name": "MODE", "value": "prod"},
+        {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}},
+    ]
+    container["args"] = [*container.get("args", []), f"--db-password={ARG_SECRET}"]
+    annotations = pod["metadata"].setdefault("annotations", {})
+    annotations["example.com/api-token"] = API_TOKEN
+    annotations["kubectl.kubernetes.io/last-applied-configuration"] = json.dumps(
+        {"spec": {"containers": [{"env": [{"name": "DB_PASSWORD", "value": DB_PASSWORD}]}]}}
+    )
+    return review
+
+
+def log_lines(server: RunningServer) -> list[dict[str, Any]]:
+    """Every JSON line the server wrote (non-JSON lines fail the test: logs are JSON only)."""
+    return [json.loads(line) for line in server.log().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_secrets_never_reach_the_logs(
+    server_factory: Callable[..., RunningServer], level: str
+) -> None:
+    server = server_factory("--log-level", level)
+    uids = {f"{level}-{index}" for index in range(4)}
+    with server.client() as client:
+        for uid, (name, endpoint) in zip(
+            sorted(uids),
+            [("03", "/mutate"), ("03", "/validate"), ("01", "/mutate"), ("01", "/validate")],
+            strict=True,
+        ):
+            body = json.dumps(secret_pod_review(name, uid))
+            answer = client.post(
+                endpoint, content=body, headers={"Content-Type": "application/json"}
+            )
+            assert answer.status_code == 200
+    # The observer logs before the response is sent, so every line is written by now.
+    text = server.log()
+    for secret in SECRETS:
+        assert secret not in text, f"{secret!r} leaked into the {level} log"
+    lines = log_lines(server)
+    admissions = [line for line in lines if line["msg"] == "admission"]
+    assert {line["uid"] for line in admissions} == uids
+    if level == "debug":
+        objects = [line for line in lines if line["msg"] == "admission object"]
+        assert len(objects) == 4, "debug logs the redacted object of every review"
+        dumped = json.dumps(objects)
+        assert "DB_PASSWORD" in dumped and REDACTED in dumped  # redacted, not dropped
+    else:
+        assert not [line for line in lines if line["msg"] == "admission object"]
+
+
+class FindingRule:
+    """A rule with one known finding, so the expected ``rules`` field is independent of the
+    real rule table."""
+
+    rule_ids: tuple[str, ...] = ("test-rule",)
+
+    def __call__(self, pod: PodContext) -> list[Finding]:
+        return [Finding(pod.spec_field("containers"), "test-rule", "fix it", "deny")]
+
+
+@pytest.fixture
+def captured() -> Iterator[io.StringIO]:
+    """The admission logger's output as JSON lines, at info."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("snapready.admission")
+    logger.addHandler(handler)
+    previous = logger.level
+    logger.setLevel(logging.INFO)
+    yield stream
+    logger.setLevel(previous)
+    logger.removeHandler(handler)
+
+
+def admit_in_process(review: dict[str, Any], endpoint: str) -> None:
+    """Run ``review`` through the ASGI app with a ``FindingRule`` engine and the log observer."""
+    base = build_engine(make_settings())
+    engine = Engine(settings=base.settings, state=base.state, rules=(FindingRule(),))
+    app = create_app(engine, observer=log_admission)
+
+    async def call() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="https://t") as client:
+            body = json.dumps(review).encode()
+            answer = await client.post(
+                endpoint, content=body, headers={"Content-Type": "application/json"}
+            )
+            assert answer.status_code == 200
+
+    asyncio.run(call())
+
+
+@pytest.mark.parametrize(
+    ("name", "endpoint", "expected"),
+    [
+        pytest.param(
+            "03",
+            "/validate",
+            {
+                "name": "llm-l4x4",
+                "namespace": "snap",
+                "kind": "Pod",
+                "operation": "CREATE",
+                "policy": "snap/llm-policy",
+                "decision": "denied",
+                "rules": ["test-rule"],
+            },
+            id="selected-pod-denied-by-a-rule",
+        ),
+        pytest.param(
+            "40",
+            "/validate",
+            {"generateName": "llm-server-b867fccc6-", "kind": "Pod", "decision": "denied"},
+            id="pod-without-name-logs-its-generate-name",
+        ),
+        pytest.param(
+            "13",
+            "/validate",
+            {"name": "llm-server", "kind": "Deployment", "rules": ["test-rule"]},
+            id="deployment-template-findings",
+        ),
+        pytest.param(
+            "01",
+            "/mutate",
+            {"name": "plain", "decision": "allowed", "rules": []},
+            id="unselected-pod-allowed-without-policy",
+        ),
+    ],
+)
+def test_one_admission_line_with_identifiers(
+    captured: io.StringIO, name: str, endpoint: str, expected: dict[str, Any]
+) -> None:
+    review = load_review(name)
+    admit_in_process(review, endpoint)
+    lines = [json.loads(line) for line in captured.getvalue().splitlines()]
+    assert len(lines) == 1
+    line = lines[0]
+    assert line["msg"] == "admission"
+    assert line["level"] == "info"
+    assert line["uid"] == review["request"]["uid"]
+    assert line["endpoint"] == endpoint.strip("/")
+    assert isinstance(line["durationMs"], float) and line["durationMs"] >= 0
+    for key, value in expected.items():
+        assert line[key] == value, key
+    if expected.get("decision") == "allowed":
+        assert "policy" not in line
+
+
+@pytest.mark.parametrize(
+    ("value", "secret"),
+    [
+        pytest.param(
+            {"spec": {"containers": [{"env": [{"name": "A", "value": "s3cr3t-env"}]}]}},
+            "s3cr3t-env",
+            id="removes-env-values",
+        ),
+        pytest.param(
+            {"spec": {"containers": [{"env": {"A": "s3cr3t-env-map"}}]}},
+            "s3cr3t-env-map",
+            id="removes-env-given-as-a-map",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {"vault.example/token": "s.abc"}}},
+            "s.abc",
+            id="removes-secret-named-annotation",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {"x/y": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig"}}},
+            "eyJhbGciOiJIUzI1NiJ9",
+            id="removes-jwt-looking-annotation-value",
+        ),
+        pytest.param(
+            {
+                "metadata": {
+                    "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}x"}
+                }
+            },
+            "{}x",
+            id="removes-last-applied-configuration",
+        ),
+        pytest.param(
+            {"spec": {"containers": [{"args": ["--api-key=k3y-value"]}]}},
+            "k3y-value",
+            id="removes-credential-args",
+        ),
+        pytest.param(
+            {"kind": "Secret", "data": {"pw": "aHVudGVyMg=="}, "stringData": {"pw": "plain-pw"}},
+            "plain-pw",
+            id="removes-secret-data",
+        ),
+        pytest.param(
+            {"spec": {"x": {"password": "pw-under-any-key"}}},
+            "pw-under-any-key",
+            id="removes-values-under-secret-looking-keys",
+        ),
+    ],
+)
+def test_redact_removes_secret_values(value: dict[str, Any], secret: str) -> None:
+    assert secret not in json.dumps(redact(value))
+
+
+def test_redact_keeps_ordinary_fields_and_bounds_size() -> None:
+    deep: Any = "leaf"
+    for _ in range(sys.getrecursionlimit() // 2):
+        deep = {"d": deep}
+    value = {
+        "metadata": {"name": "web-1", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}] * 1000, "deep": deep},
+    }
+    out = redact(value)
+    assert out["metadata"] == {"name": "web-1", "labels": {"app": "web"}}
+    assert out["spec"]["containers"][0] == {"name": "c", "image": "nginx:1.27"}
+    assert len(out["spec"]["containers"]) < 1000
+    assert len(json.dumps(out)) < 100_000
+
+
+def test_formatter_writes_one_json_object_with_extras_and_exception() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed %s", ("here",), None)
+        record.exc_info = sys.exc_info()
+    record.endpoint = "validate"
+    record.fields = {"name": "pod-1"}
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    entry = json.loads(line)
+    assert entry["msg"] == "failed here"
+    assert entry["level"] == "error"
+    assert entry["endpoint"] == "validate"
+    assert entry["name"] == "pod-1"
+    assert "ValueError: boom" in entry["exc"]

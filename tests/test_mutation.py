@@ -1,0 +1,597 @@
+"""Pod mutation through ``admit(..., "mutate", engine)``: injection, opt-outs, collisions,
+reinvocation, operations that are never mutated, and determinism.
+
+Pods are the captured review 03 envelope around hand-made objects (or the captured objects);
+expected values are written out here, never taken from the code under test.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+from pydantic import ValidationError
+
+from tests.conftest import DATA, EXAMPLES, load_review, make_settings
+from webhook.admission import Engine, admit
+from webhook.config import Settings
+from webhook.distill import fingerprint
+from webhook.responses import Decision, finalize
+from webhook.review import parse_review
+from webhook.server import build_engine
+from webhook.types import RawObject
+
+GOLDEN = DATA / "golden"
+GOLDEN_POLICIES = GOLDEN / "policies"
+"""``llm-policy`` (app=llm) and ``plain-policy`` (run=plain, review 01) in namespace snap."""
+IMAGE = "ghcr.io/snapready/helpers:0.1.0@sha256:" + "0" * 64
+POLICY_KEY = "snapready.io/policy"
+HASH_KEY = "snapready.io/spec-hash"
+HELPERS_MOUNT = {"name": "snapready-helpers", "mountPath": "/snapready", "readOnly": True}
+INJECTED_ENV = [
+    {"name": "SNAPREADY_SPEC_ENVIRON", "value": "/proc/gvisor/spec_environ"},
+    {"name": "SNAPREADY_CHECKPOINT", "value": "/proc/gvisor/checkpoint"},
+    {"name": "SNAPREADY_HELPERS", "value": "/snapready"},
+]
+HELPERS_INIT_CONTAINER = {
+    "name": "snapready-helpers",
+    "image": IMAGE,
+    "command": ["cp", "-R", "/opt/snapready/helpers/.", "/snapready/"],
+    "resources": {
+        "limits": {"cpu": "50m", "memory": "32Mi"},
+        "requests": {"cpu": "50m", "memory": "32Mi"},
+    },
+    "volumeMounts": [{"name": "snapready-helpers", "mountPath": "/snapready"}],
+    "terminationMessagePath": "/dev/termination-log",
+    "terminationMessagePolicy": "File",
+    "imagePullPolicy": "IfNotPresent",
+    "securityContext": {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+        "runAsGroup": 65532,
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    },
+}
+
+
+def engine_for(policy_dir: Path = EXAMPLES, **overrides: Any) -> Engine:
+    """An engine over ``policy_dir`` with settings ``overrides``."""
+    return build_engine(make_settings(source={"policy_dir": policy_dir}, **overrides))
+
+
+def make_pod(
+    spec: RawObject, *, labels: Any = None, annotations: Any = "absent", name: str = "p"
+) -> RawObject:
+    """A Pod in namespace ``snap`` selected by ``llm-policy`` unless ``labels`` says otherwise."""
+    metadata: RawObject = {"name": name, "namespace": "snap", "labels": labels or {"app": "llm"}}
+    if annotations != "absent":
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def make_review(obj: Any, *, base: str = "03", **request: Any) -> RawObject:
+    """Captured review ``base`` with its object replaced by ``obj`` and request fields set."""
+    review = load_review(base)
+    review["request"]["object"] = copy.deepcopy(obj)
+    review["request"].update(request)
+    return review
+
+
+def run(review: RawObject, engine: Engine, endpoint: str = "mutate") -> Decision:
+    """``admit`` one review as the HTTP app does (bytes -> envelope -> decision)."""
+    request = parse_review(orjson.dumps(review)).request
+    return admit(request, "mutate" if endpoint == "mutate" else "validate", engine)
+
+
+def wire_patch(review: RawObject, decision: Decision) -> list[RawObject] | None:
+    """The patch as the API server receives it (base64 JSON in ``response.patch``), or None."""
+    response = finalize(decision, uid=review["request"]["uid"], api_version=review["apiVersion"])
+    encoded = response["response"].get("patch")
+    if encoded is None:
+        assert "patchType" not in response["response"]
+        return None
+    ops: list[RawObject] = json.loads(base64.b64decode(encoded))
+    return ops
+
+
+def apply(obj: RawObject, decision: Decision) -> RawObject:
+    """``obj`` after the decision's patch (``jsonpatch``, as the API server would)."""
+    result: RawObject = jsonpatch.apply_patch(obj, list(decision.patch))
+    return result
+
+
+@pytest.fixture(scope="module")
+def examples() -> Engine:
+    """Engine over the example policies (``llm-policy`` selects app=llm in snap)."""
+    return engine_for()
+
+
+def test_review_03_gets_helpers_env_and_annotations(examples: Engine) -> None:
+    review = load_review("03")
+    original = review["request"]["object"]
+    decision = run(review, examples)
+    assert decision.allowed
+    pod = apply(original, decision)
+    spec, app = pod["spec"], pod["spec"]["containers"][0]
+    assert spec["initContainers"] == [HELPERS_INIT_CONTAINER]
+    assert spec["volumes"][-1] == {"name": "snapready-helpers", "emptyDir": {}}
+    assert spec["volumes"][:-1] == original["spec"]["volumes"]
+    assert app["volumeMounts"] == [
+        *original["spec"]["containers"][0]["volumeMounts"],
+        HELPERS_MOUNT,
+    ]
+    assert app["env"] == [*original["spec"]["containers"][0]["env"], *INJECTED_ENV]
+    annotations = pod["metadata"]["annotations"]
+    assert annotations[POLICY_KEY] == "llm-policy"
+    assert annotations[HASH_KEY] == fingerprint(pod)
+    assert annotations[HASH_KEY].startswith("v1:sha256:")
+    assert len(annotations) == 3  # last-applied-configuration is kept
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A pod shape and what must hold on the patched pod (``check(original, patched)``)."""
+
+    spec: RawObject
+    check: Callable[[RawObject, RawObject], object]
+    annotations: Any = "absent"
+    labels: dict[str, str] = field(default_factory=lambda: {"app": "llm"})
+
+
+def container(name: str = "app", **fields: Any) -> RawObject:
+    """A container named ``name`` with an image and any other ``fields``."""
+    return {"name": name, "image": f"registry.example/{name}@sha256:{'1' * 64}", **fields}
+
+
+def _names(items: list[RawObject]) -> list[str]:
+    return [item["name"] for item in items]
+
+
+SHAPES = [
+    pytest.param(
+        Shape(
+            {"containers": [container()]},
+            lambda o, p: p["metadata"]["annotations"].keys() == {POLICY_KEY, HASH_KEY},
+        ),
+        id="creates-the-annotations-map-when-absent",
+    ),
+    pytest.param(
+        Shape(
+            {"containers": [container()]},
+            lambda o, p: p["metadata"]["annotations"].keys() == {POLICY_KEY, HASH_KEY},
+            annotations=None,
+        ),
+        id="creates-the-annotations-map-when-null",
+    ),
+    pytest.param(
+        Shape(
+            {"containers": [container()]},
+            lambda o, p: (
+                p["metadata"]["annotations"]
+                == {
+                    "a/b~c": "1",
+                    "~": "2",
+                    "x/": "",
+                    POLICY_KEY: "llm-policy",
+                    HASH_KEY: fingerprint(p),
+                }
+            ),
+            annotations={"a/b~c": "1", "~": "2", "x/": ""},
+        ),
+        id="keeps-annotation-keys-with-slash-and-tilde",
+    ),
+    pytest.param(
+        Shape(
+            {"containers": [container()], "initContainers": [container("a"), container("b")]},
+            lambda o, p: _names(p["spec"]["initContainers"]) == ["snapready-helpers", "a", "b"],
+        ),
+        id="helpers-go-first-and-existing-init-containers-keep-their-order",
+    ),
+    pytest.param(
+        Shape(
+            {
+                "containers": [container()],
+                "initContainers": [
+                    container("migrate"),
+                    container("proxy", restartPolicy="Always"),
+                ],
+            },
+            lambda o, p: (
+                "volumeMounts" not in p["spec"]["initContainers"][1]
+                and p["spec"]["initContainers"][2]["volumeMounts"] == [HELPERS_MOUNT]
+                and p["spec"]["initContainers"][2]["restartPolicy"] == "Always"
+                and p["spec"]["initContainers"][1]["env"] == INJECTED_ENV
+                and p["spec"]["initContainers"][2]["env"] == INJECTED_ENV
+            ),
+        ),
+        id="native-sidecar-gets-mount-and-env-plain-init-container-env-only",
+    ),
+    pytest.param(
+        Shape(
+            {
+                "containers": [
+                    container(
+                        env=[
+                            {"name": "SNAPREADY_HELPERS", "value": "/opt/mine"},
+                            {
+                                "name": "SNAPREADY_CHECKPOINT",
+                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                            },
+                        ]
+                    )
+                ]
+            },
+            lambda o, p: (
+                p["spec"]["containers"][0]["env"]
+                == [*o["spec"]["containers"][0]["env"], INJECTED_ENV[0]]
+            ),
+        ),
+        id="env-the-user-set-wins-and-is-left-alone",
+    ),
+    pytest.param(
+        Shape(
+            {"containers": [container(env=None, volumeMounts=None)], "volumes": None},
+            lambda o, p: (
+                p["spec"]["containers"][0]["env"] == INJECTED_ENV
+                and p["spec"]["containers"][0]["volumeMounts"] == [HELPERS_MOUNT]
+                and p["spec"]["volumes"] == [{"name": "snapready-helpers", "emptyDir": {}}]
+            ),
+        ),
+        id="null-env-mounts-and-volumes-are-created",
+    ),
+    pytest.param(
+        Shape(
+            {
+                "containers": [
+                    container(
+                        resizePolicy=[{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
+                        futureContainerField={"x": [1, None]},
+                    )
+                ],
+                "resources": {"limits": {"cpu": "2"}},
+                "futurePodField": None,
+            },
+            lambda o, p: (
+                p["spec"]["resources"] == {"limits": {"cpu": "2"}}
+                and "futurePodField" in p["spec"]
+                and p["spec"]["futurePodField"] is None
+                and p["spec"]["containers"][0]["futureContainerField"] == {"x": [1, None]}
+                and p["spec"]["containers"][0]["resizePolicy"]
+                == o["spec"]["containers"][0]["resizePolicy"]
+            ),
+        ),
+        id="unknown-and-new-fields-pass-through-untouched",
+    ),
+    pytest.param(
+        Shape(
+            {"containers": [container()]},
+            lambda o, p: p["metadata"]["annotations"][POLICY_KEY] == "llm-policy,plain-policy",
+            labels={"app": "llm", "run": "plain"},
+        ),
+        id="policy-annotation-names-every-selecting-policy",
+    ),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_pod_shapes(shape: Shape) -> None:
+    engine = engine_for(GOLDEN_POLICIES)
+    pod = make_pod(shape.spec, labels=shape.labels, annotations=shape.annotations)
+    original = copy.deepcopy(pod)
+    review = make_review(pod)
+    decision = run(review, engine)
+    assert decision.allowed
+    assert review["request"]["object"] == original
+    patched = apply(original, decision)
+    assert shape.check(original, patched)
+    assert patched["metadata"]["annotations"][HASH_KEY] == fingerprint(patched)
+
+
+def test_custom_prefix_is_escaped_in_pointers() -> None:
+    engine = engine_for(prefix="snap~ready.io/")
+    decision = run(make_review(make_pod({"containers": [container()]})), engine)
+    assert decision.patch[-2:] == (
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {"snap~ready.io/policy": "llm-policy"},
+        },
+        {
+            "op": "add",
+            "path": "/metadata/annotations/snap~0ready.io~1spec-hash",
+            "value": decision.patch[-1]["value"],
+        },
+    )
+
+
+@dataclass(frozen=True)
+class Collision:
+    """A pod colliding with the injection and the field paths the denial must name."""
+
+    spec: RawObject
+    paths: tuple[str, ...]
+
+
+COLLISIONS = [
+    pytest.param(
+        Collision(
+            {
+                "containers": [container()],
+                "volumes": [
+                    {"name": "data", "emptyDir": {}},
+                    {"name": "snapready-helpers", "hostPath": {"path": "/x"}},
+                ],
+            },
+            ("spec.volumes[1]",),
+        ),
+        id="denies-a-user-volume-named-snapready-helpers",
+    ),
+    pytest.param(
+        Collision({"containers": [container("snapready-helpers")]}, ("spec.containers[0]",)),
+        id="denies-an-app-container-named-snapready-helpers",
+    ),
+    pytest.param(
+        Collision(
+            {
+                "containers": [container()],
+                "initContainers": [
+                    {**HELPERS_INIT_CONTAINER, "image": "busybox@sha256:" + "2" * 64}
+                ],
+            },
+            ("spec.initContainers[0]",),
+        ),
+        id="denies-an-init-container-named-snapready-helpers-that-is-not-ours",
+    ),
+    pytest.param(
+        Collision(
+            {
+                "containers": [
+                    container(),
+                    container("b", volumeMounts=[{"name": "data", "mountPath": "/snapready/"}]),
+                ],
+                "volumes": [{"name": "data", "emptyDir": {}}],
+            },
+            ("spec.containers[1].volumeMounts[0]",),
+        ),
+        id="denies-a-user-mount-at-snapready-with-trailing-slash",
+    ),
+    pytest.param(
+        Collision(
+            {
+                "containers": [
+                    container(
+                        "snapready-helpers", volumeMounts=[{"name": "d", "mountPath": "/snapready"}]
+                    )
+                ],
+                "volumes": [{"name": "snapready-helpers", "emptyDir": {"medium": "Memory"}}],
+            },
+            ("spec.volumes[0]", "spec.containers[0]", "spec.containers[0].volumeMounts[0]"),
+        ),
+        id="denies-listing-every-collision-at-once",
+    ),
+]
+
+
+@pytest.mark.parametrize("collision", COLLISIONS)
+def test_collisions_are_denied_with_every_path(collision: Collision) -> None:
+    decision = run(make_review(make_pod(collision.spec)), engine_for())
+    assert not decision.allowed
+    assert decision.code == 403
+    assert decision.message is not None
+    assert "reserved" in decision.message
+    assert 'snapready.io/inject: "false"' in decision.message
+    for path in collision.paths:
+        assert f"{path}:" in decision.message
+    assert not decision.patch
+
+
+COLLIDING_POD = make_pod(
+    {
+        "containers": [container()],
+        "volumes": [{"name": "snapready-helpers", "hostPath": {"path": "/x"}}],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("mode", "warned"),
+    [
+        pytest.param("warn", True, id="warn-mode-skips-injection-with-a-warning"),
+        pytest.param("audit", False, id="audit-mode-skips-injection-silently"),
+    ],
+)
+def test_collisions_outside_enforce_mode_only_skip_injection(mode: str, warned: bool) -> None:
+    decision = run(make_review(COLLIDING_POD), engine_for(enforcement=mode))
+    assert decision.allowed
+    assert any("reserved" in w for w in decision.warnings) == warned
+    patched = apply(COLLIDING_POD, decision)
+    assert patched["spec"] == COLLIDING_POD["spec"]
+    assert patched["metadata"]["annotations"].keys() == {POLICY_KEY, HASH_KEY}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "overrides", "injected"),
+    [
+        pytest.param({"snapready.io/inject": "false"}, {}, False, id="inject-false-skips-helpers"),
+        pytest.param({"snapready.io/inject": "False"}, {}, False, id="inject-False-any-case"),
+        pytest.param({"snapready.io/inject": "true"}, {}, True, id="inject-true-injects"),
+        pytest.param(
+            None, {"injection": {"enabled": False}}, False, id="injection-disabled-in-settings"
+        ),
+    ],
+)
+def test_opting_out_keeps_the_spec_and_still_stamps(
+    annotations: Any, overrides: dict[str, Any], injected: bool
+) -> None:
+    pod = make_pod(
+        {
+            "containers": [container()],
+            "volumes": [{"name": "snapready-helpers", "emptyDir": {"medium": "Memory"}}],
+        }
+        if not injected
+        else {"containers": [container()]},
+        annotations=annotations,
+    )
+    decision = run(make_review(pod), engine_for(**overrides))
+    assert decision.allowed
+    patched = apply(pod, decision)
+    assert (patched["spec"] != pod["spec"]) == injected
+    assert patched["metadata"]["annotations"][HASH_KEY] == fingerprint(patched)
+
+
+SIDECAR_POD = make_pod(
+    {
+        "containers": [container(), container("b", env=[{"name": "X", "value": "1"}])],
+        "initContainers": [container("migrate"), container("proxy", restartPolicy="Always")],
+        "volumes": [{"name": "data", "emptyDir": {}}],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "review",
+    [
+        pytest.param(load_review("03"), id="review-03-gpu-pod"),
+        pytest.param(load_review("40"), id="review-40-replicaset-pod"),
+        pytest.param(load_review("21"), id="review-21-dry-run"),
+        pytest.param(make_review(SIDECAR_POD), id="pod-with-init-containers-and-sidecar"),
+        pytest.param(
+            make_review(
+                make_pod(
+                    {"containers": [container()]}, annotations={"snapready.io/inject": "false"}
+                )
+            ),
+            id="opted-out-pod",
+        ),
+    ],
+)
+def test_reinvocation_on_our_own_output_yields_no_patch(
+    review: RawObject, examples: Engine
+) -> None:
+    first = run(review, examples)
+    assert first.patch
+    again = copy.deepcopy(review)
+    again["request"]["object"] = apply(review["request"]["object"], first)
+    second = run(again, examples)
+    assert second.allowed
+    assert second.patch == ()
+    assert wire_patch(again, second) is None
+
+
+def test_stale_hash_after_another_webhook_gets_only_the_annotation_replaced(
+    examples: Engine,
+) -> None:
+    review = load_review("03")
+    mutated = apply(review["request"]["object"], run(review, examples))
+    mutated["spec"]["containers"][0]["image"] = "registry.example/other@sha256:" + "3" * 64
+    review["request"]["object"] = mutated
+    decision = run(review, examples)
+    assert list(decision.patch) == [
+        {
+            "op": "replace",
+            "path": "/metadata/annotations/snapready.io~1spec-hash",
+            "value": fingerprint(mutated),
+        }
+    ]
+
+
+def test_init_container_added_by_a_later_webhook_gets_env_and_a_fresh_hash(
+    examples: Engine,
+) -> None:
+    review = make_review(SIDECAR_POD)
+    mutated = apply(SIDECAR_POD, run(review, examples))
+    mutated["spec"]["initContainers"].insert(0, container("istio-init"))
+    review["request"]["object"] = mutated
+    ops = run(review, examples).patch
+    assert [op["path"] for op in ops] == [
+        "/spec/initContainers/0/env",
+        "/metadata/annotations/snapready.io~1spec-hash",
+    ]
+    assert ops[0]["value"] == INJECTED_ENV
+
+
+def test_dry_run_gets_the_same_patch_as_a_real_request(examples: Engine) -> None:
+    review = load_review("21")
+    assert review["request"]["dryRun"] is True
+    real = copy.deepcopy(review)
+    real["request"]["dryRun"] = False
+    dry = run(review, examples)
+    assert dry.patch
+    assert dry.patch == run(real, examples).patch
+
+
+@pytest.mark.parametrize(
+    "request_fields",
+    [
+        pytest.param({"operation": "UPDATE"}, id="update-is-never-mutated"),
+        pytest.param({"operation": "DELETE", "object": None}, id="delete-is-never-mutated"),
+        pytest.param({"subResource": "status"}, id="status-subresource-is-never-mutated"),
+        pytest.param(
+            {"subResource": "ephemeralcontainers", "operation": "UPDATE"},
+            id="ephemeralcontainers-subresource-is-never-mutated",
+        ),
+    ],
+)
+def test_only_pod_create_is_mutated(request_fields: dict[str, Any], examples: Engine) -> None:
+    review = load_review("03")
+    review["request"]["oldObject"] = copy.deepcopy(review["request"]["object"])
+    review["request"].update(request_fields)
+    decision = run(review, examples)
+    assert decision.allowed
+    assert wire_patch(review, decision) is None
+
+
+def test_unselected_pod_is_not_mutated(examples: Engine) -> None:
+    review = load_review("01")
+    assert wire_patch(review, run(review, examples)) is None
+
+
+def test_twin_replicas_get_identical_patches(examples: Engine) -> None:
+    twin_1, twin_2 = load_review("30"), load_review("31")
+    assert twin_1["request"]["object"] != twin_2["request"]["object"]
+    assert run(twin_1, examples).patch == run(twin_2, examples).patch
+
+
+def test_the_helper_image_is_part_of_the_fingerprint() -> None:
+    review = load_review("03")
+    other = "ghcr.io/snapready/helpers:0.2.0@sha256:" + "4" * 64
+    first = run(review, engine_for()).patch[-1]["value"]
+    second = run(review, engine_for(injection={"helpers_image": other})).patch[-1]["value"]
+    assert first != second
+
+
+@pytest.mark.parametrize(
+    ("injection", "accepted"),
+    [
+        pytest.param({"helpers_image": "busybox:1.36"}, False, id="refuses-a-tag-only-image"),
+        pytest.param({"helpers_image": "busybox"}, False, id="refuses-an-untagged-image"),
+        pytest.param(
+            {"helpers_image": "busybox:1.36", "allow_tag_only_image": True},
+            True,
+            id="accepts-a-tag-only-image-when-explicitly-allowed",
+        ),
+        pytest.param(
+            {"helpers_image": "busybox@sha256:" + "a" * 64}, True, id="accepts-a-digest-only-image"
+        ),
+        pytest.param(
+            {"helpers_image": "busybox@sha256:" + "a" * 63}, False, id="refuses-a-short-digest"
+        ),
+    ],
+)
+def test_helper_image_must_be_pinned_by_digest(injection: dict[str, Any], accepted: bool) -> None:
+    if accepted:
+        assert Settings(injection=injection).injection.helpers_image == injection["helpers_image"]
+    else:
+        with pytest.raises(ValidationError, match="not pinned by digest"):
+            Settings(injection=injection)
