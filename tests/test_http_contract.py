@@ -241,7 +241,7 @@ def test_plain_http_is_not_served(https_server: RunningServer) -> None:
 class ExplodingRule:
     """A rule that raises, to exercise the internal-error path."""
 
-    rule_ids = ("explode",)
+    rule_ids: tuple[str, ...] = ("explode",)
 
     def __call__(self, pod: PodContext) -> list[Finding]:
         raise RuntimeError("boom " + pod.kind)

@@ -595,3 +595,38 @@ def test_helper_image_must_be_pinned_by_digest(injection: dict[str, Any], accept
     else:
         with pytest.raises(ValidationError, match="not pinned by digest"):
             Settings(injection=injection)
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param(
+            make_pod({"containers": [container(env=[{"name": ["odd"]}, "x", None])]}),
+            id="env-entries-of-odd-types",
+        ),
+        pytest.param(
+            make_pod({"containers": ["not-a-container", container(volumeMounts={"a": 1})]}),
+            id="containers-and-mounts-of-odd-types",
+        ),
+        pytest.param(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"labels": {"app": "llm"}},
+                "spec": None,
+            },
+            id="null-spec",
+        ),
+        pytest.param(
+            make_pod({"containers": [container()]}, annotations={"snapready.io/inject": ["false"]}),
+            id="inject-annotation-that-is-not-a-string",
+        ),
+    ],
+)
+def test_odd_shapes_get_a_patch_that_applies_never_a_crash(
+    obj: RawObject, examples: Engine
+) -> None:
+    decision = run(make_review(obj), examples)
+    assert decision.allowed
+    patched = apply(obj, decision)
+    assert patched["metadata"]["annotations"][HASH_KEY] == fingerprint(patched)

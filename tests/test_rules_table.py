@@ -294,6 +294,18 @@ ROWS = [
         id="denies-multi-gpu-pod-on-a100",
     ),
     pytest.param(
+        edit(ready_pod, both(selector({MACHINE_FAMILY: "a2"}), set_gpus("2"))),
+        {"gpu-multi-l4"},
+        set(),
+        id="denies-multi-gpu-pod-pinned-to-a2-family",
+    ),
+    pytest.param(
+        edit(ready_pod, both(selector({MACHINE_FAMILY: "g2"}), set_gpus("16"))),
+        {"gpu-multi-l4"},
+        set(),
+        id="denies-more-gpus-than-any-supported-machine-has",
+    ),
+    pytest.param(
         edit(ready_pod, both(selector({INSTANCE_TYPE: "g2-standard-96"}), set_gpus("8"))),
         set(),
         set(),

@@ -67,6 +67,19 @@ def admit(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Deci
     return handler(request, endpoint, engine)
 
 
+def string_labels(labels: Any) -> Mapping[str, str]:
+    """``metadata.labels`` as selectors read them: a dict of strings (``{}`` when absent).
+
+    Label values are strings in every valid object; a hostile non-string value (a list would be
+    unhashable in a selector's value set) is treated as absent rather than crash matching.
+    """
+    if not isinstance(labels, dict):
+        return {}
+    if all(type(value) is str for value in labels.values()):
+        return labels
+    return {key: value for key, value in labels.items() if isinstance(value, str)}
+
+
 def request_namespace(request: AdmissionRequest, obj: RawObject) -> str:
     """Namespace to match policies in: ``request.namespace``, else the object's, else default."""
     if request.namespace:
@@ -204,7 +217,7 @@ def _handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -
         return allowed()
     metadata = obj.get("metadata")
     labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    policies = state.policies.select(namespace, labels if isinstance(labels, dict) else {})
+    policies = state.policies.select(namespace, string_labels(labels))
     if not policies:
         return allowed()  # the fast path: no policy selects this pod
     ctx = pod_context(
@@ -230,7 +243,7 @@ def _handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine)
     namespace = request_namespace(request, obj)
     metadata = obj.get("metadata")
     labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    policies = state.policies.select(namespace, labels if isinstance(labels, dict) else {})
+    policies = state.policies.select(namespace, string_labels(labels))
     if not policies or namespace_ignored(state, namespace, engine.settings):
         return allowed()
     ctx = pod_context(
@@ -263,7 +276,7 @@ def _handle_controller(request: AdmissionRequest, endpoint: Endpoint, engine: En
         return allowed()
     metadata = template.get("metadata")
     labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    policies = state.policies.select(namespace, labels if isinstance(labels, dict) else {})
+    policies = state.policies.select(namespace, string_labels(labels))
     if not policies:
         return allowed()
     base = join_path("", *path)

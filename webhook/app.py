@@ -2,19 +2,19 @@
 
 Wire contract (k8s "Dynamic Admission Control"): the response is an AdmissionReview with the
 request's ``apiVersion`` and ``response.uid`` echoed on every path. Broken requests get HTTP 400
-(408 body too slow, 413 body over the cap, 503 in-flight body budget exhausted) with a JSON error,
+(413 body over the cap, 503 in-flight body budget exhausted) with a JSON error,
 or an error review when the uid is known. Internal errors never escape as a bare 500: the failure
 policy decides the answer.
 
 A raw ASGI callable rather than a framework router: the admission path is four routes and the
 framework's per-request objects and middleware cost more than the fast path itself (see README,
 "Performance"). Hostile-input guards run before any parsing: content type, size cap (declared
-and streamed), a read deadline and a process-wide budget of body bytes held in memory.
+and streamed) and a process-wide budget of body bytes held in memory; the read deadline lives
+in the server's protocol (``webhook.lifecycle``), where it costs a timer instead of a task timeout.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -209,13 +209,11 @@ class AdmissionApp:
         server = self.engine.settings.server
         body: bytes | None = None
         try:
-            async with asyncio.timeout(server.request_timeout_seconds):
-                body = await read_body(scope, receive, server.max_body_bytes, self.budget)
+            # No timeout here: the server's protocol enforces server.request_timeout_seconds
+            # from the request's first byte to its last (webhook.lifecycle.HardenedHttpProtocol).
+            body = await read_body(scope, receive, server.max_body_bytes, self.budget)
             review = parse_review(body)
         except ClientGone:
-            return
-        except TimeoutError:
-            await self._reject(send, endpoint, BadRequest("request body too slow", status=408))
             return
         except BadRequest as exc:
             await self._reject(send, endpoint, exc, body)

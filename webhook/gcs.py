@@ -208,7 +208,8 @@ def _status(exc: BaseException) -> int | None:
 
 
 def describe(exc: BaseException) -> str:
-    """A short, secret-free reason: ``HTTP 403: ...``, ``ConnectionError: ...`` (<= 200 chars)."""
+    """A short, secret-free reason: ``HTTP 403: ...``, ``ConnectionError: ...`` (<= 120 chars,
+    so that a warning carrying it stays within the API server's 256 characters)."""
     name = type(exc).__name__
     if name == "DefaultCredentialsError":
         return "no Application Default Credentials (give the webhook a Workload Identity)"
@@ -223,4 +224,4 @@ def describe(exc: BaseException) -> str:
         if not where:
             text = f"{name}: {exc}"
     text = " ".join(text.split())
-    return text if len(text) <= 200 else text[:197] + "..."
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -145,6 +145,9 @@ def _term_pins(term: RawObject, term_path: str) -> dict[str, _TermPin]:
 
 def _affinity_pins(spec: RawObject, spec_path: str) -> dict[str, LabelPin]:
     """Union of the terms (they are ORed): exhaustive only when every term has ``In``."""
+    raw_terms = _affinity_terms(spec)
+    if not raw_terms:
+        return {}
     base = join_path(
         spec_path,
         "affinity",
@@ -152,7 +155,7 @@ def _affinity_pins(spec: RawObject, spec_path: str) -> dict[str, LabelPin]:
         "requiredDuringSchedulingIgnoredDuringExecution",
         "nodeSelectorTerms",
     )
-    terms = [_term_pins(term, join_path(base, i)) for i, term in enumerate(_affinity_terms(spec))]
+    terms = [_term_pins(term, join_path(base, i)) for i, term in enumerate(raw_terms)]
     pins: dict[str, LabelPin] = {}
     for key in sorted({key for term in terms for key in term}):
         stated = [term.get(key) for term in terms]
@@ -233,39 +236,37 @@ def _containers(spec: RawObject) -> Iterator[tuple[str, int, RawObject, Containe
         yield "containers", index, container, "app"
 
 
-def _whole(value: Any, path: str, problems: list[tuple[str, str]]) -> int | None:
-    """A quantity as whole units; None (and a problem) when malformed or fractional."""
+def _whole(value: Any, field: str, problems: list[tuple[str, str]]) -> int | None:
+    """A quantity as whole units; None (and a ``(field, message)`` problem) when malformed or
+    fractional."""
     try:
         quantity = parse_quantity(value)
     except ValueError:
-        problems.append((path, f"{value!r} is not a Kubernetes quantity; use a whole number"))
+        problems.append((field, f"{value!r} is not a Kubernetes quantity; use a whole number"))
         return None
     if quantity < 0 or quantity != quantity.to_integral_value():
-        problems.append((path, f"{value!r} is not a whole number of devices"))
+        problems.append((field, f"{value!r} is not a whole number of devices"))
         return None
     return int(quantity)
 
 
-def _container_count(
-    container: RawObject, base: str, resource: str, problems: list[tuple[str, str]]
-) -> tuple[int, str]:
+def _container_count(container: RawObject, resource: str) -> tuple[int, str, list[tuple[str, str]]]:
+    """``(count, "limits" or "requests" it came from, [(field, problem)])`` for one container."""
     resources = container.get("resources")
-    resources = resources if isinstance(resources, dict) else {}
+    if not isinstance(resources, dict):
+        return 0, "limits", []
     limits, requests = resources.get("limits"), resources.get("requests")
     limits = limits if isinstance(limits, dict) else {}
     requests = requests if isinstance(requests, dict) else {}
-    limit_path = join_path(base, "resources", "limits", resource)
-    request_path = join_path(base, "resources", "requests", resource)
-    limit = _whole(limits[resource], limit_path, problems) if resource in limits else None
-    request = _whole(requests[resource], request_path, problems) if resource in requests else None
+    problems: list[tuple[str, str]] = []
+    limit = _whole(limits[resource], "limits", problems) if resource in limits else None
+    request = _whole(requests[resource], "requests", problems) if resource in requests else None
     if limit is None and request:
-        problems.append((request_path, f"{resource} requested without a limit: set the limit too"))
-        return request, request_path
+        problems.append(("requests", f"{resource} requested without a limit: set the limit too"))
+        return request, "requests", problems
     if limit is not None and request is not None and request != limit:
-        problems.append(
-            (request_path, f"{resource} request {request} != limit {limit}: make equal")
-        )
-    return limit or 0, limit_path
+        problems.append(("requests", f"{resource} request {request} != limit {limit}: make equal"))
+    return limit or 0, "limits", problems
 
 
 def resource_usage(spec: RawObject, spec_path: str, resource: str) -> ResourceUsage:
@@ -278,11 +279,12 @@ def resource_usage(spec: RawObject, spec_path: str, resource: str) -> ResourceUs
     uses: list[ContainerUse] = []
     app = sidecars = init_peak = 0
     for kind, index, container, role in _containers(spec):
-        count, path = _container_count(
-            container, join_path(spec_path, kind, index), resource, problems
-        )
-        if count:
-            uses.append(ContainerUse(path, role, count))
+        count, field, found = _container_count(container, resource)
+        if count or found:  # paths are built only when reported (the hot path has none)
+            base = join_path(spec_path, kind, index, "resources")
+            problems.extend((join_path(base, where, resource), text) for where, text in found)
+            if count:
+                uses.append(ContainerUse(join_path(base, field, resource), role, count))
         if role == "init":
             init_peak = max(init_peak, count + sidecars)
         elif role == "sidecar":

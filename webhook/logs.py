@@ -49,17 +49,21 @@ class JsonFormatter(logging.Formatter):
     become ``exc``.
     """
 
+    _second: int = -1
+    _stamp: str = ""
+
     def format(self, record: logging.LogRecord) -> str:
         """One line of JSON (non-JSON values fall back to ``str``)."""
         entry: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "time": self._time(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
-                entry[key] = value
+        extras = record.__dict__.keys() - _STANDARD  # a set operation: cheap on the hot path
+        for key in extras:
+            if not key.startswith("_"):
+                entry[key] = record.__dict__[key]
         fields = entry.pop("fields", None)
         if isinstance(fields, dict):
             entry.update(fields)
@@ -67,10 +71,27 @@ class JsonFormatter(logging.Formatter):
             entry["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(entry, default=str).decode()
 
+    def _time(self, created: float) -> str:
+        """ISO 8601 UTC with milliseconds; the part up to the second is cached."""
+        second = int(created)
+        if second != self._second:
+            self._second = second
+            self._stamp = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{self._stamp}.{int((created - second) * 1000):03d}Z"
+
 
 def configure(level: str = "info") -> None:
-    """Send every logger (uvicorn's too) to stderr as JSON lines at ``level``."""
-    handler = logging.StreamHandler(sys.stderr)
+    """Send every logger (uvicorn's too) to stderr as JSON lines at ``level``.
+
+    Also switches off what each ``LogRecord`` would otherwise collect and we never print (caller
+    frame, thread, process names): the logging HOWTO's "Optimization" advice, worth several
+    microseconds per admission line.
+    """
+    logging._srcfile = None  # no caller lookup (findCaller)
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    handler = AdmissionBufferingHandler()
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -78,6 +99,34 @@ def configure(level: str = "info") -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+
+
+class AdmissionBufferingHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """stderr handler that writes ``admission`` info lines without a flush (one syscall each
+    otherwise, ~10% of a fast-path request); ``flush_logs`` runs every 100 ms from the server's
+    tick, so such a line reaches stderr at most ~0.1 s late. Every other record (start-up,
+    warnings, errors, other loggers) is flushed at once, as with a plain ``StreamHandler``.
+    """
+
+    def __init__(self) -> None:
+        # Our own buffered text stream on fd 2: sys.stderr is line-buffered (a write per line).
+        stream = open(sys.stderr.fileno(), "w", buffering=1 << 16, closefd=False)  # noqa: SIM115
+        super().__init__(stream)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write ``record``; flush unless it is an info-or-lower ``admission`` line."""
+        try:
+            self.stream.write(self.format(record) + "\n")
+            if record.levelno >= logging.WARNING or record.name != log.name:
+                self.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def flush_logs() -> None:
+    """Flush every root handler (the server calls this on its 100 ms tick and at exit)."""
+    for handler in logging.getLogger().handlers:
+        handler.flush()
 
 
 def decision_label(decision: Decision) -> str:

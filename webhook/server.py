@@ -1,27 +1,18 @@
 """Run the app under uvicorn with TLS (minimum TLS 1.2) from validated settings.
 
 Edge module: reads certificate files, binds sockets. The admission logic lives in ``admission``.
-Owns the process lifecycle: uvloop + httptools, a header deadline against slow clients
-(``HardenedHttpProtocol``), graceful shutdown with a drain period (``GracefulServer``), the
-``/metrics`` listener and the observer that logs and counts each admission.
+Wires the process: uvloop + httptools with the request deadline and the drain-on-SIGTERM server
+of ``lifecycle``, the ``/metrics`` listener and the observer that logs and counts each admission.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import signal
 import ssl
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from webhook import certs
 from webhook.admission import Engine
@@ -30,6 +21,7 @@ from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.gcs import BucketInspector
 from webhook.governance import Governance
+from webhook.lifecycle import GracefulServer, protocol_class
 from webhook.logs import log_admission
 from webhook.metrics import Metrics, default_metrics, serve_metrics
 from webhook.responses import Decision
@@ -96,108 +88,6 @@ def stop_source(engine: Engine) -> None:
         stop()
 
 
-class HardenedHttpProtocol(HttpToolsProtocol):
-    """httptools protocol with a deadline for request headers.
-
-    uvicorn times out idle keep-alive connections but not a client that opens a connection (or
-    starts a request) and then sends its headers slowly: enough of those would hold every
-    ``limit_concurrency`` slot. The deadline (``server.request_timeout_seconds``) runs from the
-    connection (after TLS) or from a request's first byte until its headers are complete.
-    """
-
-    header_timeout: float = 10.0
-    _header_timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Accept the connection and start the header deadline."""
-        super().connection_made(transport)
-        self._arm_header_timer()
-
-    def on_message_begin(self) -> None:
-        """First byte of a request: (re)start the header deadline."""
-        super().on_message_begin()
-        self._arm_header_timer()
-
-    def on_headers_complete(self) -> None:
-        """Headers are in: the body deadline is the app's (``request_timeout_seconds``)."""
-        self._cancel_header_timer()
-        super().on_headers_complete()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """Drop the timer with the connection."""
-        self._cancel_header_timer()
-        super().connection_lost(exc)
-
-    def _arm_header_timer(self) -> None:
-        self._cancel_header_timer()
-        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
-
-    def _cancel_header_timer(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-
-    def _headers_too_slow(self) -> None:
-        self._header_timer = None
-        if not self.transport.is_closing():
-            self.transport.close()
-
-
-def protocol_class(settings: Settings) -> type[HardenedHttpProtocol]:
-    """``HardenedHttpProtocol`` with the configured header deadline."""
-    timeout = settings.server.request_timeout_seconds
-    return type("SnapreadyHttpProtocol", (HardenedHttpProtocol,), {"header_timeout": timeout})
-
-
-class GracefulServer(uvicorn.Server):
-    """uvicorn server whose SIGTERM starts a drain instead of closing the listener at once.
-
-    Kubernetes sends SIGTERM and removes the pod from the Service endpoints concurrently; the API
-    server keeps calling us until it sees the change. So on the first SIGTERM/SIGINT: ``/readyz``
-    answers 503 at once, requests are still served for ``drain_seconds``, then the listener closes
-    and in-flight requests get ``timeout_graceful_shutdown`` seconds to finish. A second signal
-    skips the rest of the drain; a second SIGINT also skips waiting for in-flight requests.
-    The process then exits 0 (the signal is not re-raised as plain uvicorn does).
-    """
-
-    def __init__(self, config: uvicorn.Config, app: AdmissionApp, drain_seconds: float) -> None:
-        super().__init__(config)
-        self.app = app
-        self.drain_seconds = drain_seconds
-        self.drain_deadline: float | None = None
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        """Route SIGTERM/SIGINT to ``handle_exit`` (main thread only); restore them after."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        signals = (signal.SIGTERM, signal.SIGINT)
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """First signal: start draining. Later ones: stop now (SIGINT: do not wait either)."""
-        if self.drain_deadline is None:
-            self.app.shutting_down = True
-            self.drain_deadline = time.monotonic() + self.drain_seconds
-            log.info("signal %d: readiness off, draining for %.1f s", sig, self.drain_seconds)
-            return
-        self.should_exit = True
-        if sig == signal.SIGINT:
-            self.force_exit = True
-
-    async def on_tick(self, counter: int) -> bool:
-        """uvicorn's 100 ms tick: end the drain when its deadline has passed."""
-        if self.drain_deadline is not None and time.monotonic() >= self.drain_deadline:
-            self.should_exit = True
-        return await super().on_tick(counter)
-
-
 def uvicorn_config(
     settings: Settings, engine: Engine, app: AdmissionApp | None = None
 ) -> uvicorn.Config:
@@ -220,6 +110,7 @@ def uvicorn_config(
         log_config=None,
         access_log=False,
         server_header=False,
+        proxy_headers=False,  # called directly by the API server: no proxy to trust
         lifespan="off",
     )
     config.load()

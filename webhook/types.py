@@ -47,16 +47,11 @@ class Finding:
 
 
 class Rule(Protocol):
-    """A validation rule: a pure function from a pod view to findings (no I/O, no clock)."""
+    """A validation rule: a pure function from a pod view to findings (no I/O, no clock).
+
+    Mutators have their own shape (``webhook.mutation.Step``: they edit a recording draft).
+    """
 
     rule_ids: tuple[str, ...]
 
-    def __call__(self, pod: PodContext) -> Iterable[Finding]: ...
-
-
-class Mutator(Protocol):
-    """A mutation step: edits the working copy in place and returns whether it changed anything."""
-
-    name: str
-
-    def __call__(self, pod: RawObject, ctx: PodContext) -> bool: ...
+    def __call__(self, pod: PodContext, /) -> Iterable[Finding]: ...

@@ -119,7 +119,7 @@ def bucket_findings(facts: BucketFacts, settings: StorageSettings) -> list[Findi
     url = f"gs://{facts.name}"
     unverified: Severity = "deny" if settings.strict else "warn"
     if facts.exists is None:
-        message = f"cannot inspect {url}: {facts.error}; check the webhook's access to GCS"
+        message = f"cannot inspect {url} (check the webhook's access to GCS): {facts.error}"
         return [Finding(BUCKET_PATH, "bucket-reachable", message, unverified)]
     if not facts.exists:
         message = f"{url} does not exist: create it, or name an existing bucket"
@@ -150,8 +150,8 @@ def bucket_findings(facts: BucketFacts, settings: StorageSettings) -> list[Findi
 def _iam_findings(facts: BucketFacts, url: str, unverified: Severity) -> list[Finding]:
     if facts.public_members is None:
         message = (
-            f"cannot read the IAM policy of {url} ({facts.iam_error}): grant the webhook"
-            " storage.buckets.getIamPolicy on it"
+            f"cannot read the IAM policy of {url} (grant the webhook"
+            f" storage.buckets.getIamPolicy on it): {facts.iam_error}"
         )
         return [Finding(BUCKET_PATH, "bucket-public-iam", message, unverified)]
     return [

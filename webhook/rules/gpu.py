@@ -50,11 +50,12 @@ def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-machine``: every machine type, family and accelerator a GPU pod may land on must be
     a supported one."""
     rules = ctx.settings.rules
-    types = _type_summary(rules.gpu_machine_types)
     gpu_families = {instance_family(t) for t in rules.gpu_machine_types}
     for c in place.instance_types:
         for name in sorted(c.values - set(rules.gpu_machine_types)):
-            text = f"no GPU snapshots on {name}{c.where}; use {types}"
+            text = (
+                f"no GPU snapshots on {name}{c.where}; use {_type_summary(rules.gpu_machine_types)}"
+            )
             yield Finding(c.path, "gpu-machine", text)
     for c in place.families:
         for family in sorted(c.values - gpu_families):
@@ -67,11 +68,16 @@ def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
             yield Finding(c.path, "gpu-machine", text)
 
 
+def _multi_counts(rules: RuleSettings) -> list[tuple[str, int]]:
+    """``(machine type, GPUs)`` of the multi-GPU accelerators' families, fewest GPUs first."""
+    families = {f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())}
+    fits = [(t, n) for t, n in rules.gpu_machine_types.items() if instance_family(t) in families]
+    return sorted(fits, key=lambda item: (item[1], item[0]))
+
+
 def _multi_types(rules: RuleSettings, gpus: int) -> list[str]:
     """Supported machine types of the multi-GPU accelerators with at least ``gpus`` GPUs."""
-    families = {f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())}
-    fits = [(n, t) for t, n in rules.gpu_machine_types.items() if instance_family(t) in families]
-    return [t for n, t in sorted(fits) if n >= gpus]
+    return [t for t, n in _multi_counts(rules) if n >= gpus]
 
 
 def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
@@ -79,24 +85,32 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     enough GPUs (``g2-standard-48``/``-96``). Values already unsupported are left to gpu-machine."""
     rules, gpus = ctx.settings.rules, place.gpus.total
     fits = _multi_types(rules, gpus)
-    accept = " or ".join(fits) if fits else "no supported machine has that many"
-    pinned = False
-    for c in place.accelerators:
-        pinned |= c.exhaustive
-        for name in sorted(
-            (c.values & set(rules.gpu_accelerators)) - set(rules.multi_gpu_accelerators)
-        ):
-            text = f"{name}{c.where} allows 1 GPU per snapshot pod, not {gpus}; use {accept}"
-            yield Finding(c.path, "gpu-multi-l4", text)
-    for c in place.instance_types:
-        pinned |= c.exhaustive
-        for name in sorted((c.values & set(rules.gpu_machine_types)) - set(fits)):
-            text = f"{name}{c.where} cannot hold a {gpus}-GPU snapshot pod; use {accept}"
-            yield Finding(c.path, "gpu-multi-l4", text)
-    pinned |= any(c.exhaustive for c in place.families)
-    if not pinned and not place.unknown:
+    if not fits:
+        text = f"no supported machine has {gpus} GPUs; use at most {_max_gpus(rules)} per pod"
+        yield Finding(place.gpus.containers[0].path, "gpu-multi-l4", text)
+        return
+    accept = " or ".join(fits)
+    multi = {f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())}
+    one = f"allows 1 GPU per snapshot pod, not {gpus}"
+    checks = (
+        (place.accelerators, set(rules.gpu_accelerators) - set(rules.multi_gpu_accelerators), one),
+        (place.families, {instance_family(t) for t in rules.gpu_machine_types} - multi, one),
+        (place.instance_types, set(rules.gpu_machine_types) - set(fits), "has too few GPUs"),
+    )
+    for constraints, unfit, problem in checks:
+        for c in constraints:
+            for name in sorted(c.values & unfit):
+                text = f"{name}{c.where} {problem}; use {accept}"
+                yield Finding(c.path, "gpu-multi-l4", text)
+    stated = (*place.accelerators, *place.instance_types, *place.families)
+    if not any(c.exhaustive for c in stated) and not place.unknown:
         text = f"a {gpus}-GPU pod needs L4: pin {ACCELERATOR}: nvidia-l4 ({accept})"
         yield Finding(place.gpus.containers[0].path, "gpu-multi-l4", text)
+
+
+def _max_gpus(rules: RuleSettings) -> int:
+    """The most GPUs one supported multi-GPU machine type has (8 on ``g2-standard-96``)."""
+    return max((n for _, n in _multi_counts(rules)), default=1)
 
 
 def _node_counts(place: Placement, rules: RuleSettings) -> Iterator[tuple[Constraint, int, str]]:

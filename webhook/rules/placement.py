@@ -10,6 +10,7 @@ Pure module: reads the PodContext only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -92,6 +93,7 @@ class Placement:
     tpus: ResourceUsage
 
 
+@functools.lru_cache(maxsize=1024)
 def instance_family(instance_type: str) -> str:
     """Machine family of a GCE machine type: ``g2-standard-48`` -> ``g2``; ``custom-4-8192`` (an
     N1 custom machine type) -> ``n1``."""

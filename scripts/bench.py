@@ -1,0 +1,370 @@
+"""Benchmark ``snapready serve`` against a constant-response uvicorn server (``make bench``).
+
+Both servers: one worker, uvloop + httptools, TLS 1.2+ with the same generated certificate, on
+127.0.0.1. Each scenario posts the same captured AdmissionReview with 16 concurrent keep-alive
+connections, to the constant server first and to snapready second, after a warm-up. The load
+generator is ``hey`` (Debian package; limited to one CPU with ``-cpus 1``) when installed, else an
+asyncio + httpx generator in this script (much slower: it then limits both servers alike).
+The generator runs on the same machine and competes with the server for CPU: figures are
+comparable with each other (the ratios), not with a dedicated load machine.
+
+Prints requests/s, p50 and p99 per scenario and server, the ratios against the targets of
+design.md, start-up to ready time, peak RSS of the snapready process, and micro-timings of the
+hot-path functions. No assertions: exit 0 whatever the figures.
+
+Usage: ``python scripts/bench.py [--requests 10000] [--rounds 3] [--concurrency 16]
+[--generator hey|httpx]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import orjson  # noqa: E402
+
+from webhook import certs  # noqa: E402
+
+REVIEWS = ROOT / "tests" / "data" / "reviews"
+POLICIES = ROOT / "manifests" / "examples"
+SCENARIOS = (
+    ("selected pod CREATE", "03", "/mutate", 0.7),
+    ("unselected pod", "01", "/mutate", 0.9),
+    ("Deployment", "13", "/validate", 0.7),
+)
+"""(name, review file prefix, path, throughput target as a fraction of the constant server)."""
+P99_TARGET_MS = 10.0
+RSS_TARGET_MB = 150.0
+STARTUP_TARGET_S = 2.0
+CONSTANT_BODY = orjson.dumps(
+    {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+     "response": {"uid": "00000000-0000-0000-0000-000000000000", "allowed": True}}
+)  # fmt: skip
+
+
+@dataclass
+class Result:
+    """One load run: throughput and latency percentiles."""
+
+    rps: float
+    p50_ms: float
+    p99_ms: float
+
+
+async def constant_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """ASGI app that drains the request body and answers a fixed AdmissionReview."""
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:
+        message = await receive()
+        more = message.get("more_body", False)
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(CONSTANT_BODY)).encode())]  # fmt: skip
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": CONSTANT_BODY})
+
+
+def run_constant_server(port: int, cert: str, key: str) -> None:
+    """Serve ``constant_app`` like ``snapready serve`` runs (uvloop, httptools, TLS >= 1.2)."""
+    import ssl  # noqa: PLC0415
+
+    import uvicorn  # noqa: PLC0415
+
+    config = uvicorn.Config(
+        constant_app, host="127.0.0.1", port=port, ssl_certfile=cert, ssl_keyfile=key,
+        loop="uvloop", http="httptools", log_config=None, access_log=False,
+        server_header=False, lifespan="off", timeout_keep_alive=65,
+    )  # fmt: skip
+    config.load()
+    assert config.ssl is not None
+    config.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
+    uvicorn.Server(config).run()
+
+
+def free_port() -> int:
+    """An unused loopback TCP port."""
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_ready(
+    url: str, ca: Path, process: subprocess.Popen[bytes], started: float, timeout: float = 30
+) -> float:
+    """Seconds from ``started`` (monotonic) until ``url`` answers 200 (polling every 10 ms)."""
+    while time.monotonic() - started < timeout:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited with {process.returncode}")
+        try:
+            if httpx.get(url, verify=str(ca), timeout=1).status_code == 200:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.01)
+    raise SystemExit(f"{url} not ready after {timeout}s")
+
+
+def hey_load(url: str, body: Path, requests: int, concurrency: int) -> Result:
+    """Drive ``url`` with ``hey`` and parse its summary."""
+    out = subprocess.run(
+        ["hey", "-n", str(requests), "-c", str(concurrency), "-cpus", "1", "-m", "POST",
+         "-T", "application/json", "-D", str(body), url],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    codes = re.findall(r"\[(\d{3})\]\s+(\d+) responses", out)
+    if any(code != "200" for code, _ in codes):
+        raise SystemExit(f"non-200 answers from {url}:\n{out}")
+
+    def seconds(pattern: str) -> float:
+        match = re.search(pattern, out)
+        if match is None:
+            raise SystemExit(f"cannot parse hey output:\n{out}")
+        return float(match.group(1))
+
+    return Result(
+        rps=seconds(r"Requests/sec:\s+([\d.]+)"),
+        p50_ms=seconds(r"50% in ([\d.]+) secs") * 1000,
+        p99_ms=seconds(r"99% in ([\d.]+) secs") * 1000,
+    )
+
+
+def httpx_load(url: str, body: Path, requests: int, concurrency: int, ca: Path) -> Result:
+    """Drive ``url`` with ``concurrency`` asyncio workers sharing one httpx client."""
+    payload = body.read_bytes()
+    latencies: list[float] = []
+
+    async def worker(client: httpx.AsyncClient, count: int) -> None:
+        for _ in range(count):
+            started = time.perf_counter()
+            answer = await client.post(url, content=payload,
+                                       headers={"Content-Type": "application/json"})  # fmt: skip
+            latencies.append(time.perf_counter() - started)
+            if answer.status_code != 200:
+                raise SystemExit(f"HTTP {answer.status_code} from {url}")
+
+    async def main() -> float:
+        limits = httpx.Limits(max_connections=concurrency)
+        async with httpx.AsyncClient(verify=str(ca), limits=limits, timeout=30) as client:
+            started = time.perf_counter()
+            share = requests // concurrency
+            await asyncio.gather(*(worker(client, share) for _ in range(concurrency)))
+            return time.perf_counter() - started
+
+    elapsed = asyncio.run(main())
+    cuts = statistics.quantiles(latencies, n=100)
+    return Result(len(latencies) / elapsed, cuts[49] * 1000, cuts[98] * 1000)
+
+
+def peak_rss_mb(pid: int) -> float:
+    """``VmHWM`` (peak resident set) of ``pid`` in MiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"VmHWM:\s+(\d+) kB", status)
+    return int(match.group(1)) / 1024 if match else float("nan")
+
+
+def micro_timings() -> list[tuple[str, float]]:
+    """Microseconds per call of the hot-path functions on review 03 (best of 5 rounds)."""
+    from tests.conftest import make_settings  # noqa: PLC0415
+    from webhook.admission import admit, pod_context  # noqa: PLC0415
+    from webhook.review import parse_review  # noqa: PLC0415
+    from webhook.server import build_engine  # noqa: PLC0415
+
+    body = (next(REVIEWS.glob("03-*.json"))).read_bytes()
+    engine = build_engine(make_settings())
+    request = parse_review(body).request
+    pod = request.object
+    state = engine.state()
+    policies = state.policies.select("snap", pod["metadata"]["labels"])
+    ctx = pod_context(
+        spec=pod["spec"], metadata=pod["metadata"], spec_path="spec", metadata_path="metadata",
+        namespace="snap", kind="Pod", policies=policies, engine=engine, state=state,
+    )  # fmt: skip
+    calls: list[tuple[str, Callable[[], Any]]] = [
+        ("parse_review (envelope, 7 KB)", lambda: parse_review(body)),
+        ("admit /mutate (whole decision)", lambda: admit(request, "mutate", engine)),
+        ("admit /validate (whole decision)", lambda: admit(request, "validate", engine)),
+    ]
+    try:
+        from webhook.distill import fingerprint  # noqa: PLC0415
+
+        calls.append(("distill.fingerprint", lambda: fingerprint(pod)))
+    except ImportError:
+        pass
+    from webhook.mutation import mutate_pod  # noqa: PLC0415
+
+    calls.append(("mutation.mutate_pod (patch)", lambda: mutate_pod(pod, ctx)))
+    timings = []
+    for name, call in calls:
+        number = 2000
+        best = min(timeit.repeat(call, number=number, repeat=5)) / number
+        timings.append((name, best * 1e6))
+    return timings
+
+
+def start(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start a server subprocess logging to ``log``."""
+    return subprocess.Popen(
+        args, stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+    )
+
+
+def main() -> int:
+    """Run every scenario against both servers and print the report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=10000, help="requests per run")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="runs per server and scenario")
+    parser.add_argument("--generator", choices=["hey", "httpx"], default=None)
+    parser.add_argument("--constant-server", nargs=3, metavar=("PORT", "CERT", "KEY"),
+                        help=argparse.SUPPRESS)  # fmt: skip
+    args = parser.parse_args()
+    if args.constant_server:
+        port, cert, key = args.constant_server
+        run_constant_server(int(port), cert, key)
+        return 0
+    generator = args.generator or ("hey" if shutil.which("hey") else "httpx")
+    with tempfile.TemporaryDirectory(prefix="snapready-bench-") as tmp_name:
+        return bench(Path(tmp_name), generator, args.requests, args.concurrency, args.rounds)
+
+
+def bench(tmp: Path, generator: str, requests: int, concurrency: int, rounds: int) -> int:
+    """Start both servers, load them scenario by scenario, print the figures."""
+    paths = certs.generate(tmp / "certs")
+    ours_port, constant_port = free_port(), free_port()
+    launched = time.monotonic()
+    ours = start(
+        [sys.executable, "-m", "webhook", "serve", "--port", str(ours_port),
+         "--cert-file", str(paths.tls_cert), "--key-file", str(paths.tls_key),
+         "--policies", str(POLICIES), "--metrics-port", "0"],
+        tmp / "snapready.log", env={"SNAPREADY_SERVER__DRAIN_SECONDS": "0"},
+    )  # fmt: skip
+    constant = start(
+        [sys.executable, __file__, "--constant-server", str(constant_port),
+         str(paths.tls_cert), str(paths.tls_key)],
+        tmp / "constant.log",
+    )  # fmt: skip
+    try:
+        startup = wait_ready(f"https://127.0.0.1:{ours_port}/readyz", paths.ca_cert, ours, launched)
+        wait_constant(constant_port, paths.ca_cert, constant)
+        ports = {"constant": constant_port, "snapready": ours_port}
+        rows = run_scenarios(
+            tmp, generator, requests, concurrency, ca=paths.ca_cert, ports=ports, rounds=rounds
+        )
+        rss = peak_rss_mb(ours.pid)
+    finally:
+        for process in (ours, constant):
+            process.terminate()
+            process.wait(30)
+    report(rows, startup=startup, rss=rss, generator=generator, requests=requests,
+           concurrency=concurrency, rounds=rounds)  # fmt: skip
+    return 0
+
+
+def wait_constant(port: int, ca: Path, process: subprocess.Popen[bytes]) -> None:
+    """Wait for the constant server (it answers any path, POST only matters for load)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit("constant server exited")
+        try:
+            httpx.post(f"https://127.0.0.1:{port}/", content=b"{}", verify=str(ca), timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.01)
+    raise SystemExit("constant server not ready")
+
+
+def run_scenarios(
+    tmp: Path,
+    generator: str,
+    requests: int,
+    concurrency: int,
+    *,
+    ca: Path,
+    ports: dict[str, int],
+    rounds: int,
+) -> list[tuple[str, float, Result, Result]]:
+    """Warm up, then measure both servers ``rounds`` times per scenario, alternating, and keep
+    each server's best round (other processes on a shared machine only ever slow a run down)."""
+    rows = []
+    for name, prefix, path, target in SCENARIOS:
+        body = tmp / f"{prefix}.json"
+        body.write_bytes(next(REVIEWS.glob(f"{prefix}-*.json")).read_bytes())
+        results: dict[str, Result] = {}
+        load_of: dict[str, Callable[[int], Result]] = {}
+        for server in ("constant", "snapready"):
+            url = f"https://127.0.0.1:{ports[server]}{path}"
+
+            def load(count: int, url: str = url, body: Path = body) -> Result:
+                if generator == "hey":
+                    return hey_load(url, body, count, concurrency)
+                return httpx_load(url, body, count, concurrency, ca)
+
+            load_of[server] = load
+
+            load(max(concurrency, requests // 10))  # warm-up
+        for _ in range(rounds):  # alternate servers; keep each one's best round
+            for server in ("constant", "snapready"):
+                result = load_of[server](requests)
+                best = results.get(server)
+                results[server] = result if best is None or result.rps > best.rps else best
+        rows.append((name, target, results["constant"], results["snapready"]))
+    return rows
+
+
+def report(
+    rows: list[tuple[str, float, Result, Result]],
+    *,
+    startup: float,
+    rss: float,
+    generator: str,
+    requests: int,
+    concurrency: int,
+    rounds: int,
+) -> None:
+    """Print the figures and how they compare with the design targets."""
+    cpus = os.cpu_count()
+    gen = "hey -cpus 1" if generator == "hey" else "asyncio+httpx (slow: may bound both servers)"
+    print(f"snapready bench: {requests} requests x {concurrency} connections per run, best of "
+          f"{rounds} rounds, "
+          f"load generator {gen},")  # fmt: skip
+    print(f"same machine: {cpus} CPUs shared by the server and the load generator\n")
+    print(f"{'scenario':<22}{'server':<11}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}"
+          f"{'ratio':>8}{'target':>9}  verdict")  # fmt: skip
+    for name, target, base, ours in rows:
+        ratio = ours.rps / base.rps
+        ok = ratio >= target and ours.p99_ms <= P99_TARGET_MS
+        print(f"{name:<22}{'constant':<11}{base.rps:>9.0f}{base.p50_ms:>9.2f}{base.p99_ms:>9.2f}")
+        print(f"{'':<22}{'snapready':<11}{ours.rps:>9.0f}{ours.p50_ms:>9.2f}{ours.p99_ms:>9.2f}"
+              f"{ratio:>8.2f}{'>=' + str(target):>9}  {'ok' if ok else 'MISSED'}")  # fmt: skip
+    print(f"\nstartup to ready: {startup:.2f} s (target <= {STARTUP_TARGET_S} s)")
+    print(f"peak RSS of snapready serve: {rss:.0f} MiB (target <= {RSS_TARGET_MB:.0f} MiB)")
+    print(f"p99 target: <= {P99_TARGET_MS} ms at {concurrency} connections\n")
+    print("micro-timings (best of 5 x 2000 calls, review 03, in this process):")
+    for name, micros in micro_timings():
+        print(f"  {name:<36}{micros:>9.1f} us")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+"""Hostile input against a real HTTPS ``snapready serve`` (issue: operations).
+
+Every answer is a well-formed AdmissionReview or a 4xx/503 JSON error, never a crash, a hang, a
+500 page or an internal error; slow clients are cut off by deadlines and the number of
+concurrent requests and buffered body bytes are bounded.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import json
+import re
+import socket
+import ssl
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import RunningServer, load_review, ssl_context, start_server, stop_server
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+REVIEW_03 = load_review("03")  # selected by llm-policy: rules and mutation run
+UID = REVIEW_03["request"]["uid"]
+
+
+def port_of(server: RunningServer) -> int:
+    """The HTTPS port from the server's base URL."""
+    return int(server.base_url.rsplit(":", 1)[1])
+
+
+def tls_connect(server: RunningServer, timeout: float = 15) -> ssl.SSLSocket:
+    """A raw TLS connection to ``server`` (handshake done)."""
+    raw = socket.create_connection(("127.0.0.1", port_of(server)), timeout=timeout)
+    return ssl_context(server.ca_file).wrap_socket(raw, server_hostname="localhost")
+
+
+def request_head(length: int, path: str = "/validate") -> bytes:
+    """The head of a JSON POST with ``Content-Length: length``."""
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+def read_until_closed(conn: ssl.SSLSocket) -> bytes:
+    """Everything the server sends until it closes the connection (socket timeout = hang)."""
+    data = b""
+    while True:
+        try:
+            chunk = conn.recv(65536)
+        except (ConnectionResetError, ssl.SSLEOFError):
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+def post(server: RunningServer, path: str, body: bytes) -> httpx.Response:
+    """POST raw ``body`` as JSON over a fresh verified client."""
+    with server.client() as client:
+        return client.post(path, content=body, headers=JSON_HEADERS)
+
+
+def assert_answered(answer: httpx.Response, uid: str | None = UID) -> dict[str, Any]:
+    """A well-formed review (uid echoed, no internal error) or a 4xx JSON error."""
+    assert answer.headers["content-type"] == "application/json"
+    payload: dict[str, Any] = answer.json()
+    if answer.status_code != 200:
+        assert 400 <= answer.status_code < 500, answer.text[:300]
+        assert payload["code"] == answer.status_code and payload["error"]
+        return payload
+    assert payload["kind"] == "AdmissionReview"
+    response = payload["response"]
+    if uid is not None:
+        assert response["uid"] == uid
+    status = response.get("status", {})
+    assert status.get("code") != 500, f"internal error: {status.get('message')}"
+    if "patch" in response:
+        assert isinstance(json.loads(base64.b64decode(response["patch"])), list)
+    return payload
+
+
+OBJ = ("request", "object")
+SPEC = (*OBJ, "spec")
+META = (*OBJ, "metadata")
+C0 = (*SPEC, "containers", 0)
+
+
+def put(path: tuple[str | int, ...], value: Any) -> Callable[[dict[str, Any]], None]:
+    """An edit setting ``path`` (from the review root) to ``value``."""
+
+    def edit(review: dict[str, Any]) -> None:
+        target: Any = review
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return edit
+
+
+def nested(depth: int) -> str:
+    """A placeholder that ``encode`` replaces by ``{"a": {"a": ... "x"}}`` ``depth`` deep
+    (spliced in as text: the json module itself cannot encode that depth)."""
+    return f"@@nested-{depth}@@"
+
+
+def encode(review: Any) -> bytes:
+    """JSON bytes of ``review`` with ``nested`` placeholders expanded."""
+    text = json.dumps(review)
+    for match in set(re.findall(r'"@@nested-(\d+)@@"', text)):
+        depth = int(match)
+        text = text.replace(f'"@@nested-{depth}@@"', '{"a": ' * depth + '"x"' + "}" * depth)
+    return text.encode()
+
+
+def edited(*edits: Callable[[dict[str, Any]], None]) -> bytes:
+    """Review 03 with ``edits`` applied, encoded."""
+    review = copy.deepcopy(REVIEW_03)
+    for edit in edits:
+        edit(review)
+    return encode(review)
+
+
+# ---- malformed bodies and wrong types, on the shared server ---------------------------------
+
+WRONG_TYPES: list[Any] = [
+    pytest.param(put(("request", "kind"), "Pod"), id="request-kind-as-string"),
+    pytest.param(put(("request", "uid"), 12345), id="uid-as-number"),
+    pytest.param(put(("request", "operation"), 7), id="operation-as-number"),
+    pytest.param(put(("apiVersion",), 1), id="api-version-as-number"),
+    pytest.param(put(("request",), [REVIEW_03["request"]]), id="request-as-list"),
+    pytest.param(put(OBJ, [1, 2]), id="object-as-list"),
+    pytest.param(put(("request", "namespace"), ["snap"]), id="namespace-as-list"),
+    pytest.param(put(("request", "subResource"), {}), id="subresource-as-object"),
+    pytest.param(put(META, 5), id="metadata-as-number"),
+    pytest.param(put(SPEC, "x"), id="spec-as-string"),
+    pytest.param(put((*META, "labels"), ["app", "llm"]), id="labels-as-list"),
+    pytest.param(put((*META, "annotations"), ["a"]), id="annotations-as-list"),
+    pytest.param(put((*META, "labels", "model"), 7), id="label-value-as-number"),
+    pytest.param(put((*META, "labels", "app"), ["llm"]), id="label-value-as-list"),
+    pytest.param(put((*SPEC, "containers"), None), id="containers-null"),
+    pytest.param(put((*SPEC, "containers"), {"a": 1}), id="containers-as-object"),
+    pytest.param(put((*SPEC, "containers"), [1, "x", None]), id="containers-of-scalars"),
+    pytest.param(put((*SPEC, "volumes"), "v"), id="volumes-as-string"),
+    pytest.param(put((*SPEC, "volumes"), [{"name": ["v"]}]), id="volume-name-as-list"),
+    pytest.param(put((*SPEC, "initContainers"), True), id="init-containers-as-bool"),
+    pytest.param(put((*SPEC, "nodeSelector"), "g2"), id="node-selector-as-string"),
+    pytest.param(put((*SPEC, "affinity"), []), id="affinity-as-list"),
+    pytest.param(put((*SPEC, "runtimeClassName"), ["gvisor"]), id="runtime-class-as-list"),
+    pytest.param(put((*C0, "env"), {"A": "1"}), id="env-as-object"),
+    pytest.param(put((*C0, "env"), [{"name": {"x": 1}}]), id="env-name-as-object"),
+    pytest.param(put((*C0, "resources"), []), id="resources-as-list"),
+    pytest.param(
+        put((*C0, "resources", "limits"), {"nvidia.com/gpu": [4]}), id="gpu-limit-as-list"
+    ),
+    pytest.param(
+        put((*C0, "resources", "limits"), {"nvidia.com/gpu": "lots"}),
+        id="gpu-limit-not-a-quantity",
+    ),
+    pytest.param(put((*C0, "image"), None), id="image-null"),
+    pytest.param(put((*C0, "name"), 3), id="container-name-as-number"),
+    pytest.param(put((*C0, "securityContext"), "root"), id="security-context-as-string"),
+    pytest.param(put((*C0, "ports"), [{"hostPort": "80"}]), id="host-port-as-string"),
+    pytest.param(put((*C0, "volumeMounts"), [{"name": []}]), id="volume-mount-name-as-list"),
+]
+
+
+@pytest.mark.parametrize("edit", WRONG_TYPES)
+@pytest.mark.parametrize("endpoint", ["/mutate", "/validate"])
+def test_wrong_types_get_a_review_or_a_400(
+    https_server: RunningServer, endpoint: str, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    review = copy.deepcopy(REVIEW_03)
+    edit(review)
+    request = review.get("request")
+    uid = request.get("uid") if isinstance(request, dict) else None
+    answer = post(https_server, endpoint, encode(review))
+    assert_answered(answer, uid if isinstance(uid, str) else None)
+
+
+INVALID_UTF8 = b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "x": "\xff"}'
+MALFORMED: list[Any] = [
+    pytest.param(INVALID_UTF8, id="invalid-utf8"),
+    pytest.param(b'{"a": "\\ud800"}', id="lone-surrogate-escape"),
+    pytest.param(encode({"request": nested(5000)}), id="nested-5000-deep-beyond-parser-limit"),
+    pytest.param(b"[" * 100_000, id="unclosed-arrays"),
+    pytest.param(b'{"a": 1' + b" " * 100_000, id="truncated-with-padding"),
+    pytest.param(b"\x00" * 1000, id="nul-bytes"),
+    pytest.param(b'{"request": 1e999999}', id="number-overflow"),
+    pytest.param(b'{"request": 123456789012345678901234567890}', id="huge-integer"),
+]
+
+
+@pytest.mark.parametrize("body", MALFORMED)
+def test_malformed_bodies_get_a_json_400(https_server: RunningServer, body: bytes) -> None:
+    answer = post(https_server, "/validate", body)
+    assert answer.status_code == 400
+    assert answer.json()["code"] == 400
+
+
+OBJECTS: list[Any] = [
+    pytest.param(put((*SPEC, "deep"), nested(900)), id="nested-900-deep-in-spec"),
+    pytest.param(put((*META, "annotations", "deep"), nested(600)), id="nested-600-deep-annotation"),
+    pytest.param(put((*C0, "securityContext"), nested(950)), id="nested-950-deep-in-hashed-field"),
+    # 20k, not more: mutation costs ~0.1 ms per container (200k take ~13 s, reported).
+    pytest.param(put((*SPEC, "containers"), [{}] * 20_000), id="20k-empty-containers"),
+    pytest.param(
+        put((*SPEC, "volumes"), [{"name": f"v{i}", "emptyDir": {}} for i in range(50_000)]),
+        id="50k-volumes",
+    ),
+    pytest.param(
+        put((*C0, "env"), [{"name": f"E{i}", "value": "v"} for i in range(50_000)]),
+        id="50k-env-vars",
+    ),
+    pytest.param(put((*C0, "args"), [0] * 1_000_000), id="million-element-array"),
+    pytest.param(put((*META, "labels", "model"), "m" * 5_000_000), id="5mb-label-value"),
+    pytest.param(put((*C0, "name"), "c" * 5_000_000), id="5mb-container-name"),
+    pytest.param(
+        put((*META, "annotations"), {f"k{i}": "v" for i in range(100_000)}), id="100k-annotations"
+    ),
+]
+
+
+@pytest.mark.parametrize("edit", OBJECTS)
+@pytest.mark.parametrize("endpoint", ["/mutate", "/validate"])
+def test_huge_and_deep_objects_are_answered(
+    https_server: RunningServer, endpoint: str, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    answer = post(https_server, endpoint, edited(edit))
+    assert_answered(answer)
+    with https_server.client() as client:
+        assert client.get("/healthz").status_code == 200
+
+
+def test_duplicate_keys_are_answered_with_the_last_value(https_server: RunningServer) -> None:
+    first = json.dumps({**REVIEW_03["request"], "uid": "first-uid"})
+    second = json.dumps({**REVIEW_03["request"], "uid": "second-uid"})
+    body = (
+        '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", '
+        f'"request": {first}, "request": {second}}}'
+    ).encode()
+    payload = assert_answered(post(https_server, "/validate", body), uid=None)
+    assert payload["response"]["uid"] == "second-uid"
+
+
+def test_content_type_is_checked_before_the_body_is_parsed(https_server: RunningServer) -> None:
+    with https_server.client() as client:
+        answer = client.post("/validate", content=b"{not json", headers={"Content-Type": "text/x"})
+    assert answer.status_code == 400
+    assert "content type" in answer.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("length", "status"),
+    [
+        pytest.param("99999999999", 413, id="content-length-over-the-cap-is-413-unread"),
+        pytest.param("99999999999999999999999", 400, id="content-length-beyond-64-bits-is-400"),
+        pytest.param("-5", 400, id="negative-content-length-is-400"),
+    ],
+)
+def test_bad_content_length_headers(https_server: RunningServer, length: str, status: int) -> None:
+    with tls_connect(https_server) as conn:
+        conn.sendall(request_head(0).replace(b": 0\r\n", f": {length}\r\n".encode()) + b"{}")
+        reply = read_until_closed(conn)
+    assert reply.startswith(f"HTTP/1.1 {status}".encode()), reply[:200]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        pytest.param("GET", "/validate", 405, id="get-on-validate-is-405"),
+        pytest.param("POST", "/healthz", 405, id="post-on-healthz-is-405"),
+        pytest.param("POST", "/nope", 404, id="unknown-path-is-json-404"),
+    ],
+)
+def test_unknown_routes_get_json_errors(
+    https_server: RunningServer, method: str, path: str, status: int
+) -> None:
+    with https_server.client() as client:
+        answer = client.request(method, path, content=b"{}", headers=JSON_HEADERS)
+    assert answer.status_code == status
+    assert answer.json()["code"] == status
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(put((*C0, "securityContext"), {"runAsUser": 2**60}), id="int-beyond-2-53"),
+        pytest.param(put((*SPEC, "dnsPolicy"), 9007199254740992.0), id="float-beyond-2-53"),
+        pytest.param(put((*C0, "securityContext"), {"runAsUser": 1.5}), id="fraction"),
+    ],
+)
+def test_numbers_beyond_json_safe_range_in_hashed_fields(
+    https_server: RunningServer, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    # RFC 8785 (the fingerprint's canonical JSON) only represents integers up to 2**53 exactly.
+    assert_answered(post(https_server, "/mutate", edited(edit)))
+
+
+# ---- slow clients and limits, on servers with small limits ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def impatient_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """A server allowing 1 s for a request's headers and 1 s for its body."""
+    env = {"SNAPREADY_SERVER__REQUEST_TIMEOUT_SECONDS": "1"}
+    server = start_server(tmp_path_factory.mktemp("impatient"), env=env)
+    yield server
+    stop_server(server)
+
+
+@pytest.mark.parametrize(
+    "opening",
+    [
+        pytest.param(b"", id="silent-after-tls-handshake"),
+        pytest.param(b"POST /validate HTTP/1.1\r\nHost: loc", id="headers-trickle-then-stop"),
+    ],
+)
+def test_slow_headers_are_cut_off(impatient_server: RunningServer, opening: bytes) -> None:
+    with tls_connect(impatient_server) as conn:
+        conn.sendall(opening)
+        # Closed by the server after 1 s, long before the 15 s socket timeout.
+        assert read_until_closed(conn) == b""
+
+
+def read_one_response(conn: ssl.SSLSocket) -> bytes:
+    """One Content-Length framed HTTP/1.1 response, head and body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head.lower()).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_slow_headers_after_a_keep_alive_request_are_cut_off(
+    impatient_server: RunningServer,
+) -> None:
+    body = json.dumps(load_review("01")).encode()
+    with tls_connect(impatient_server) as conn:
+        conn.sendall(request_head(len(body)) + body)
+        assert read_one_response(conn).startswith(b"HTTP/1.1 200")
+        conn.sendall(b"POST /validate HTTP/1.1\r\n")
+        assert read_until_closed(conn) == b""
+
+
+def test_body_drip_gets_408_and_the_connection_is_closed(impatient_server: RunningServer) -> None:
+    with tls_connect(impatient_server) as conn:
+        conn.sendall(request_head(5000) + b'{"apiVersion": ')
+        reply = read_until_closed(conn)
+    assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+    assert b"connection: close" in reply.lower()
+
+
+@pytest.fixture(scope="module")
+def small_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """A server with 3 concurrent connections and 100 KiB of body bytes in flight at most."""
+    env = {
+        "SNAPREADY_SERVER__MAX_CONCURRENCY": "3",
+        "SNAPREADY_SERVER__MAX_INFLIGHT_BODY_BYTES": str(100 * 1024),
+        "SNAPREADY_SERVER__REQUEST_TIMEOUT_SECONDS": "30",
+    }
+    server = start_server(tmp_path_factory.mktemp("small"), env=env)
+    yield server
+    stop_server(server)
+
+
+def test_connections_beyond_the_concurrency_bound_get_503(small_server: RunningServer) -> None:
+    body = json.dumps(load_review("01")).encode()
+    with contextlib.ExitStack() as stack:
+        for _ in range(3):
+            stack.enter_context(tls_connect(small_server))
+        time.sleep(0.2)  # the server registers connections after the handshake completes
+        answer = post(small_server, "/validate", body)
+        assert answer.status_code == 503
+    assert post(small_server, "/validate", body).status_code == 200
+
+
+def test_body_bytes_beyond_the_in_flight_budget_get_503(small_server: RunningServer) -> None:
+    padded = json.dumps(load_review("01")).encode() + b" " * (20 * 1024)
+    with tls_connect(small_server) as holder:
+        holder.sendall(request_head(95 * 1024) + b" " * (90 * 1024))  # held, not finished
+        time.sleep(0.2)
+        refused = post(small_server, "/validate", padded)
+        assert refused.status_code == 503
+        assert "in flight" in refused.json()["error"]
+    time.sleep(0.2)  # the server notices the disconnect and gives the bytes back
+    assert post(small_server, "/validate", padded).status_code == 200
