@@ -226,6 +226,11 @@ def test_real_server_serves_metrics_on_its_plain_http_port(
                 if s.name.endswith("_total")]  # fmt: skip
     by_kind = {(s.labels["endpoint"], s.labels["kind"]): s.value for s in requests}
     assert by_kind == {("mutate", "Pod"): 1, ("validate", "Pod"): 1, ("validate", "Deployment"): 1}
+    decisions = {(s.labels["endpoint"], s.labels["decision"]) for s in requests}
+    assert ("mutate", "patched") in decisions, "review 03 is selected: it gets the spec-hash"
+    mutations = {s.labels["mutator"]: s.value for s in families["snapready_mutations"].samples
+                 if s.name.endswith("_total")}  # fmt: skip
+    assert mutations.get("spec-hash") == 1
     synced = families["snapready_policy_source_synced"].samples[0].value
     assert synced == 1
     expiry = families["snapready_tls_certificate_expiry_timestamp_seconds"].samples[0].value
