@@ -10,6 +10,8 @@ JSON. Review 33 names bucket ``my-project-pod-snapshots``; review 34 is the exam
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -312,3 +314,28 @@ def test_check_covers_policies_and_storage_configs(
         "policy-retention",
         "policy-grouping-labels",
     }
+
+
+def test_a_slow_bucket_lookup_does_not_stall_pod_admissions(
+    server_factory: Callable[..., RunningServer],
+) -> None:
+    """Governance runs in a worker thread: pod reviews are answered while GCS is still silent."""
+    with serving_recorded(bucket_routes(REVIEW_BUCKET, {}, None), delay=1.5) as gcs:
+        env = {"STORAGE_EMULATOR_HOST": gcs.url, "SNAPREADY_STORAGE__TIMEOUT_SECONDS": "3"}
+        server = server_factory(env=env)
+        finished: list[str] = []
+
+        def storage_review() -> None:
+            with server.client() as client:
+                client.post("/validate", json=review_33())
+            finished.append("storage-config")
+
+        thread = threading.Thread(target=storage_review)
+        thread.start()
+        time.sleep(0.3)  # let the storage-config review reach its GCS call
+        with server.client() as client:
+            pod = client.post("/validate", json=load_review("03")).json()["response"]
+        finished.append("pod")
+        thread.join(10)
+    assert pod["allowed"] is True
+    assert finished == ["pod", "storage-config"]

@@ -1,4 +1,4 @@
-"""The HTTPS edge: a plain ASGI app for ``/mutate``, ``/validate``, ``/healthz`` and ``/readyz``.
+"""The HTTPS edge: a FastAPI app serving ``/mutate``, ``/validate``, ``/healthz`` and ``/readyz``.
 
 Wire contract (k8s "Dynamic Admission Control"): the response is an AdmissionReview with the
 request's ``apiVersion`` and ``response.uid`` echoed on every path. Broken requests get HTTP 400
@@ -6,11 +6,12 @@ request's ``apiVersion`` and ``response.uid`` echoed on every path. Broken reque
 or an error review when the uid is known. Internal errors never escape as a bare 500: the failure
 policy decides the answer.
 
-A raw ASGI callable rather than a framework router: the admission path is four routes and the
-framework's per-request objects and middleware cost more than the fast path itself (see README,
-"Performance"). Hostile-input guards run before any parsing: content type, size cap (declared
-and streamed) and a process-wide budget of body bytes held in memory; the read deadline lives
-in the server's protocol (``webhook.lifecycle``), where it costs a timer instead of a task timeout.
+FastAPI owns routing, 404/405 and the probes; the two admission routes are mounted as plain ASGI
+endpoints (``ReviewEndpoint``) so the hot path builds no ``Request``/``Response`` objects and runs
+no body validation of its own (see README, "Performance"). Hostile-input guards run before any
+parsing: content type, size cap (declared and streamed) and a process-wide budget of body bytes
+held in memory; the read deadline lives in the server's protocol (``webhook.lifecycle``), where
+it costs a timer instead of a task timeout.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
+from fastapi import FastAPI, Request, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from webhook.admission import Engine, admit
 from webhook.errors import BadRequest
@@ -42,14 +46,10 @@ Observer = Callable[[Endpoint, AdmissionReviewRequest, Decision, float], None]
 RejectHook = Callable[[str, int], None]
 """Called for each request refused before admission: (endpoint, HTTP status)."""
 
+BLOCKING_GROUPS = frozenset({"podsnapshot.gke.io"})
+"""API groups whose validation may do network I/O (bucket checks): run in a worker thread."""
 _JSON_HEADERS = [(b"content-type", JSON.encode())]
 _CLOSE = [(b"connection", b"close")]
-ROUTES: dict[str, tuple[str, Endpoint | None]] = {
-    "/mutate": ("POST", "mutate"),
-    "/validate": ("POST", "validate"),
-    "/healthz": ("GET", None),
-    "/readyz": ("GET", None),
-}
 
 
 class ClientGone(Exception):
@@ -154,7 +154,7 @@ async def _error(send: Send, status: int, message: str, *, close: bool = False) 
 
 
 class AdmissionApp:
-    """The ASGI application: the engine, readiness, the observer hook and the input guards.
+    """The admission side of the app: the engine, readiness, the observer hook and the input guards.
 
     Attributes:
         engine: the admission engine.
@@ -162,7 +162,6 @@ class AdmissionApp:
         on_reject: called for each request refused before admission.
         shutting_down: set on SIGTERM by the server; ``/readyz`` then answers 503 at once.
         budget: in-flight body bytes (``settings.server.max_inflight_body_bytes``).
-        state: ``state.admission`` is this object (for code that expects ``app.state``).
     """
 
     def __init__(
@@ -174,34 +173,12 @@ class AdmissionApp:
         self.shutting_down = False
         server = engine.settings.server
         self.budget = BodyBudget(server.max_inflight_body_bytes)
-        self.state = SimpleNamespace(admission=self)
 
     def ready(self) -> tuple[bool, dict[str, Any]]:
         """(ready, details): policies synced and not draining for shutdown."""
         state = self.engine.state()
         ok = state.synced and not self.shutting_down
         return ok, {"synced": state.synced, "shuttingDown": self.shutting_down, **state.details}
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI entry point: route ``http`` requests; acknowledge ``lifespan`` events."""
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-            return
-        if scope["type"] != "http":
-            return
-        method, endpoint = ROUTES.get(scope["path"], ("", None))
-        if not method:
-            await _error(send, 404, f"no route {scope['path'][:100]!r}")
-        elif scope["method"] != method:
-            await _respond(send, 405, {"error": "method not allowed", "code": 405},
-                           [(b"allow", method.encode())])  # fmt: skip
-        elif endpoint is not None:
-            await self.handle(scope, receive, send, endpoint)
-        elif scope["path"] == "/healthz":
-            await _respond(send, 200, {"status": "ok"})
-        else:
-            ok, details = self.ready()
-            await _respond(send, 200 if ok else 503, {"ready": ok, **details})
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, endpoint: Endpoint) -> None:
         """Serve one review: 1. read (guards), 2. parse, 3. admit, 4. observe, 5. answer."""
@@ -221,7 +198,11 @@ class AdmissionApp:
         finally:
             if body is not None:
                 self.budget.give(len(body))
-        decision = self._decide(review, endpoint)
+        if review.request.kind.group in BLOCKING_GROUPS and endpoint == "validate":
+            # Governance may call GCS (bounded by storage.timeout_seconds): keep it off the loop.
+            decision = await run_in_threadpool(self._decide, review, endpoint)
+        else:
+            decision = self._decide(review, endpoint)
         if self.observer is not None:
             try:
                 self.observer(endpoint, review, decision, time.perf_counter() - started)
@@ -261,23 +242,49 @@ class AdmissionApp:
         )
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
-    """Nothing to start or stop: acknowledge both lifespan events."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+class ReviewEndpoint:
+    """The ASGI endpoint of one admission route (``/mutate`` or ``/validate``)."""
+
+    def __init__(self, admission: AdmissionApp, endpoint: Endpoint) -> None:
+        self.admission = admission
+        self.endpoint: Endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one review through ``AdmissionApp.handle``."""
+        await self.admission.handle(scope, receive, send, self.endpoint)
 
 
 def create_app(
     engine: Engine, observer: Observer | None = None, on_reject: RejectHook | None = None
-) -> AdmissionApp:
-    """Build the ASGI application around ``engine``.
+) -> FastAPI:
+    """Build the FastAPI application around ``engine``.
 
     Routes: ``POST /mutate``, ``POST /validate`` (AdmissionReview in and out), ``GET /healthz``
     (process alive), ``GET /readyz`` (200 when policies are synced and not shutting down, else 503).
+    ``app.state.admission`` is the ``AdmissionApp`` (the server flips its ``shutting_down``).
     """
-    return AdmissionApp(engine, observer, on_reject)
+    admission = AdmissionApp(engine, observer, on_reject)
+    app = FastAPI(title="snapready", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.admission = admission
+    for path, endpoint in (("/mutate", "mutate"), ("/validate", "validate")):
+        # A non-function endpoint is mounted as a raw ASGI app (starlette.routing.Route).
+        app.router.routes.append(
+            Route(path, ReviewEndpoint(admission, endpoint), methods=["POST"])  # type: ignore[arg-type]
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # 404/405 in the same JSON shape as every other error of this edge.
+        body = orjson.dumps({"error": str(exc.detail), "code": exc.status_code})
+        return Response(body, exc.status_code, headers=exc.headers, media_type=JSON)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return Response(orjson.dumps({"status": "ok"}), media_type=JSON)
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        ok, details = admission.ready()
+        return Response(orjson.dumps({"ready": ok, **details}), 200 if ok else 503, media_type=JSON)
+
+    return app

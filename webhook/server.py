@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 
 from webhook import certs
 from webhook.admission import Engine
-from webhook.app import AdmissionApp, Observer, create_app
+from webhook.app import Observer, create_app
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.gcs import BucketInspector
@@ -89,7 +90,7 @@ def stop_source(engine: Engine) -> None:
 
 
 def uvicorn_config(
-    settings: Settings, engine: Engine, app: AdmissionApp | None = None
+    settings: Settings, engine: Engine, app: FastAPI | None = None
 ) -> uvicorn.Config:
     """uvicorn settings: TLS files, uvloop + hardened httptools, timeouts and limits.
 
@@ -161,15 +162,15 @@ def serve(settings: Settings) -> None:
         ConfigError: invalid policy files or an unbindable metrics port.
         FileNotFoundError: certificate files missing and generation disabled.
     """
+    engine = build_engine(settings)  # policy errors first: nothing is written on a bad start
     ensure_certificates(settings)
-    engine = build_engine(settings)
     metrics = default_metrics()
     app = create_app(engine, make_observer(metrics, settings), metrics.reject)
     config = uvicorn_config(settings, engine, app)
     metrics_server = start_metrics(settings, engine, metrics)
     log.info("snapready listening on https://%s:%d", settings.server.host, settings.server.port)
     try:
-        server = GracefulServer(config, app, settings.server.drain_seconds)
+        server = GracefulServer(config, app.state.admission, settings.server.drain_seconds)
         # Certificate hot reload into the live context, on the server's own event loop.
         assert config.ssl is not None
         expiry = metrics.tls_certificate_expiry.set
