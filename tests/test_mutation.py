@@ -630,3 +630,27 @@ def test_odd_shapes_get_a_patch_that_applies_never_a_crash(
     assert decision.allowed
     patched = apply(obj, decision)
     assert patched["metadata"]["annotations"][HASH_KEY] == fingerprint(patched)
+
+
+@pytest.mark.parametrize(
+    ("containers", "mutated"),
+    [
+        pytest.param(3, True, id="mutates-a-pod-under-the-container-limit"),
+        pytest.param(4, False, id="skips-a-pod-over-the-container-limit-with-a-warning"),
+    ],
+)
+def test_container_limit_bounds_mutation(containers: int, mutated: bool) -> None:
+    settings = make_settings(injection={"max_containers": 3})
+    engine = build_engine(settings)
+    review = load_review("03")
+    spec = review["request"]["object"]["spec"]
+    spec["containers"] = [dict(spec["containers"][0], name=f"c{i}") for i in range(containers)]
+    request = parse_review(orjson.dumps(review)).request
+    decision = admit(request, "mutate", engine)
+    assert decision.allowed is True
+    assert bool(decision.patch) is mutated
+    assert any("more than 3 containers" in w for w in decision.warnings) is not mutated
+    validated = admit(request, "validate", engine)
+    # Validation still runs over every container: 4 GPUs each is more than g2-standard-48 has.
+    assert validated.allowed is False
+    assert "[gpu-" in (validated.message or "")

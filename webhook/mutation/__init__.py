@@ -29,7 +29,7 @@ from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
 from webhook.mutation.env import inject_env
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
 from webhook.mutation.patch import Draft
-from webhook.responses import Decision, bounded_warnings, denied, patched
+from webhook.responses import Decision, allowed, bounded_warnings, denied, patched
 from webhook.types import RawObject
 
 
@@ -68,6 +68,9 @@ def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:
         ``patched(ops)`` (no patch when nothing changed), or ``denied`` (403) listing every
         collision with a user object in ``enforce`` mode.
     """
+    limit = ctx.settings.injection.max_containers
+    if container_count(ctx.spec) > limit:
+        return allowed(warnings=(too_many_containers_message(limit),))
     inject = injection_wanted(ctx.metadata, ctx.settings)
     warnings: tuple[str, ...] = ()
     problems = collisions(ctx) if inject else []
@@ -95,6 +98,23 @@ def run_mutators(pod: RawObject, ctx: PodContext, *, inject: bool) -> tuple[Draf
         step.name for step in MUTATORS if (inject or not step.injection) and step.run(draft, ctx)
     ]
     return draft, changed
+
+
+def container_count(spec: RawObject) -> int:
+    """Containers plus init containers of a pod spec (non-list fields count as 0)."""
+    return sum(
+        len(value)
+        for key in ("containers", "initContainers")
+        if isinstance(value := spec.get(key), list)
+    )
+
+
+def too_many_containers_message(limit: int) -> str:
+    """The warning for a pod over ``injection.max_containers`` (nothing was injected)."""
+    return (
+        f"snapready: pod has more than {limit} containers; it was not mutated (no helpers, no "
+        "spec-hash annotation). Raise injection.max_containers if this is intended."
+    )
 
 
 def collision_message(problems: list[str], inject_annotation: str) -> str:
