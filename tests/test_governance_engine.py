@@ -25,10 +25,10 @@ from tests.gcs_emulator import (
     FakeGcs,
     bucket_routes,
     create_bucket,
-    free_port,
     recorded,
     serving_recorded,
 )
+from tests.ports import free_port
 from webhook.admission import Engine, admit
 from webhook.cli import main
 from webhook.config import RuleSettings, StorageSettings

@@ -20,12 +20,12 @@ import uvicorn
 
 from tests.conftest import (
     RunningServer,
-    free_port,
     load_review,
     make_settings,
     review_files,
     ssl_context,
 )
+from tests.ports import free_port
 from webhook import certs
 from webhook.admission import Engine
 from webhook.app import create_app

@@ -19,7 +19,8 @@ import pytest
 from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import ROOT, RunningServer, free_port, load_review, make_settings
+from tests.conftest import ROOT, RunningServer, load_review, make_settings
+from tests.ports import free_port
 from webhook import certs
 from webhook.admission import Engine
 from webhook.app import create_app

@@ -25,7 +25,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from tests.conftest import free_port, load_review, start_server, stop_server
+from tests.conftest import load_review, start_server, stop_server
+from tests.ports import free_port
 from webhook import certs
 from webhook.tls import CertPair, CertReloader, check_pair
 

@@ -211,42 +211,29 @@ def _handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -
         return allowed()
     if request.operation != "CREATE":
         return allowed()  # pods are judged and mutated once, at creation
-    state = engine.state()
-    namespace = request_namespace(request, obj)
-    if namespace_ignored(state, namespace, engine.settings):
-        return allowed()
-    metadata = obj.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    policies = state.policies.select(namespace, string_labels(labels))
-    if not policies:
+    ctx = selected_pod_context(request, obj, engine)
+    if ctx is None:
         return allowed()  # the fast path: no policy selects this pod
-    ctx = pod_context(
-        spec=obj.get("spec"),
-        metadata=metadata,
-        spec_path="spec",
-        metadata_path="metadata",
-        namespace=namespace,
-        kind="Pod",
-        policies=policies,
-        engine=engine,
-        state=state,
-    )
     if endpoint == "mutate":
         return mutate_pod(obj, ctx)
     return validate_context(ctx, engine)
 
 
-def _handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
-    """Containers added through ``pods/ephemeralcontainers``: only ``sandbox-compat`` applies, and
-    only to containers new relative to ``oldObject`` (the pod itself was judged at creation)."""
+def selected_pod_context(
+    request: AdmissionRequest, obj: RawObject, engine: Engine
+) -> PodContext | None:
+    """The view of a pod that a policy of its namespace selects, or None (not selected, or the
+    namespace is labelled ``<prefix>ignore``). Reads the in-memory state only."""
     state = engine.state()
     namespace = request_namespace(request, obj)
+    if namespace_ignored(state, namespace, engine.settings):
+        return None
     metadata = obj.get("metadata")
     labels = metadata.get("labels") if isinstance(metadata, dict) else None
     policies = state.policies.select(namespace, string_labels(labels))
-    if not policies or namespace_ignored(state, namespace, engine.settings):
-        return allowed()
-    ctx = pod_context(
+    if not policies:
+        return None
+    return pod_context(
         spec=obj.get("spec"),
         metadata=metadata,
         spec_path="spec",
@@ -257,6 +244,14 @@ def _handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine)
         engine=engine,
         state=state,
     )
+
+
+def _handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
+    """Containers added through ``pods/ephemeralcontainers``: only ``sandbox-compat`` applies, and
+    only to containers new relative to ``oldObject`` (the pod itself was judged at creation)."""
+    ctx = selected_pod_context(request, obj, engine)
+    if ctx is None:
+        return allowed()
     return decide(evaluate(ctx, (EphemeralCompat(request.old_object),)), ctx)
 
 
