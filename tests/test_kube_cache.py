@@ -36,6 +36,7 @@ from webhook.app import AdmissionApp
 from webhook.context import PodContext
 from webhook.errors import ConfigError
 from webhook.kube import open_cluster_source
+from webhook.metrics import Metrics
 from webhook.responses import Decision
 from webhook.review import parse_review
 from webhook.server import build_engine, stop_source
@@ -365,3 +366,20 @@ def test_missing_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     settings = make_settings(source={"kind": "kube", "kubeconfig": tmp_path / "absent"})
     with pytest.raises(ConfigError, match="cannot load kubeconfig"):
         build_engine(settings)
+
+
+def test_apis_not_served_are_exposed_as_metrics(api: FakeApiServer, start: Started) -> None:
+    del api.routes[POLICIES]
+    engine = start()
+    metrics = Metrics()
+    metrics.watch_state(engine.state)
+    served = {
+        sample.labels["resource"]: sample.value
+        for family in metrics.registry.collect()
+        if family.name == "snapready_source_api_served"
+        for sample in family.samples
+    }
+    assert served["podsnapshotpolicies"] == 0.0
+    assert served["computeclasses"] == 0.0
+    assert served["nodes"] == 1.0
+    assert served["namespaces"] == 1.0

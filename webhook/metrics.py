@@ -20,6 +20,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from webhook import certs
@@ -36,6 +37,36 @@ webhook timeout defaults to 10 s, max 30 s)."""
 KNOWN_KINDS = frozenset(kind for _, kind in DISPATCH)
 SCRAPE_SOCKET_TIMEOUT = 10.0
 """Seconds a scrape connection may stay silent: a slow client cannot pin a thread forever."""
+
+
+NOT_SERVED = "not served"
+"""Status prefix the cluster caches use for an API the cluster does not serve (a 404 on list)."""
+SOURCE_DETAIL_KEYS = frozenset({"source", "policies", "gkeVersion"})
+"""``ClusterState.details`` keys that are facts, not per-resource cache statuses."""
+
+
+class SourceApiCollector:
+    """``snapready_source_api_served{resource}``: 1 when the cluster serves the API a cache
+    watches, 0 when it answered 404 (CRD not installed, ComputeClass API absent). Read from
+    ``ClusterState.details`` at scrape time; the file source has no such series."""
+
+    def __init__(self, state: Callable[[], ClusterState]) -> None:
+        self.state = state
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        """One gauge sample per cache of the current state (none for the file source)."""
+        details = self.state().details
+        if details.get("source") != "kube":
+            return
+        family = GaugeMetricFamily(
+            "snapready_source_api_served",
+            "1 when the API a cluster cache watches is served, 0 when it is not installed.",
+            labels=["resource"],
+        )
+        for resource, status in sorted(details.items()):
+            if resource not in SOURCE_DETAIL_KEYS:
+                family.add_metric([resource], 0.0 if status.startswith(NOT_SERVED) else 1.0)
+        yield family
 
 
 class Metrics:
@@ -109,8 +140,9 @@ class Metrics:
         return child
 
     def watch_state(self, state: Callable[[], ClusterState]) -> None:
-        """Make ``policy_source_synced`` read ``state().synced`` at scrape time."""
+        """Make the source gauges (synced, APIs served) read ``state()`` at scrape time."""
         self.policy_source_synced.set_function(lambda: 1.0 if state().synced else 0.0)
+        self.registry.register(SourceApiCollector(state))
 
     def record_certificate(self, cert_file: Path) -> None:
         """Set the expiry gauge from the PEM ``cert_file``.
