@@ -215,11 +215,13 @@ EXPECTED_RULES = {
         ("", "pods", ("CREATE",)),
     },
     "ValidatingWebhookConfiguration": {
-        ("", "pods", ("CREATE", "UPDATE")),
+        # Pod UPDATEs are never re-judged (only added ephemeral containers), so not subscribed.
+        ("", "pods", ("CREATE",)),
         ("", "pods/ephemeralcontainers", ("UPDATE",)),
+        # ReplicaSets only on request (values.validateReplicaSets): the Deployment is judged.
         *(
             ("apps", resource, ("CREATE", "UPDATE"))
-            for resource in ("deployments", "statefulsets", "daemonsets", "replicasets")
+            for resource in ("deployments", "statefulsets", "daemonsets")
         ),
         ("batch", "jobs", ("CREATE", "UPDATE")),
         ("batch", "cronjobs", ("CREATE", "UPDATE")),
@@ -429,6 +431,28 @@ def test_extra_settings_are_merged_but_cannot_override_managed_keys() -> None:
     assert settings.storage.cluster_location == "europe-west4"
     assert settings.server.max_concurrency == 64
     assert settings.server.port == 10250
+
+
+def test_replicasets_are_validated_only_on_request() -> None:
+    hooks = webhooks(objects(render({"validateReplicaSets": True})))
+    resources = {
+        resource
+        for kind, hook in hooks
+        if kind == "ValidatingWebhookConfiguration"
+        for rule in hook["rules"]
+        for resource in rule["resources"]
+    }
+    assert "replicasets" in resources
+
+
+def test_injection_is_off_by_default_and_refuses_the_placeholder_digest() -> None:
+    assert settings_of(objects(render()))["injection"]["enabled"] is False
+    with pytest.raises(helm_python.HelmError) as caught:
+        render({"injectHelpers": True})
+    assert "helpersImage.digest" in str(caught.value)
+    digest = "sha256:" + "ab" * 32
+    values = {"injectHelpers": True, "helpersImage": {"digest": digest}}
+    assert settings_of(objects(render(values)))["injection"]["enabled"] is True
 
 
 def test_helpers_image_value_reaches_the_server_setting() -> None:

@@ -150,6 +150,7 @@ def test_malformed_review_with_known_uid_gets_an_error_review(https_server: Runn
     response = assert_review_shape(answer.json(), request)
     assert response["allowed"] is False
     assert response["status"]["code"] == 400
+    assert response["status"]["reason"] == "BadRequest"
     assert "operation" in response["status"]["message"]
 
 
@@ -289,6 +290,7 @@ def test_internal_error_answers_by_failure_policy_with_uid(
     if failure_policy == "Fail":
         assert response["allowed"] is False
         assert response["status"]["code"] == 500
+        assert response["status"]["reason"] == "InternalError"
         assert "internal error" in response["status"]["message"]
     else:
         assert response["allowed"] is True

@@ -21,6 +21,12 @@ MAX_WARNINGS_TOTAL_CHARS = 4096
 """API server limit for all warnings of one response together."""
 HTTP_FORBIDDEN = 403
 HTTP_INTERNAL_ERROR = 500
+STATUS_REASONS = {
+    400: "BadRequest",
+    HTTP_FORBIDDEN: "Forbidden",
+    HTTP_INTERNAL_ERROR: "InternalError",
+}
+"""``metav1.StatusReason`` for the codes snapready answers with (k8s.io/apimachinery types.go)."""
 
 
 @dataclass(frozen=True)
@@ -91,9 +97,7 @@ def finalize(decision: Decision, *, uid: str, api_version: str) -> dict[str, Any
         response["status"] = {
             "code": decision.code or HTTP_FORBIDDEN,
             "message": decision.message or "denied",
-            "reason": "Forbidden"
-            if (decision.code or HTTP_FORBIDDEN) == HTTP_FORBIDDEN
-            else "InternalError",
+            "reason": STATUS_REASONS.get(decision.code or HTTP_FORBIDDEN, "InternalError"),
         }
     if decision.patch:
         response["patchType"] = "JSONPatch"

@@ -159,3 +159,12 @@ clientConfig:
 {{/* Where the pod mounts the TLS Secret and the settings file. */}}
 {{- define "snapready.tlsDir" -}}/etc/snapready/tls{{- end -}}
 {{- define "snapready.configFile" -}}/etc/snapready/config/settings.yaml{{- end -}}
+
+{{/* The apps/v1 pod controllers the validating webhook receives (JSON list). */}}
+{{- define "snapready.podControllers" -}}
+{{- $kinds := list "deployments" "statefulsets" "daemonsets" -}}
+{{- if .Values.validateReplicaSets -}}
+{{- $kinds = append $kinds "replicasets" -}}
+{{- end -}}
+{{- toJson $kinds -}}
+{{- end -}}

@@ -40,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
         )
     except (ValueError, OSError) as exc:
         return fail(str(exc))
-    sys.stderr.write(f"wrote {paths.ca_cert}, {paths.tls_cert}, {paths.tls_key} (keys 0600)\n")
+    written = ", ".join(
+        str(p) for p in (paths.ca_cert, paths.ca_key, paths.tls_cert, paths.tls_key)
+    )
+    sys.stderr.write(f"wrote {written} (keys 0600)\n")
     sys.stdout.write(certs.ca_bundle(paths.ca_cert) + "\n")
     return 0
