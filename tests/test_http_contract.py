@@ -233,6 +233,13 @@ def test_health_and_readiness(https_server: RunningServer) -> None:
     assert ready.json()["ready"] is True
 
 
+def test_trailing_slash_is_not_redirected(https_server: RunningServer) -> None:
+    with https_server.client() as client:
+        answer = post(client, "/mutate/", load_review("01"))
+    assert answer.status_code == 404
+    assert answer.json()["code"] == 404
+
+
 def test_plain_http_is_not_served(https_server: RunningServer) -> None:
     plain = https_server.base_url.replace("https://", "http://")
     with pytest.raises(httpx.HTTPError):

@@ -264,7 +264,11 @@ def create_app(
     ``app.state.admission`` is the ``AdmissionApp`` (the server flips its ``shutting_down``).
     """
     admission = AdmissionApp(engine, observer, on_reject)
-    app = FastAPI(title="snapready", docs_url=None, redoc_url=None, openapi_url=None)
+    # No docs/OpenAPI routes (nothing to browse on a webhook) and no slash redirects: the API
+    # server does not follow redirects, so "/mutate/" must be a plain 404.
+    app = FastAPI(
+        title="snapready", docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False
+    )
     app.state.admission = admission
     for path, endpoint in (("/mutate", "mutate"), ("/validate", "validate")):
         # A non-function endpoint is mounted as a raw ASGI app (starlette.routing.Route).
