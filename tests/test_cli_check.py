@@ -12,9 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
+import webhook.cli.check
 from tests.conftest import EXAMPLES, ROOT, load_review
-from tests.test_rules_table import ready_pod
+from tests.test_rules_table import GPU, ready_pod
+from webhook.admission import Engine, admit
 from webhook.cli import main
+from webhook.responses import Decision
+from webhook.review import AdmissionRequest
 
 RESULT_KEYS = {
     "decision",
@@ -98,7 +102,13 @@ def test_directory_with_a_denied_pod_exits_1_and_reports_every_object(
     code, report = check_json(capsys, str(tmp_path))
     assert code == 1
     assert report["version"] == 1
-    assert report["summary"] == {"objects": 3, "denied": 1, "warned": 0, "allowed": 2}
+    assert report["summary"] == {
+        "objects": 3,
+        "denied": 1,
+        "warned": 0,
+        "allowed": 2,
+        "errors": 0,
+    }
     by_kind = {r["kind"]: r for r in report["results"]}
     assert [r["kind"] for r in report["results"]] == ["Deployment", "ConfigMap", "Pod"]
     assert by_kind["Deployment"]["decision"] == "allow"
@@ -319,3 +329,154 @@ def test_console_entry_point_runs_check(tmp_path: Path) -> None:
     )
     assert result.returncode == 1, result.stderr
     assert "gpu-mig" in result.stdout
+
+
+def huge_gpu_pod(value: str) -> dict[str, Any]:
+    pod = ready_pod()
+    pod["spec"]["containers"][0]["resources"] = {"limits": {GPU: value}}
+    return pod
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("1e99999999", id="huge-exponent-gpu-count-is-a-warning"),
+        pytest.param("9" * 400, id="400-digit-gpu-count-is-a-warning"),
+        pytest.param("1e-99999999", id="tiny-gpu-count-is-a-warning-like-1n"),
+    ],
+)
+def test_absurd_gpu_quantity_is_a_finding_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    code, report = check_json(capsys, str(write(tmp_path / "p.yaml", huge_gpu_pod(value))))
+    assert code == 0
+    [result] = report["results"]
+    assert result["decision"] == "warn"
+    [finding] = [f for f in result["findings"] if f["rule"] == "gpu-machine"]
+    assert "not a valid quantity" in finding["message"]
+    assert len(finding["message"]) <= 200
+
+
+def test_absurd_gpu_quantity_prints_no_traceback_from_the_console(tmp_path: Path) -> None:
+    manifest = write(tmp_path / "p.yaml", huge_gpu_pod("1e99999999"))
+    result = subprocess.run(
+        [sys.executable, "-m", "webhook", "check", str(manifest), "--policies", str(EXAMPLES)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "not a valid quantity" in result.stdout
+
+
+def _explode_on_boom(request: AdmissionRequest, endpoint: Any, engine: Engine) -> Decision:
+    if request.name == "boom":
+        raise RuntimeError("rule blew up on " + "9" * 400)
+    return admit(request, endpoint, engine)
+
+
+@pytest.mark.parametrize("output", ["json", "text"])
+def test_unexpected_error_is_an_error_row_and_exit_2(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    output: str,
+) -> None:
+    # A rule bug is simulated by an admit that raises for one object; the others still run.
+    monkeypatch.setattr(webhook.cli.check, "admit", _explode_on_boom)
+    manifest = write(tmp_path / "all.yaml", ready_deployment("boom"), mig_pod())
+    code, out, err = run_check(capsys, str(manifest), "--format", output)
+    assert code == 2
+    assert "Traceback" not in out + err
+    if output == "text":
+        assert out.splitlines()[0].startswith("ERROR Deployment/snap/boom")
+        assert "RuntimeError: rule blew up" in out
+        assert out.splitlines()[-1].endswith(", 1 could not be checked")
+        return
+    report = json.loads(out)
+    boom, mig = report["results"]
+    assert set(boom) == RESULT_KEYS
+    assert (boom["decision"], boom["name"], boom["kind"]) == ("error", "boom", "Deployment")
+    assert "RuntimeError: rule blew up" in boom["message"]
+    assert len(boom["message"]) <= 300
+    assert mig["decision"] == "deny"
+    assert report["summary"] == {
+        "objects": 2,
+        "denied": 1,
+        "warned": 0,
+        "allowed": 0,
+        "errors": 1,
+    }
+
+
+def test_embedded_example_policies_are_announced_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SNAPREADY_SOURCE__POLICY_DIR", raising=False)
+    manifest = str(write(tmp_path / "d.yaml", ready_deployment()))
+    assert main(["check", manifest]) == 0
+    err = capsys.readouterr().err
+    assert "embedded example policies" in err
+    assert "--policies DIR" in err
+    assert main(["check", manifest, "--policies", str(EXAMPLES)]) == 0
+    assert "embedded" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        pytest.param("", "empty.yaml", id="empty-file-has-no-objects"),
+        pytest.param("---\n---\n", "dashes.yaml", id="file-of-only-separators-has-no-objects"),
+        pytest.param("# just a comment\n", "comment.yml", id="comment-only-file-has-no-objects"),
+    ],
+)
+def test_no_objects_at_all_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, name: str
+) -> None:
+    path = write_text(tmp_path / name, text)
+    code, out, err = run_check(capsys, str(path))
+    assert code == 2
+    assert out == ""
+    assert f"no objects found in {path}" in err
+
+
+def test_empty_stdin_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    code, _, err = run_check(capsys, "-")
+    assert code == 2
+    assert "no objects found in stdin" in err
+
+
+@pytest.mark.parametrize(
+    "policy_text",
+    [
+        pytest.param("", id="empty-policy-directory-selects-nothing"),
+        pytest.param(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "podsnapshot.gke.io/v1",
+                    "kind": "PodSnapshotStorageConfig",
+                    "metadata": {"name": "snaps"},
+                    "spec": {"snapshotStorageConfig": {"gcs": {"bucket": "b"}}},
+                }
+            ),
+            id="storage-config-only-directory-selects-nothing",
+        ),
+    ],
+)
+def test_policy_directory_without_policies_warns_and_keeps_the_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policy_text: str
+) -> None:
+    policies = make_dir(tmp_path / "policies")
+    write_text(policies / "storage.yaml", policy_text)
+    manifest = write(tmp_path / "p.yaml", mig_pod())
+    code = main(["check", str(manifest), "--policies", str(policies)])
+    err = capsys.readouterr().err
+    assert code == 0  # the MIG pod is denied only when a policy selects it
+    assert "holds no PodSnapshotPolicy" in err
+    assert "Traceback" not in err

@@ -1,7 +1,10 @@
-"""``snapready hash`` and ``snapready diff``: output, exit codes, stdin, errors.
+"""``snapready hash`` and ``snapready diff``: output, exit codes, stdin, errors, injection.
 
-Expected fingerprints come from the captured AdmissionReviews (what the webhook sees), not from
-the manifests the commands read, so each check crosses the manifest/defaulting boundary.
+Expected fingerprints come from the webhook itself: the ``spec-hash`` annotation in the patch that
+``webhook.admission.admit`` returns for a captured AdmissionReview under the example policies
+(``webhook_hash``), not from the manifests the commands read, so each check crosses the
+manifest/defaulting/injection boundary. ``--no-inject`` values are compared with the distilled
+fingerprint of the object as captured, and two values are pinned from the user report.
 """
 
 from __future__ import annotations
@@ -13,11 +16,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
+import orjson
 import pytest
 
-from tests.conftest import DATA, REVIEWS, load_review
+from tests.conftest import DATA, REVIEWS, load_review, make_settings
+from webhook.admission import admit
 from webhook.cli import main
 from webhook.distill import fingerprint
+from webhook.review import parse_review
+from webhook.server import build_engine
+from webhook.types import RawObject
 
 MANIFESTS = DATA / "manifests"
 LLM_POD = str(MANIFESTS / "llm-l4x4.yaml")
@@ -28,9 +37,56 @@ REVIEW_13 = str(REVIEWS / "13-deployment-create.json")
 REVIEW_40 = str(REVIEWS / "40-pod-create-by-replicaset-controller.json")
 
 
-def admitted(name: str) -> str:
-    """Fingerprint of the object in a captured review (as the webhook computes it)."""
+HASH_POINTER = "/metadata/annotations/snapready.io~1spec-hash"
+# From the user report: review 40's pod as written, and the spec-hash the webhook wrote on it.
+REPORTED_RAW_40 = "v1:sha256:c9fe1168a27677b3f853b4310400e074135cce111a82e14d73a2dbf823d70673"
+REPORTED_WEBHOOK_40 = "v1:sha256:1ce2ef4eedcafb350a89de0b6d481329d517d378900718ef93e9e52677410cc7"
+
+
+def webhook_patch(review: RawObject, **settings: Any) -> list[RawObject]:
+    """The JSON Patch the mutating webhook returns for ``review`` (example policies)."""
+    engine = build_engine(make_settings(**settings))
+    decision = admit(parse_review(orjson.dumps(review)).request, "mutate", engine)
+    assert decision.allowed, decision
+    return list(decision.patch)
+
+
+def webhook_hash(name: str | RawObject, **settings: Any) -> str:
+    """The ``spec-hash`` the webhook writes on the pod of review ``name`` (or a review dict)."""
+    review = load_review(name) if isinstance(name, str) else name
+    (value,) = [
+        op["value"] for op in webhook_patch(review, **settings) if op["path"] == HASH_POINTER
+    ]
+    assert isinstance(value, str)
+    return value
+
+
+def live_pod(name: str) -> RawObject:
+    """The pod of review ``name`` after the webhook's patch (what ``kubectl get pod`` shows)."""
+    review = load_review(name)
+    pod: RawObject = jsonpatch.apply_patch(review["request"]["object"], webhook_patch(review))
+    return pod
+
+
+def raw(name: str) -> str:
+    """Distilled fingerprint of the object in review ``name`` as captured (no injection)."""
     return fingerprint(load_review(name)["request"]["object"])
+
+
+def write_json(path: Path, obj: RawObject) -> str:
+    path.write_text(json.dumps(obj))
+    return str(path)
+
+
+def deployment_pod_review() -> RawObject:
+    """Review 40 (a pod of the llm-server ReplicaSet) with the Deployment's image of review 13.
+
+    Reviews 13 and 40 differ only in that image (the rollout that created review 40's ReplicaSet
+    changed it), so this is the pod review 13's Deployment itself would create.
+    """
+    review = load_review("40")
+    review["request"]["object"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.6.3"
+    return review
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -47,16 +103,15 @@ def test_hash_prints_kind_namespace_name_and_the_admission_time_value(
 ) -> None:
     code, out, _ = run(capsys, "hash", LLM_POD)
     assert code == 0
-    assert out == f"Pod/snap/llm-l4x4  {admitted('03')}\n"
+    assert out == f"Pod/snap/llm-l4x4  {webhook_hash('03')}\n"
 
 
 def test_hash_of_a_deployment_equals_the_api_server_defaulted_template(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    template = load_review("13")["request"]["object"]["spec"]["template"]
     code, out, err = run(capsys, "hash", LLM_SERVER)
     assert code == 0
-    assert out == f"Deployment/snap/llm-server  {fingerprint(template)}\n"
+    assert out == f"Deployment/snap/llm-server  {webhook_hash(deployment_pod_review())}\n"
     assert "skipped Service/snap/llm-server" in err  # the Service in the same file
 
 
@@ -64,7 +119,7 @@ def test_hash_of_every_controller_kind_equals_the_admitted_twin_pod(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, out, _ = run(capsys, "hash", WORKLOADS)
-    twin = admitted("30")
+    twin = webhook_hash("30")
     assert code == 0
     assert out.splitlines() == [
         f"StatefulSet/snap/llm-sts  {twin}",
@@ -92,7 +147,7 @@ def test_indexed_job_pods_really_hash_differently_per_index() -> None:
     for index in ("0", "1"):
         job["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = index
         hashes.add(fingerprint(job))
-    assert len(hashes | {admitted("30")}) == 3
+    assert len(hashes | {raw("30")}) == 3
 
 
 def test_hash_json_output(capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,7 +156,7 @@ def test_hash_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert [e["ref"] for e in entries][:2] == ["Pod/snap/llm-l4x4", "StatefulSet/snap/llm-sts"]
     first, job = entries[0], entries[4]
-    assert first["fingerprint"] == admitted("03")
+    assert first["fingerprint"] == webhook_hash("03")
     assert (first["source"], first["specPath"], first["namespace"]) == (
         f"{LLM_POD}#0",
         "spec",
@@ -109,6 +164,7 @@ def test_hash_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert job["kind"] == "Job" and job["specPath"] == "spec.template.spec"
     assert len(job["notes"]) == 1
+    assert first["injected"] is True
     assert "distilled" not in first
 
 
@@ -127,7 +183,7 @@ def test_hash_reads_stdin(
     data = Path(LLM_POD).read_bytes()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
     code, out, _ = run(capsys, "hash", "-")
-    assert (code, out) == (0, f"Pod/snap/llm-l4x4  {admitted('03')}\n")
+    assert (code, out) == (0, f"Pod/snap/llm-l4x4  {webhook_hash('03')}\n")
 
 
 def test_hash_accepts_captured_reviews_and_kubectl_lists(
@@ -136,9 +192,9 @@ def test_hash_accepts_captured_reviews_and_kubectl_lists(
     code, out, _ = run(capsys, "hash", REVIEW_03, str(MANIFESTS / "pods-list.json"))
     lines = out.splitlines()
     assert code == 0
-    assert lines[0] == f"Pod/snap/llm-l4x4  {admitted('03')}"
+    assert lines[0] == f"Pod/snap/llm-l4x4  {webhook_hash('03')}"
     assert [line.split()[0] for line in lines[1:]] == ["Pod/snap/a", "Pod/snap/b"]
-    assert lines[1].split()[1] == admitted("30")  # same spec as the twin pod
+    assert lines[1].split()[1] == webhook_hash("30")  # same spec as the twin pod
 
 
 @pytest.mark.parametrize(
@@ -189,8 +245,8 @@ def test_diff_of_manifest_and_admitted_pod_is_equal(capsys: pytest.CaptureFixtur
     code, out, _ = run(capsys, "diff", LLM_POD, REVIEW_03)
     assert code == 0
     assert out.splitlines() == [
-        f"A  Pod/snap/llm-l4x4  {admitted('03')}",
-        f"B  Pod/snap/llm-l4x4  {admitted('03')}",
+        f"A  Pod/snap/llm-l4x4  {webhook_hash('03')}",
+        f"B  Pod/snap/llm-l4x4  {webhook_hash('03')}",
         "fingerprints are equal",
     ]
 
@@ -225,7 +281,7 @@ def test_diff_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 1
     assert result["equal"] is False
     assert result["a"]["ref"] == "Deployment/snap/llm-server"
-    assert result["b"]["fingerprint"] == admitted("40")
+    assert result["b"]["fingerprint"] == webhook_hash("40")
     assert result["changes"] == [
         {
             "path": "spec.containers[0].image",
@@ -264,6 +320,198 @@ def test_diff_bad_input_exits_2(
     assert message in err
 
 
+# ------------------------------------------------------------------------ helper injection
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("03", id="gvisor-l4-pod-hashes-like-its-webhook-spec-hash"),
+        pytest.param("40", id="replicaset-pod-hashes-like-its-webhook-spec-hash"),
+    ],
+)
+def test_hash_equals_the_spec_hash_the_webhook_writes(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = str(next(REVIEWS.glob(f"{name}-*.json")))
+    code, out, _ = run(capsys, "hash", path)
+    assert code == 0
+    assert out.split()[1] == webhook_hash(name)
+    assert webhook_hash(name) != raw(name)  # the helpers really are part of the value
+
+
+def test_the_reported_review_40_values(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "hash", REVIEW_40)[1].split()[1] == REPORTED_WEBHOOK_40
+    assert run(capsys, "hash", "--no-inject", REVIEW_40)[1].split()[1] == REPORTED_RAW_40
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param("03", id="live-gvisor-pod"), pytest.param("40", id="live-replicaset-pod")],
+)
+def test_hash_of_a_live_pod_that_has_the_helpers_is_its_own_annotation(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    pod = live_pod(name)
+    code, out, _ = run(capsys, "hash", write_json(tmp_path / "live.json", pod))
+    assert code == 0
+    assert out.split()[1] == pod["metadata"]["annotations"]["snapready.io/spec-hash"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param(REVIEW_13, id="deployment-in-a-captured-review"),
+        pytest.param(LLM_SERVER, id="deployment-manifest"),
+    ],
+)
+def test_deployment_template_hashes_like_the_pods_it_creates(
+    capsys: pytest.CaptureFixture[str], source: str
+) -> None:
+    code, out, _ = run(capsys, "hash", source)
+    assert code == 0
+    assert out == f"Deployment/snap/llm-server  {webhook_hash(deployment_pod_review())}\n"
+
+
+def test_deployment_template_with_hand_added_helpers(capsys: pytest.CaptureFixture[str]) -> None:
+    template = load_review("13")["request"]["object"]["spec"]["template"]
+    image = "ghcr.io/snapready/helpers:0.1.0@sha256:" + "0" * 64
+    spec = template["spec"]
+    spec["volumes"] = [*spec.get("volumes", []), {"name": "snapready-helpers", "emptyDir": {}}]
+    spec["initContainers"] = [
+        {
+            "name": "snapready-helpers",
+            "image": image,
+            "command": ["cp", "-R", "/opt/snapready/helpers/.", "/snapready/"],
+            "volumeMounts": [{"name": "snapready-helpers", "mountPath": "/snapready"}],
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+                "readOnlyRootFilesystem": True,
+                "runAsGroup": 65532,
+                "runAsNonRoot": True,
+                "runAsUser": 65532,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+        }
+    ]
+    for app in spec["containers"]:
+        mount = {"name": "snapready-helpers", "mountPath": "/snapready", "readOnly": True}
+        app["volumeMounts"] = [*app.get("volumeMounts", []), mount]
+    _, out, _ = run(capsys, "hash", REVIEW_13)
+    assert out.split()[1] == fingerprint(template)
+
+
+def test_no_inject_hashes_the_manifest_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "hash", "--no-inject", "--json", REVIEW_03, REVIEW_13)
+    pod, deployment = json.loads(out)
+    template = load_review("13")["request"]["object"]["spec"]["template"]
+    assert code == 0
+    assert (pod["fingerprint"], pod["injected"]) == (raw("03"), False)
+    assert deployment["fingerprint"] == fingerprint(template)
+
+
+def test_opted_out_pod_hashes_without_helpers(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    review = load_review("03")
+    review["request"]["object"]["metadata"]["annotations"]["snapready.io/inject"] = "false"
+    path = write_json(tmp_path / "opted-out.json", review)
+    code, out, _ = run(capsys, "hash", path)
+    assert code == 0
+    assert out.split()[1] == raw("03") == webhook_hash(review)
+
+
+def test_pod_with_a_colliding_volume_hashes_as_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pod = load_review("03")["request"]["object"]
+    pod["spec"]["volumes"].append({"name": "snapready-helpers", "configMap": {"name": "mine"}})
+    code, out, _ = run(capsys, "hash", write_json(tmp_path / "collides.json", pod))
+    assert code == 0
+    assert out.split()[1] == fingerprint(pod)
+
+
+OTHER_IMAGE = "registry.example/helpers:0.2.0@sha256:" + "4" * 64
+
+
+def test_helpers_image_from_env_is_hashed_like_the_webhook_with_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SNAPREADY_INJECTION__HELPERS_IMAGE", OTHER_IMAGE)
+    _, out, _ = run(capsys, "hash", REVIEW_40)
+    expected = webhook_hash("40", injection={"helpers_image": OTHER_IMAGE})
+    assert out.split()[1] == expected != REPORTED_WEBHOOK_40
+
+
+def test_helpers_image_from_a_config_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "settings.yaml"
+    config.write_text(f"injection:\n  helpers_image: {OTHER_IMAGE}\n")
+    _, out, _ = run(capsys, "hash", "--config", str(config), REVIEW_40)
+    assert out.split()[1] == webhook_hash("40", injection={"helpers_image": OTHER_IMAGE})
+
+
+def test_injection_disabled_in_env_hashes_as_written(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SNAPREADY_INJECTION__ENABLED", "false")
+    _, out, _ = run(capsys, "hash", REVIEW_40)
+    assert out.split()[1] == REPORTED_RAW_40 == webhook_hash("40", injection={"enabled": False})
+
+
+@pytest.mark.parametrize(
+    "command", [pytest.param("hash", id="hash"), pytest.param("diff", id="diff")]
+)
+def test_invalid_injection_settings_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.setenv("SNAPREADY_INJECTION__HELPERS_IMAGE", "busybox:latest")
+    argv = [REVIEW_40] if command == "hash" else [REVIEW_13, REVIEW_40]
+    code, out, err = run(capsys, command, *argv)
+    assert (code, out) == (2, "")
+    assert "not pinned by digest" in err
+
+
+def test_diff_of_deployment_and_live_pod_reports_only_the_image(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    live = write_json(tmp_path / "live.json", live_pod("40"))
+    code, out, _ = run(capsys, "diff", REVIEW_13, live)
+    assert code == 1
+    assert out.splitlines() == [
+        f"A  Deployment/snap/llm-server  {webhook_hash(deployment_pod_review())}",
+        f"B  Pod/snap/llm-server-b867fccc6-*  {REPORTED_WEBHOOK_40}",
+        "1 fingerprinted field(s) differ:",
+        "  spec.containers[0].image",
+        '    A: "vllm/vllm-openai:v0.6.3"',
+        '    B: "vllm/vllm-openai:v0.6.4"',
+    ]
+
+
+def test_diff_of_manifest_and_its_live_pod_is_equal(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    live = write_json(tmp_path / "live.json", live_pod("03"))
+    code, out, _ = run(capsys, "diff", LLM_POD, live)
+    assert code == 0 and out.endswith("fingerprints are equal\n")
+
+
+def test_diff_no_inject_shows_the_helpers_of_a_live_pod(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    live = write_json(tmp_path / "live.json", live_pod("03"))
+    code, out, _ = run(capsys, "diff", "--no-inject", "--json", LLM_POD, live)
+    paths = [change["path"] for change in json.loads(out)["changes"]]
+    assert code == 1
+    assert paths == [  # fields only B has come after A's
+        "spec.volumes[*].name",
+        "spec.containers[0].volumeMounts",
+        "spec.initContainers[*].name",
+    ]
+
+
 # ------------------------------------------------------------------------- real entry point
 
 
@@ -275,6 +523,6 @@ def test_snapready_hash_as_a_subprocess_reading_stdin() -> None:
         timeout=60,
         check=False,
     )
-    template = load_review("13")["request"]["object"]["spec"]["template"]
+    expected = webhook_hash(deployment_pod_review())
     assert result.returncode == 0, result.stderr
-    assert result.stdout.decode() == f"Deployment/snap/llm-server  {fingerprint(template)}\n"
+    assert result.stdout.decode() == f"Deployment/snap/llm-server  {expected}\n"

@@ -393,3 +393,115 @@ def test_body_bytes_beyond_the_in_flight_budget_get_503(small_server: RunningSer
         assert "in flight" in refused.json()["error"]
     time.sleep(0.2)  # the server notices the disconnect and gives the bytes back
     assert post(small_server, "/validate", padded).status_code == 200
+
+
+# ---- request head size, idle connections and stalled TLS handshakes ---------------------------
+
+HEADER_CAP = 64 * 1024  # server.max_header_bytes default
+
+
+def head_of_size(kind: str, size: int) -> bytes:
+    """An unfinished request head (no blank line) of exactly ``size`` bytes, made large by
+    one header value, many headers, or the URL."""
+    start = b"POST /validate HTTP/1.1\r\nHost: localhost\r\n"
+    if kind == "url":
+        start = b"POST /validate?q="
+        return start + b"u" * (size - len(start))
+    if kind == "one-header":
+        return start + b"X-Big: " + b"v" * (size - len(start) - len(b"X-Big: "))
+    line = b"X-Pad-0000: " + b"p" * 36 + b"\r\n"  # 50 bytes per header
+    count, rest = divmod(size - len(start), len(line))
+    headers = b"".join(line.replace(b"0000", b"%04d" % index) for index in range(count))
+    return start + headers + b"X-Last: " + b"l" * max(rest - len(b"X-Last: "), 0)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("one-header", id="one-header-value-over-the-cap-gets-431"),
+        pytest.param("many-headers", id="many-small-headers-over-the-cap-get-431"),
+        pytest.param("url", id="request-line-over-the-cap-gets-431"),
+    ],
+)
+def test_request_head_over_the_cap_gets_431_and_a_close(
+    https_server: RunningServer, kind: str
+) -> None:
+    # One byte over: the server has read everything we sent when it answers, so its close is
+    # a clean TLS shutdown rather than a reset that could swallow the answer.
+    head = head_of_size(kind, HEADER_CAP + 1)
+    assert len(head) == HEADER_CAP + 1
+    with tls_connect(https_server) as conn:
+        conn.sendall(head)
+        reply = read_until_closed(conn)
+    assert reply.startswith(b"HTTP/1.1 431"), reply[:200]
+    assert b"connection: close" in reply.lower()
+    with https_server.client() as client:
+        assert client.get("/healthz").status_code == 200
+
+
+def test_request_head_under_the_cap_is_served(https_server: RunningServer) -> None:
+    body = json.dumps(load_review("01")).encode()
+    with https_server.client() as client:
+        answer = client.post(
+            "/validate", content=body, headers={**JSON_HEADERS, "X-Big": "v" * (60 * 1024)}
+        )
+    assert answer.status_code == 200
+
+
+def test_hundreds_of_idle_connections_leave_room_for_requests(https_server: RunningServer) -> None:
+    # A user test held 257 idle TLS connections (above the old default of 256): /readyz got
+    # uvicorn's plain-text 503. The default must leave room for an API server's pool.
+    with contextlib.ExitStack() as stack:
+        for _ in range(300):
+            stack.enter_context(tls_connect(https_server))
+        with https_server.client() as client:
+            assert client.get("/readyz").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """A server with 8 connection slots that cuts off silent clients after 1 s."""
+    env = {
+        "SNAPREADY_SERVER__MAX_CONCURRENCY": "8",
+        "SNAPREADY_SERVER__REQUEST_TIMEOUT_SECONDS": "1",
+    }
+    server = start_server(tmp_path_factory.mktemp("tiny"), env=env)
+    yield server
+    stop_server(server)
+
+
+def test_idle_connections_beyond_the_limit_are_closed_and_slots_return(
+    tiny_server: RunningServer,
+) -> None:
+    conns = [tls_connect(tiny_server, timeout=10) for _ in range(8 + 5)]
+    try:
+        for conn in conns:
+            assert read_until_closed(conn) == b""  # closed by the server's 1 s header deadline
+    finally:
+        for conn in conns:
+            conn.close()
+    with tiny_server.client() as client:
+        assert client.get("/readyz").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "opening",
+    [
+        pytest.param(b"", id="tcp-connection-that-never-starts-tls"),
+        pytest.param(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", id="client-hello-cut-short"),
+    ],
+)
+def test_stalled_tls_handshakes_are_cut_off(tiny_server: RunningServer, opening: bytes) -> None:
+    # asyncio's own handshake limit is 60 s; the server uses its 1 s request timeout instead.
+    raws = [socket.create_connection(("127.0.0.1", port_of(tiny_server)), timeout=8)]
+    raws += [socket.create_connection(("127.0.0.1", port_of(tiny_server))) for _ in range(12)]
+    try:
+        for raw in raws:
+            raw.sendall(opening)
+        raws[0].settimeout(8)
+        assert raws[0].recv(1024) == b""  # closed by the server, not by the socket timeout
+    finally:
+        for raw in raws:
+            raw.close()
+    with tiny_server.client() as client:
+        assert client.get("/readyz").status_code == 200

@@ -29,7 +29,12 @@ from webhook.types import Finding
 DB_PASSWORD = "hunter2-db-pa55w0rd-VALUE"
 API_TOKEN = "tok_9f8e7d6c5b4a39281706f5e4d3c2b1a0"
 ARG_SECRET = "argsecret-QWERTY-77"
-SECRETS = (DB_PASSWORD, API_TOKEN, ARG_SECRET)
+# A flag and its value as separate items, and a probe header: no pattern can recognise these
+# values, so redaction must replace them by position (found by a user test at debug level).
+FLAG_VALUE = "SEKRIT-ARG-3333"
+AWS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+BEARER = "Bearer probe-header-TOKEN-4444"
+SECRETS = (DB_PASSWORD, API_TOKEN, ARG_SECRET, FLAG_VALUE, AWS_KEY_ID, "probe-header-TOKEN-4444")
 
 
 def secret_pod_review(name: str, uid: str) -> dict[str, Any]:
@@ -45,6 +50,14 @@ def secret_pod_review(name: str, uid: str) -> dict[str, Any]:
         {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}},
     ]
     container["args"] = [*container.get("args", []), f"--db-password={ARG_SECRET}"]
+    container["args"] += ["--token", FLAG_VALUE]
+    headers = [{"name": "Authorization", "value": BEARER}]
+    container["readinessProbe"] = {
+        "httpGet": {"path": "/ready", "port": 8080, "httpHeaders": headers}
+    }
+    pod["spec"]["initContainers"] = [
+        {"name": "fetch", "image": "busybox:1.36", "args": ["--aws-key", AWS_KEY_ID]}
+    ]
     annotations = pod["metadata"].setdefault("annotations", {})
     annotations["example.com/api-token"] = API_TOKEN
     annotations["kubectl.kubernetes.io/last-applied-configuration"] = json.dumps(
@@ -90,6 +103,11 @@ def test_secrets_never_reach_the_logs(
         assert len(objects) == 4, "debug logs the redacted object of every review"
         dumped = json.dumps(objects)
         assert "DB_PASSWORD" in dumped and REDACTED in dumped  # redacted, not dropped
+        spec = objects[0]["object"]["spec"]
+        assert spec["initContainers"][0]["args"] == [REDACTED, REDACTED]  # length kept
+        assert spec["containers"][0]["args"][-2:] == [REDACTED, REDACTED]
+        probe = spec["containers"][0]["readinessProbe"]["httpGet"]
+        assert probe["httpHeaders"] == [{"name": "Authorization", "value": REDACTED}]
     else:
         assert not [line for line in lines if line["msg"] == "admission object"]
 
@@ -244,6 +262,117 @@ def test_one_admission_line_with_identifiers(
 )
 def test_redact_removes_secret_values(value: dict[str, Any], secret: str) -> None:
     assert secret not in json.dumps(redact(value))
+
+
+def containers(kind: str, **fields: Any) -> dict[str, Any]:
+    """A pod spec with one container of ``kind`` holding ``fields``."""
+    return {"spec": {kind: [{"name": "c", **fields}]}}
+
+
+@pytest.mark.parametrize(
+    ("value", "secret"),
+    [
+        pytest.param(
+            containers("containers", args=["--token", "plain-value-1"]),
+            "plain-value-1",
+            id="flag-value-as-separate-arg",
+        ),
+        pytest.param(
+            containers("initContainers", command=["tool", "--aws-key", "plain-value-2"]),
+            "plain-value-2",
+            id="init-container-command-item",
+        ),
+        pytest.param(
+            containers("ephemeralContainers", args=["login", "plain-value-3"]),
+            "plain-value-3",
+            id="ephemeral-container-arg",
+        ),
+        pytest.param(
+            containers(
+                "containers",
+                livenessProbe={"exec": {"command": ["sh", "-c", "curl -u admin:plain-value-4"]}},
+            ),
+            "plain-value-4",
+            id="probe-exec-command",
+        ),
+        pytest.param(
+            containers(
+                "containers",
+                startupProbe={
+                    "httpGet": {"httpHeaders": [{"name": "X-Api", "value": "plain-value-5"}]}
+                },
+            ),
+            "plain-value-5",
+            id="probe-http-header-value",
+        ),
+        pytest.param(
+            containers(
+                "containers",
+                lifecycle={
+                    "preStop": {"httpGet": {"httpHeaders": [{"name": "a", "value": "pv6"}]}}
+                },
+            ),
+            "pv6",
+            id="lifecycle-http-header-value",
+        ),
+        pytest.param(
+            containers("containers", env=[{"name": "A", "valueFrom": {"x": "plain-value-7"}}]),
+            "plain-value-7",
+            id="env-value-from",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {"example.com/note": "plain-value-8"}}},
+            "plain-value-8",
+            id="annotation-not-on-the-allow-list",
+        ),
+        pytest.param(
+            {"spec": {"volumes": [{"csi": {"volumeAttributes": {"a": "plain-value-9"}}}]}},
+            "plain-value-9",
+            id="csi-volume-attributes",
+        ),
+        pytest.param(
+            containers("containers", workingDir="/x/AKIAIOSFODNN7EXAMPLE"),
+            "AKIAIOSFODNN7EXAMPLE",
+            id="aws-key-id-in-any-field",
+        ),
+        pytest.param(
+            {"metadata": {"labels": {"x": "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA"}}},
+            "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA",
+            id="base64-looking-label-value",
+        ),
+        pytest.param(
+            {"spec": {"x": "postgres://app:hunter22@db:5432/app"}},
+            "hunter22",
+            id="url-with-password-in-any-field",
+        ),
+        pytest.param(
+            {"spec": {"x": "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE"}},
+            "MHcCAQEE",
+            id="pem-private-key-in-any-field",
+        ),
+    ],
+)
+def test_debug_redaction_replaces_every_user_supplied_secret_place(
+    value: dict[str, Any], secret: str
+) -> None:
+    assert secret not in json.dumps(redact(value))
+
+
+def test_redaction_keeps_allow_listed_annotations_and_identifiers() -> None:
+    spec_hash = "v1:sha256:" + "ab" * 32
+    image = "us-docker.pkg.dev/p/r/app@sha256:" + "cd" * 32
+    value = {
+        "metadata": {
+            "name": "llm-server-b867fccc6-x2x9z",
+            "uid": "0f3c2a1b-1111-2222-3333-444455556666",
+            "annotations": {"snapready.io/spec-hash": spec_hash, "dev.gvisor.flag": "true"},
+        },
+        "spec": {"containers": [{"name": "c", "image": image, "args": ["a", "b", "c"]}]},
+    }
+    out = redact(value)
+    assert out["metadata"] == value["metadata"]
+    assert out["spec"]["containers"][0]["image"] == image
+    assert out["spec"]["containers"][0]["args"] == [REDACTED] * 3
 
 
 def test_redact_keeps_ordinary_fields_and_bounds_size() -> None:

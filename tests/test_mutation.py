@@ -24,6 +24,7 @@ from tests.conftest import DATA, EXAMPLES, load_review, make_settings
 from webhook.admission import Engine, admit
 from webhook.config import Settings
 from webhook.distill import fingerprint
+from webhook.mutation import as_admitted
 from webhook.responses import Decision, finalize
 from webhook.review import parse_review
 from webhook.server import build_engine
@@ -654,3 +655,104 @@ def test_container_limit_bounds_mutation(containers: int, mutated: bool) -> None
     # Validation still runs over every container: 4 GPUs each is more than g2-standard-48 has.
     assert validated.allowed is False
     assert "[gpu-" in (validated.message or "")
+
+
+# ------------------------------------------------------------------ as_admitted (offline shape)
+
+
+def small_pod(annotations: Any = "absent", **spec: Any) -> RawObject:
+    """A two-container pod (app + native sidecar) plus a run-to-completion init container."""
+    return make_pod(
+        {
+            "initContainers": [
+                container("setup"),
+                container("proxy", restartPolicy="Always"),
+            ],
+            "containers": [container("app", volumeMounts=[{"name": "d", "mountPath": "/d"}])],
+            "volumes": [{"name": "d", "emptyDir": {}}],
+            **spec,
+        },
+        annotations=annotations,
+    )
+
+
+def test_as_admitted_adds_exactly_the_helpers() -> None:
+    pod = small_pod()
+    before = copy.deepcopy(pod)
+    shaped = as_admitted(pod, make_settings())
+    assert pod == before  # the input is never modified
+    expected = copy.deepcopy(pod)
+    spec = expected["spec"]
+    spec["volumes"].append({"name": "snapready-helpers", "emptyDir": {}})
+    spec["initContainers"].insert(0, HELPERS_INIT_CONTAINER)
+    spec["initContainers"][2]["volumeMounts"] = [HELPERS_MOUNT]  # the native sidecar only
+    spec["containers"][0]["volumeMounts"].append(HELPERS_MOUNT)
+    for item in [spec["initContainers"][1], spec["initContainers"][2], spec["containers"][0]]:
+        item["env"] = INJECTED_ENV
+    assert shaped == expected
+
+
+def test_as_admitted_matches_the_webhook_patch_minus_annotations(examples: Engine) -> None:
+    review = load_review("40")
+    pod = review["request"]["object"]
+    patched = apply(pod, run(review, examples))
+    for key in (POLICY_KEY, HASH_KEY):
+        del patched["metadata"]["annotations"][key]
+    if not patched["metadata"]["annotations"]:
+        del patched["metadata"]["annotations"]
+    assert as_admitted(pod, make_settings()) == patched
+
+
+def test_as_admitted_is_idempotent_on_a_live_pod(examples: Engine) -> None:
+    review = load_review("03")
+    live = apply(review["request"]["object"], run(review, examples))
+    assert as_admitted(live, make_settings()) is live
+
+
+@pytest.mark.parametrize(
+    ("pod", "settings"),
+    [
+        pytest.param(
+            small_pod(annotations={"snapready.io/inject": "false"}),
+            make_settings(),
+            id="pod-opted-out-by-annotation",
+        ),
+        pytest.param(
+            small_pod(annotations={"snapready.io/inject": " FALSE "}),
+            make_settings(),
+            id="opt-out-value-is-trimmed-and-case-insensitive",
+        ),
+        pytest.param(
+            small_pod(), make_settings(injection={"enabled": False}), id="injection-disabled"
+        ),
+        pytest.param(
+            small_pod(volumes=[{"name": "snapready-helpers", "hostPath": {"path": "/x"}}]),
+            make_settings(),
+            id="colliding-user-volume",
+        ),
+        pytest.param(
+            small_pod(), make_settings(injection={"max_containers": 2}), id="over-container-limit"
+        ),
+    ],
+)
+def test_as_admitted_leaves_pods_the_webhook_would_not_inject(
+    pod: RawObject, settings: Settings
+) -> None:
+    assert as_admitted(pod, settings) is pod
+
+
+def test_as_admitted_handles_a_pod_template_and_custom_prefix() -> None:
+    template = {
+        "metadata": {"labels": {"app": "llm"}, "annotations": {"acme.dev/inject": "false"}},
+        "spec": {"containers": [container("app")]},
+    }
+    assert as_admitted(template, make_settings(prefix="acme.dev/")) is template
+    shaped = as_admitted(template, make_settings())
+    assert shaped["spec"]["initContainers"] == [HELPERS_INIT_CONTAINER]
+    assert shaped["spec"]["containers"][0]["volumeMounts"] == [HELPERS_MOUNT]
+
+
+def test_as_admitted_uses_the_configured_helpers_image() -> None:
+    other = "registry.example/helpers@sha256:" + "5" * 64
+    shaped = as_admitted(small_pod(), make_settings(injection={"helpers_image": other}))
+    assert shaped["spec"]["initContainers"][0]["image"] == other

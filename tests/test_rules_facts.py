@@ -441,3 +441,62 @@ def test_rootfs_only_needs_every_selecting_policy_to_be_rootfs_only() -> None:
     engine = engine_with(policies=(policy("a", scope="rootfs-only"), policy("b")))
     result = outcomes(judge(cpu_pod("e2"), engine))
     assert result == {"deny": {"machine-family"}, "warn": {"policy-overlap"}}
+
+
+@pytest.mark.parametrize(
+    ("labels", "state", "fix"),
+    [
+        pytest.param(
+            {NODE_POOL: "a100-mig-pool"},
+            {"node_pools": POOLS},
+            "pin a node pool without MIG partitions and request whole GPUs",
+            id="mig-pool-says-pin-another-pool",
+        ),
+        pytest.param(
+            {COMPUTE_CLASS: "mig-class"},
+            {"compute_classes": CLASSES},
+            "pin a ComputeClass without MIG and request whole GPUs",
+            id="mig-compute-class-says-pin-another-class",
+        ),
+    ],
+)
+def test_mig_from_cluster_facts_says_what_to_change(
+    labels: dict[str, str], state: dict[str, Any], fix: str
+) -> None:
+    decision = judge(pinned(ready_pod(), labels), engine_with(**state))
+    [message] = [message for rule, _, message in lines(decision) if rule == "gpu-mig"]
+    assert message.endswith(fix)
+
+
+def test_many_long_pool_names_are_clipped_in_messages() -> None:
+    pools = {
+        f"{i}{'p' * 60}": NodePoolFacts(
+            name=f"{i}{'p' * 60}",
+            node_count=1,
+            machine_families=frozenset({"e2"}),
+            instance_types=frozenset({"e2-standard-8"}),
+        )
+        for i in range(6)
+    }
+    pod = with_spec(
+        cpu_pod(),
+        nodeSelector={},
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": NODE_POOL, "operator": "In", "values": list(pools)}
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
+    )
+    found = lines(judge(pod, engine_with(node_pools=pools)))
+    assert [rule for rule, _, _ in found] == ["machine-family"]
+    for _, _, message in found:
+        assert len(message) <= 200, message
+        assert "p" * 21 not in message

@@ -56,7 +56,21 @@ class ServerSettings(BaseModel):
         "plus encoding) and a review carries object and oldObject, hence 7 MiB.",
     )
     max_concurrency: int = Field(
-        256, ge=1, description="Concurrent requests per worker before 503 (bounds memory)."
+        1024,
+        ge=1,
+        description="Open connections (idle keep-alive ones included, as uvicorn counts them) "
+        "or running requests per worker before new requests get 503. Each API server replica "
+        "keeps a pool of keep-alive connections to the webhook (client-go transport) and opens "
+        "more under bursts; 1024 stays clear of that, while memory stays bounded by "
+        "max_inflight_body_bytes and max_header_bytes, and connections that send nothing are "
+        "closed after request_timeout_seconds.",
+    )
+    max_header_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="Max bytes of a request line plus headers before 431 and a close. The API "
+        "server's webhook requests carry a few small headers (under 1 KiB); 64 KiB is far above "
+        "that and bounds what a client can make a connection buffer (httptools has no limit).",
     )
     max_inflight_body_bytes: int = Field(
         64 * MiB,
@@ -70,8 +84,9 @@ class ServerSettings(BaseModel):
     request_timeout_seconds: float = Field(
         10.0,
         gt=0,
-        description="Max seconds to receive a request's headers, and again its body, before the "
-        "connection is closed (408 for the body); the API server's webhook timeout is <= 30 s.",
+        description="Max seconds for a TLS handshake, to receive a request's headers, and again "
+        "its body, before the connection is closed (408 for the body); the API server's webhook "
+        "timeout is <= 30 s. Also closes connections that never send a request.",
     )
     drain_seconds: float = Field(
         5.0,

@@ -1,9 +1,12 @@
-"""uvicorn subclasses for the process lifecycle: a per-request deadline and drain-on-SIGTERM.
+"""uvicorn subclasses for the process lifecycle: request deadlines, a header cap and drain.
 
 ``HardenedHttpProtocol`` closes connections whose request (headers and body) does not arrive
-within ``server.request_timeout_seconds``; ``GracefulServer`` turns readiness off on SIGTERM,
-keeps serving for ``server.drain_seconds``, then lets uvicorn close the listener and finish
-in-flight requests within ``server.graceful_timeout_seconds``. Both are wired by ``server``.
+within ``server.request_timeout_seconds`` and answers 431 to a request head larger than
+``server.max_header_bytes``; ``GracefulServer`` listens on a socket bound beforehand (so a bind
+failure is a clear start-up error), bounds TLS handshakes by the same request timeout, turns
+readiness off on SIGTERM, keeps serving for ``server.drain_seconds``, then lets uvicorn close
+the listener and finish in-flight requests within ``server.graceful_timeout_seconds``. Both are
+wired by ``server``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -40,12 +44,42 @@ class HardenedHttpProtocol(HttpToolsProtocol):
     """
 
     request_timeout: float = 10.0
+    max_header_bytes: int = 64 * 1024
     _deadline: asyncio.TimerHandle | None = None
+    _awaiting_head = True
+    """True from a connection's start, and after each request, until the next head is complete."""
+    _head_bytes = 0
+    _ends = 0
+    """Request heads and requests completed on this connection: tells whether a chunk ended one
+    (its bytes then belong to a finished head or body, not to a head still coming)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Accept the connection and start the deadline for its first request."""
         super().connection_made(transport)
         self._arm_deadline()
+
+    def data_received(self, data: bytes) -> None:
+        """Feed the parser; count bytes while a request head is incomplete (431 over the cap).
+
+        httptools/llhttp buffer a header of any size (no limit of their own), so without this
+        a client could grow memory by sending one endless header. Counted per received chunk,
+        and only for chunks that end no head or request (a chunk that ends one request and
+        starts a pipelined next is not counted): the cap can be overshot by about a chunk.
+        """
+        ends = self._ends
+        super().data_received(data)
+        if not self._awaiting_head or self._ends != ends:
+            return
+        self._head_bytes += len(data)
+        if self._head_bytes > self.max_header_bytes and not self.transport.is_closing():
+            self._reject_head()
+
+    def on_headers_complete(self) -> None:
+        """The head is in: stop counting header bytes (the body has its own cap in the app)."""
+        self._awaiting_head = False
+        self._head_bytes = 0
+        self._ends += 1
+        super().on_headers_complete()
 
     def on_message_begin(self) -> None:
         """First byte of a request: (re)start the deadline."""
@@ -55,12 +89,22 @@ class HardenedHttpProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         """The whole request is in: no deadline while the app works on it."""
         self._cancel_deadline()
+        self._awaiting_head = True  # keep-alive: the next bytes are the next request's head
+        self._ends += 1
         super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Drop the timer with the connection."""
         self._cancel_deadline()
         super().connection_lost(exc)
+
+    def _reject_head(self) -> None:
+        """431 (RFC 6585) and close; only the close when a response is already under way."""
+        self._cancel_deadline()
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            self.transport.write(HEADERS_TOO_LARGE_RESPONSE)
+        self.transport.close()
 
     def _arm_deadline(self) -> None:
         self._cancel_deadline()
@@ -82,18 +126,30 @@ class HardenedHttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
+def _json_error(status: bytes, body: bytes) -> bytes:
+    """A complete ``connection: close`` HTTP/1.1 response with a JSON error body."""
+    return (
+        b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\n"
+        b"connection: close\r\n\r\n" + body
+    )
+
+
 REQUEST_TIMEOUT_BODY = b'{"error":"request not received in time","code":408}'
-REQUEST_TIMEOUT_RESPONSE = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-    b"content-length: " + str(len(REQUEST_TIMEOUT_BODY)).encode() + b"\r\n"
-    b"connection: close\r\n\r\n" + REQUEST_TIMEOUT_BODY
+REQUEST_TIMEOUT_RESPONSE = _json_error(b"408 Request Timeout", REQUEST_TIMEOUT_BODY)
+HEADERS_TOO_LARGE_RESPONSE = _json_error(
+    b"431 Request Header Fields Too Large",
+    b'{"error":"request line and headers too large","code":431}',
 )
 
 
 def protocol_class(settings: Settings) -> type[HardenedHttpProtocol]:
-    """``HardenedHttpProtocol`` with the configured request deadline."""
-    timeout = settings.server.request_timeout_seconds
-    return type("SnapreadyHttpProtocol", (HardenedHttpProtocol,), {"request_timeout": timeout})
+    """``HardenedHttpProtocol`` with the configured request deadline and header cap."""
+    limits = {
+        "request_timeout": settings.server.request_timeout_seconds,
+        "max_header_bytes": settings.server.max_header_bytes,
+    }
+    return type("SnapreadyHttpProtocol", (HardenedHttpProtocol,), limits)
 
 
 class GracefulServer(uvicorn.Server):
@@ -105,13 +161,53 @@ class GracefulServer(uvicorn.Server):
     and in-flight requests get ``timeout_graceful_shutdown`` seconds to finish. A second signal
     skips the rest of the drain; a second SIGINT also skips waiting for in-flight requests.
     The process then exits 0 (the signal is not re-raised as plain uvicorn does).
+
+    With ``listener`` (a bound socket, see ``server.bind_listener``) it serves that socket, gives
+    each TLS handshake at most ``handshake_timeout`` seconds (asyncio's default is 60 s, during
+    which a client that never finishes the handshake holds a file descriptor) and logs
+    ``snapready listening on ...`` once the listener accepts connections.
     """
 
-    def __init__(self, config: uvicorn.Config, app: AdmissionApp, drain_seconds: float) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        app: AdmissionApp,
+        drain_seconds: float,
+        listener: socket.socket | None = None,
+        handshake_timeout: float = 60.0,
+    ) -> None:
         super().__init__(config)
         self.app = app
         self.drain_seconds = drain_seconds
         self.drain_deadline: float | None = None
+        self.listener = listener
+        self.handshake_timeout = handshake_timeout
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start accepting on ``listener`` (uvicorn's own start-up without one)."""
+        if self.listener is None or sockets is not None:
+            await super().startup(sockets)
+            return
+        await self.lifespan.startup()  # "off" in our config: a no-op kept for uvicorn's contract
+        config = self.config
+
+        def protocol() -> asyncio.Protocol:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state
+            )
+
+        server = await asyncio.get_running_loop().create_server(
+            protocol,
+            sock=self.listener,
+            ssl=config.ssl,
+            backlog=config.backlog,
+            ssl_handshake_timeout=self.handshake_timeout if config.ssl is not None else None,
+        )
+        self.servers = [server]
+        self.started = True
+        port = self.listener.getsockname()[1]
+        scheme = "https" if config.ssl is not None else "http"
+        log.info("snapready listening on %s://%s:%d", scheme, config.host, port)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

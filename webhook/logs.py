@@ -3,8 +3,9 @@
 One JSON object per line on stderr. Each answered review logs one ``admission`` line holding
 identifiers only (uid, namespace, kind, name, operation, policy, decision, rule ids, duration):
 never the object body, env values or tokens. At debug level a *redacted* copy of the object may
-follow (env values, secret-looking keys/annotations/args, ``last-applied-configuration`` and
-Secret/ConfigMap data removed, depth/size bounded).
+follow, redacted conservatively (see ``redact``): every place where Kubernetes objects usually
+carry user secrets is replaced by ``<redacted>`` whatever its content, and any other string
+that looks like a credential too; depth and size are bounded.
 """
 
 from __future__ import annotations
@@ -29,15 +30,49 @@ MAX_FIELD_CHARS = 253
 MAX_DEPTH = 24
 MAX_ITEMS = 128
 MAX_STRING = 512
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 SECRET_KEY = re.compile(
-    r"passw|secret|token|credential|api[-_]?key|private[-_]?key|auth|bearer|session", re.I
+    r"passw|secret|token|credential|api[-_]?key|private[-_]?key|auth|bearer|session|cookie", re.I
 )
-SECRET_ASSIGNMENT = re.compile(
-    r"(passw|secret|token|credential|api[-_]?key|private[-_]?key|bearer)\S*[=:\s]\s*\S", re.I
+"""Field names whose string values are redacted wherever they appear."""
+EVERY_ITEM = frozenset({"command", "args"})
+"""Lists whose every item is replaced, length kept: container ``command``/``args`` (containers,
+initContainers, ephemeralContainers) and probe/lifecycle ``exec.command`` carry flags such as
+``--token X`` whose secret is a separate item that no pattern can recognise."""
+NAME_VALUE_LISTS = {"env": frozenset({"value", "valueFrom"}), "httpHeaders": frozenset({"value"})}
+"""``[{name, value}]`` lists: names are kept, these fields are replaced (env vars; probe and
+lifecycle ``httpGet.httpHeaders``, e.g. ``Authorization: Bearer ...``)."""
+OPAQUE_MAPS = frozenset({"volumeAttributes", "options", "managedFields"})
+"""Maps/lists whose values are free-form (CSI ``volumeAttributes``, flexVolume ``options``) or
+copies of other fields (``managedFields``): replaced whole (values) or entirely."""
+SAFE_ANNOTATIONS = frozenset(
+    {
+        "podsnapshot.gke.io/ps-name",
+        "podsnapshot.gke.io/origin-pod",
+        "gke-gcsfuse/volumes",
+        "kubectl.kubernetes.io/default-container",
+        "cluster-autoscaler.kubernetes.io/safe-to-evict",
+    }
 )
-TOKEN_VALUE = re.compile(r"^(eyJ[\w-]+\.[\w-]+|[A-Za-z0-9+/_=-]{32,})")
-"""A JWT, or 32+ chars of base64/hex without spaces: treat as a credential."""
+"""Annotations whose values are logged (still subject to ``looks_like_credential``): the ones
+this webhook's rules read. Every other annotation value is replaced."""
+SAFE_ANNOTATION_PREFIXES = ("snapready.io/", "dev.gvisor.")
+CREDENTIAL = re.compile(
+    r"eyJ[\w-]{6,}\.[\w-]+"  # a JWT
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
+    r"|-----BEGIN[A-Z ]*PRIVATE KEY"
+    r"|\b(?:bearer|basic)\s+\S"  # an Authorization header value
+    r"|://[^/\s:@]+:[^/\s@]+@"  # a URL with user:password
+    r"|\b(?:gh[pousr]_|github_pat_|glpat-|xox[abprs]-|AIza|sk-)[\w-]{10,}"  # vendor tokens
+    r"|(?:passw|secret|token|credential|api[-_]?key|private[-_]?key|bearer)\S*[=:\s]\s*\S"
+    r"|\b[0-9a-fA-F]{32,}\b",  # a hex secret (digests and UUIDs are removed first)
+    re.I,
+)
+NOT_SECRET = re.compile(
+    r"sha256:[0-9a-f]{64}|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
+)
+"""Image digests and UUIDs (object uids): long hex that is an identifier, not a secret."""
+OPAQUE_RUN = re.compile(r"[A-Za-z0-9+/_=-]{24,}")
+"""A long base64-ish run; a credential when it mixes upper case, lower case and digits."""
 _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
 
 
@@ -197,18 +232,42 @@ def log_admission(
         )
 
 
-def redact(value: Any, depth: int = 0, key: str = "") -> Any:
-    """A bounded copy of ``value`` safe to log.
+def looks_like_credential(value: str) -> bool:
+    """True when ``value`` holds something shaped like a secret anywhere in it (a JWT, an AWS
+    key id, a PEM private key, ``Bearer ...``, ``user:pass@``, vendor token prefixes,
+    ``password=...``, 32+ hex digits, or a 24+ char base64-ish run mixing cases and digits)."""
+    text = NOT_SECRET.sub("", value)
+    if CREDENTIAL.search(text):
+        return True
+    return any(_mixed(run.group()) for run in OPAQUE_RUN.finditer(text))
 
-    Removes: ``env[].value``, Secret/ConfigMap ``data``/``stringData``/``binaryData``, annotation
-    ``last-applied-configuration`` and annotations whose key or value looks like a credential,
-    string values under secret-looking keys, ``command``/``args`` items that carry a credential.
-    Bounds: depth 24, 128 items per list/dict, 512 chars per string.
+
+def _mixed(run: str) -> bool:
+    upper = lower = digit = False
+    for char in run:
+        upper, lower, digit = (
+            upper or char.isupper(),
+            lower or char.islower(),
+            digit or char.isdigit(),
+        )
+    return upper and lower and digit
+
+
+def redact(value: Any, depth: int = 0, key: str = "") -> Any:
+    """A bounded copy of ``value`` safe to log at debug level.
+
+    Replaced by ``<redacted>`` whatever they contain: every item of ``command``/``args`` lists
+    (length kept), ``value``/``valueFrom`` of ``env`` items and ``value`` of ``httpHeaders``
+    items (names kept), annotation values except ``SAFE_ANNOTATIONS`` and the ``snapready.io/``
+    and ``dev.gvisor.`` prefixes, CSI ``volumeAttributes``/flexVolume ``options`` values,
+    ``managedFields``, strings under secret-looking field names, and any string for which
+    ``looks_like_credential`` holds. Secret/ConfigMap ``data``/``stringData``/``binaryData``
+    are left out. Bounds: depth 24, 128 items per list/dict, 512 chars per string.
     """
     if depth > MAX_DEPTH:
         return "<too deep>"
-    if key == "env" and not isinstance(value, list):
-        return REDACTED  # env is a list of {name, value}; anything else is not worth the risk
+    if key == "managedFields" or _odd_shape(key, value):
+        return REDACTED  # not the documented shape: not worth the risk
     if isinstance(value, dict):
         return _redact_dict(value, depth, key)
     if isinstance(value, list):
@@ -217,18 +276,28 @@ def redact(value: Any, depth: int = 0, key: str = "") -> Any:
             items.append(f"<{len(value) - MAX_ITEMS} more>")
         return items
     if isinstance(value, str):
-        if SECRET_KEY.search(key) or TOKEN_VALUE.match(value):
+        if key in EVERY_ITEM or SECRET_KEY.search(key) or looks_like_credential(value):
             return REDACTED
         return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "..."
     return value
 
 
+def _odd_shape(key: str, value: Any) -> bool:
+    """An env/httpHeaders field that is not a list, or annotations that are not a map."""
+    if key in NAME_VALUE_LISTS:
+        return not isinstance(value, list)
+    return key == "annotations" and not isinstance(value, dict)
+
+
 def _redact_item(item: Any, depth: int, key: str) -> Any:
-    if key == "env" and isinstance(item, dict):
-        return {k: (REDACTED if k == "value" else redact(v, depth + 1, k)) for k, v in item.items()}
-    if key in ("command", "args") and isinstance(item, str) and SECRET_ASSIGNMENT.search(item):
+    if key in EVERY_ITEM:
         return REDACTED
-    return redact(item, depth + 1, key)
+    hidden = NAME_VALUE_LISTS.get(key)
+    if hidden is None:
+        return redact(item, depth + 1, key)
+    if not isinstance(item, dict):
+        return REDACTED
+    return {k: (REDACTED if k in hidden else redact(v, depth + 1, k)) for k, v in item.items()}
 
 
 def _redact_dict(value: dict[Any, Any], depth: int, key: str) -> dict[str, Any]:
@@ -240,15 +309,12 @@ def _redact_dict(value: dict[Any, Any], depth: int, key: str) -> dict[str, Any]:
         name = str(raw_name)
         if depth == 0 and name in ("data", "stringData", "binaryData"):
             continue
-        if key == "annotations" and _secret_annotation(name, item):
+        if key in OPAQUE_MAPS or (key == "annotations" and not _safe_annotation(name)):
+            out[name] = REDACTED
             continue
         out[name] = redact(item, depth + 1, name)
     return out
 
 
-def _secret_annotation(name: str, value: Any) -> bool:
-    if name == LAST_APPLIED or SECRET_KEY.search(name):
-        return True
-    return isinstance(value, str) and bool(
-        TOKEN_VALUE.match(value) or SECRET_ASSIGNMENT.search(value)
-    )
+def _safe_annotation(name: str) -> bool:
+    return name in SAFE_ANNOTATIONS or name.startswith(SAFE_ANNOTATION_PREFIXES)

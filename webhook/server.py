@@ -7,7 +7,9 @@ of ``lifecycle``, the ``/metrics`` listener and the observer that logs and count
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
@@ -38,16 +40,30 @@ log = logging.getLogger("snapready.server")
 def ensure_certificates(settings: Settings) -> None:
     """Create a local CA + serving cert when both files are missing and generation is allowed.
 
+    Generation only happens for a ``<dir>/tls.crt`` + ``<dir>/tls.key`` pair that is missing
+    entirely: one existing file is never overwritten, and other names are taken as the user's
+    own files that must exist.
+
     Raises:
-        FileNotFoundError: files missing and ``server.generate_certs`` is false.
+        FileNotFoundError: a file is missing and cannot be generated; the message names it.
     """
     cert, key = settings.server.cert_file, settings.server.key_file
-    if cert.exists() and key.exists():
+    missing = [
+        f"{label} {path}"
+        for label, path in (("serving certificate", cert), ("private key", key))
+        if not path.exists()
+    ]
+    if not missing:
         return
+    what = " and ".join(missing) + (" are" if len(missing) == 2 else " is") + " missing"
     if not settings.server.generate_certs:
-        raise FileNotFoundError(f"serving certificate {cert} or key {key} is missing")
-    if cert.parent != key.parent or cert.name != "tls.crt" or key.name != "tls.key":
-        raise FileNotFoundError(f"cannot generate into {cert} / {key}: use <dir>/tls.crt, tls.key")
+        raise FileNotFoundError(f"{what} (server.generate_certs is off)")
+    generable = cert.parent == key.parent and (cert.name, key.name) == ("tls.crt", "tls.key")
+    if len(missing) == 1 or not generable:
+        raise FileNotFoundError(
+            f"{what}; a local CA and serving certificate are generated only when both "
+            "<dir>/tls.crt and <dir>/tls.key are missing (pass existing files otherwise)"
+        )
     paths = certs.generate(cert.parent)
     log.info(
         "generated a local CA and serving certificate in %s (caBundle: %s)",
@@ -95,6 +111,10 @@ def uvicorn_config(
     """uvicorn settings: TLS files, uvloop + hardened httptools, timeouts and limits.
 
     ``app`` defaults to ``create_app(engine)`` without observer.
+
+    Raises:
+        ConfigError: the certificate or key cannot be loaded (unreadable, not PEM, or a key
+            that does not belong to the certificate); the message names both files.
     """
     server = settings.server
     config = uvicorn.Config(
@@ -114,10 +134,43 @@ def uvicorn_config(
         proxy_headers=False,  # called directly by the API server: no proxy to trust
         lifespan="off",
     )
-    config.load()
+    try:
+        config.load()  # builds the ssl.SSLContext: reads and checks the certificate and key
+    except OSError as exc:  # ssl.SSLError is an OSError
+        raise ConfigError(tls_load_error(server.cert_file, server.key_file, exc)) from None
     assert config.ssl is not None
     config.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
     return config
+
+
+def tls_load_error(cert: Path, key: Path, exc: OSError) -> str:
+    """A one-line reason why ``cert``/``key`` could not be loaded (OpenSSL's reason code)."""
+    files = f"serving certificate {cert} and key {key}"
+    if isinstance(exc, ssl.SSLError):
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            return f"{files}: certificate and key do not match"
+        return f"{files}: cannot load ({exc.reason or exc}); both must be PEM files"
+    return f"{files}: cannot load: {exc.strerror or exc}"
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (``SO_REUSEADDR`` as uvicorn sets it).
+
+    Bound before the server starts so that a busy port is a clear start-up error, not uvicorn's
+    logged traceback and exit 3.
+
+    Raises:
+        ConfigError: the address cannot be bound (in use, not local, no permission).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
 
 
 def make_observer(metrics: Metrics, settings: Settings) -> Observer:
@@ -159,25 +212,33 @@ def serve(settings: Settings) -> None:
     """Start the HTTPS server and block until it stops (SIGTERM/SIGINT, after the drain).
 
     Raises:
-        ConfigError: invalid policy files or an unbindable metrics port.
-        FileNotFoundError: certificate files missing and generation disabled.
+        ConfigError: invalid policy files, unusable certificate/key, or a port that cannot be
+            bound (HTTPS or metrics).
+        FileNotFoundError: certificate files missing and not generated.
     """
     engine = build_engine(settings)  # policy errors first: nothing is written on a bad start
-    ensure_certificates(settings)
-    metrics = default_metrics()
-    app = create_app(engine, make_observer(metrics, settings), metrics.reject)
-    config = uvicorn_config(settings, engine, app)
-    metrics_server = start_metrics(settings, engine, metrics)
-    log.info("snapready listening on https://%s:%d", settings.server.host, settings.server.port)
-    try:
-        server = GracefulServer(config, app.state.admission, settings.server.drain_seconds)
+    with contextlib.ExitStack() as cleanup:  # undone in reverse order, on errors too
+        cleanup.callback(stop_source, engine)
+        ensure_certificates(settings)
+        metrics = default_metrics()
+        app = create_app(engine, make_observer(metrics, settings), metrics.reject)
+        config = uvicorn_config(settings, engine, app)
+        listener = cleanup.enter_context(bind_listener(settings.server.host, settings.server.port))
+        metrics_server = start_metrics(settings, engine, metrics)
+        if metrics_server is not None:
+            cleanup.callback(metrics_server.server_close)
+            cleanup.callback(metrics_server.shutdown)
+        # GracefulServer logs "snapready listening on ..." once it accepts connections.
+        server = GracefulServer(
+            config,
+            app.state.admission,
+            settings.server.drain_seconds,
+            listener=listener,
+            # A client that never finishes the handshake is cut off like one that never sends.
+            handshake_timeout=settings.server.request_timeout_seconds,
+        )
         # Certificate hot reload into the live context, on the server's own event loop.
         assert config.ssl is not None
         expiry = metrics.tls_certificate_expiry.set
         reloader = CertReloader.from_settings(config.ssl, settings.server, expiry)
         run_with_reloader(server, reloader)
-    finally:
-        stop_source(engine)
-        if metrics_server is not None:
-            metrics_server.shutdown()
-            metrics_server.server_close()

@@ -6,8 +6,12 @@ endpoint) and answered by the same engine as the server (``server.build_engine``
 and PodSnapshotStorageConfig objects get governance, anything else is allowed untouched.
 
 Exit codes: 0 nothing would be denied, 1 at least one object would be denied, 2 bad input
-(unreadable or invalid files, invalid settings or policies). The JSON shape (``--format json``) is
-documented in README "snapready check" and versioned by ``CHECK_FORMAT_VERSION``.
+(unreadable or invalid files, no objects at all, invalid settings or policies) or an object that
+could not be judged (an unexpected error: reported as that object's ``error`` row, never a
+traceback). Notes on stderr: the embedded example policies are in use (no ``--policies``), or the
+policy directory holds no PodSnapshotPolicy (nothing can be selected). The JSON shape
+(``--format json``) is documented in README "snapready check" and versioned by
+``CHECK_FORMAT_VERSION``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from typing import Any
 
 from webhook.admission import Engine, admit, finding_outcome
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
+from webhook.config import DEFAULT_POLICY_DIR, Settings
 from webhook.errors import ConfigError
+from webhook.hardware import clip
 from webhook.manifests import LoadedObject, load_objects
 from webhook.responses import Decision
 from webhook.review import AdmissionRequest
@@ -54,7 +60,15 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check every object; print text or JSON; return 0, 1 (denied) or 2 (bad input)."""
+    """Check every object; print text or JSON; return 0, 1 (denied) or 2 (bad input or an object
+    that could not be judged). Never raises: an unexpected error is reported, not a traceback."""
+    try:
+        return _run(args)
+    except Exception as exc:  # the last line: a message, never a traceback
+        return fail(f"internal error: {_error_text(exc)}")
+
+
+def _run(args: argparse.Namespace) -> int:
     extra = {"rules": {"gke_version": args.gke_version}} if args.gke_version else {}
     try:
         settings = settings_from(args, **extra)
@@ -64,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
         objects = load_objects(expand_paths(args.files))
     except ConfigError as exc:
         return fail(str(exc))
+    if not objects:
+        names = ", ".join("stdin" if name == "-" else name for name in args.files)
+        return fail(f"no objects found in {names}")
+    _note_policies(args, settings, engine)
     results = [
         check_object(item, engine, args.namespace, index) for index, item in enumerate(objects)
     ]
@@ -76,7 +94,31 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         sys.stdout.write(render_text(report))
+    if report["summary"]["errors"]:
+        return 2
     return 1 if report["summary"]["denied"] else 0
+
+
+def _note_policies(args: argparse.Namespace, settings: Settings, engine: Engine) -> None:
+    """Stderr notes that change how the result reads: example policies, or no policy at all."""
+    directory = settings.source.policy_dir
+    if args.policy_dir is None and directory == DEFAULT_POLICY_DIR:
+        sys.stderr.write(
+            "snapready: note: no --policies given: checking against the embedded example "
+            f"policies ({directory}); pass --policies DIR (or source.policy_dir in --config) "
+            "to use yours\n"
+        )
+    if len(engine.state().policies) == 0:
+        sys.stderr.write(
+            f"snapready: warning: {directory} holds no PodSnapshotPolicy, so no pod can be "
+            "selected and every pod is allowed without checks\n"
+        )
+
+
+def _error_text(exc: BaseException) -> str:
+    """``ExceptionType: message``, clipped: the message may echo huge user values."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {clip(text, 200)}" if text else type(exc).__name__
 
 
 def expand_paths(names: Sequence[str]) -> list[str]:
@@ -135,7 +177,30 @@ def _decision_name(decision: Decision) -> str:
 
 
 def check_object(item: LoadedObject, engine: Engine, namespace: str, index: int) -> dict[str, Any]:
-    """One result: identity, matching policies, decision and findings (see README)."""
+    """One result: identity, matching policies, decision and findings (see README).
+
+    An unexpected exception while judging becomes a ``decision: "error"`` result naming the
+    object (the caller exits 2), so one odd object never hides the others' results.
+    """
+    try:
+        return _judge(item, engine, namespace, index)
+    except Exception as exc:  # reported per object; exit code 2
+        scoped = item.kind not in CLUSTER_SCOPED
+        return {
+            "source": item.source,
+            "kind": item.kind,
+            "namespace": (item.namespace or namespace) if scoped else None,
+            "name": item.name,
+            "policies": [],
+            "mode": None,
+            "decision": "error",
+            "message": f"snapready: could not check {item.ref}: {_error_text(exc)}",
+            "warnings": [],
+            "findings": [],
+        }
+
+
+def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> dict[str, Any]:
     request = synthetic_request(item, namespace, index)
     decision = admit(request, "validate", engine)
     audit = decision.audit
@@ -159,13 +224,15 @@ def check_object(item: LoadedObject, engine: Engine, namespace: str, index: int)
 
 
 def summarize(results: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Counts by decision: ``{"objects": n, "denied": d, "warned": w, "allowed": a}``."""
+    """Counts by decision: ``{"objects": n, "denied": d, "warned": w, "allowed": a,
+    "errors": e}`` (``errors``: objects that could not be judged)."""
     decisions = [r["decision"] for r in results]
     return {
         "objects": len(decisions),
         "denied": decisions.count("deny"),
         "warned": decisions.count("warn"),
         "allowed": decisions.count("allow"),
+        "errors": decisions.count("error"),
     }
 
 
@@ -185,8 +252,9 @@ def render_text(report: dict[str, Any]) -> str:
             for text in ([result["message"]] if result["message"] else []) + result["warnings"]:
                 lines.append(f"  {text}")
     summary = report["summary"]
+    errors = f", {summary['errors']} could not be checked" if summary["errors"] else ""
     lines.append(
         f"{summary['objects']} object(s): {summary['denied']} denied, "
-        f"{summary['warned']} allowed with warnings, {summary['allowed']} allowed"
+        f"{summary['warned']} allowed with warnings, {summary['allowed']} allowed{errors}"
     )
     return "\n".join(lines) + "\n"

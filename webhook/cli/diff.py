@@ -4,7 +4,11 @@ Answers "why did my new pod not restore from the snapshot?": give it the manifes
 ``kubectl get pod -o yaml`` output, or a captured AdmissionReview) of the snapshotted pod and of
 the new one. Each input must hold exactly one Pod or pod controller. Prints both fingerprints and
 every differing distilled field path with both values, in distilled-spec order (``--json`` for
-machines). Exit 0 when the fingerprints are equal, 1 when they differ, 2 on bad input.
+machines). Like ``hash``, both sides are compared as admission leaves them (snapready's helper
+injection simulated with the settings from ``--config``/env, idempotent on a live pod that
+already has the helpers), so a manifest and its live pod differ only where the user's fields do;
+``--no-inject`` compares the manifests as written. Exit 0 when the fingerprints are equal, 1 when
+they differ, 2 on bad input or invalid settings.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 import orjson
 
 from webhook.cli.common import fail, print_json
-from webhook.cli.hash import entry_for
+from webhook.cli.hash import add_injection_arguments, entry_for, injection_settings, shaped
 from webhook.distill import changed_paths
 from webhook.errors import ConfigError
 from webhook.manifests import LoadedObject, PodView, load_objects, pod_views
@@ -35,6 +39,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("a", metavar="A", help="first manifest (e.g. the snapshotted pod), or -")
     parser.add_argument("b", metavar="B", help="second manifest (e.g. the new pod), or -")
     parser.add_argument("--json", dest="as_json", action="store_true", help="JSON output")
+    add_injection_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -43,12 +48,14 @@ def run(args: argparse.Namespace) -> int:
     if args.a == "-" and args.b == "-":
         return fail("only one of A and B can be - (stdin)")
     try:
+        settings = injection_settings(args)
         loaded_a, view_a = single_view(args.a)
         loaded_b, view_b = single_view(args.b)
-        entry_a, entry_b = entry_for(loaded_a, view_a), entry_for(loaded_b, view_b)
+        pod_a, pod_b = shaped(view_a, settings), shaped(view_b, settings)
+        entry_a, entry_b = entry_for(loaded_a, view_a, pod_a), entry_for(loaded_b, view_b, pod_b)
     except (ConfigError, ValueError) as exc:
         return fail(str(exc))
-    changes = changed_paths(view_a.pod, view_b.pod)
+    changes = changed_paths(pod_a, pod_b)
     equal = entry_a["fingerprint"] == entry_b["fingerprint"]
     if args.as_json:
         rows = [{"path": path, "a": a, "b": b} for path, a, b in changes]

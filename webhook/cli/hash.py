@@ -1,10 +1,15 @@
 """``snapready hash FILE...|-``: the spec fingerprint of pod and workload manifests.
 
 Prints one line per Pod or pod template (``Kind/namespace/name  v1:sha256:...``; ``Kind/name``
-when the manifest sets no namespace), or a JSON list with ``--json``. Kubernetes defaults are
-applied first (``webhook.distill``), so the value equals the ``snapready.io/spec-hash`` the webhook
-puts on the admitted pod. Objects without a pod spec (Services, ConfigMaps...) are skipped with a
-note on stderr. Exit 0 on success, 2 on unreadable input or when no pod spec was found.
+when the manifest sets no namespace), or a JSON list with ``--json``. The value equals the
+``snapready.io/spec-hash`` the webhook writes on the admitted pod: Kubernetes defaults are applied
+(``webhook.distill``) and, since that annotation is only written on selected pods, snapready's own
+helper injection is simulated first (``webhook.mutation.as_admitted``: init container, volume and
+read-only mounts, with the helpers image from the settings; ``<prefix>inject: "false"`` and
+``injection.enabled`` are respected). ``--no-inject`` hashes the manifest as written. Settings come
+from ``--config`` and the ``SNAPREADY_*`` env (e.g. ``SNAPREADY_INJECTION__HELPERS_IMAGE``).
+Objects without a pod spec (Services, ConfigMaps...) are skipped with a note on stderr. Exit 0 on
+success, 2 on unreadable input, invalid settings or when no pod spec was found.
 """
 
 from __future__ import annotations
@@ -12,12 +17,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from webhook.cli.common import fail, print_json
+from webhook.cli.common import fail, print_json, settings_from
+from webhook.config import Settings
 from webhook.distill import distill, fingerprint
 from webhook.errors import ConfigError
 from webhook.manifests import INDEXED_JOB_LABEL, LoadedObject, PodView, load_objects, pod_views
+from webhook.mutation import as_admitted
+from webhook.types import RawObject
 
 
 def register(subparsers: Any) -> None:
@@ -36,13 +45,45 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="also print the distilled fields that are hashed (JSON; implies --json)",
     )
+    add_injection_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def add_injection_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and ``--no-inject``, shared with ``diff``."""
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="YAML settings file (same keys as the env); the injection settings matter",
+    )
+    parser.add_argument(
+        "--no-inject",
+        dest="inject",
+        action="store_false",
+        help="fingerprint the manifest as written, without simulating snapready's helper "
+        "injection (the default simulates it, as the webhook does on selected pods)",
+    )
+
+
+def injection_settings(args: argparse.Namespace) -> Settings | None:
+    """Settings for ``as_admitted``, or None with ``--no-inject``.
+
+    Raises:
+        ConfigError: invalid settings file or ``SNAPREADY_*`` env (message names the field).
+    """
+    return settings_from(args) if args.inject else None
+
+
+def shaped(view: PodView, settings: Settings | None) -> RawObject:
+    """The pod of ``view`` as admission leaves it (``settings`` given) or as written (None)."""
+    return view.pod if settings is None else as_admitted(view.pod, settings)
 
 
 def run(args: argparse.Namespace) -> int:
     """Fingerprint every pod view of every object in ``args.files``."""
     try:
-        entries = list(fingerprint_entries(load_objects(args.files), args.distilled))
+        settings = injection_settings(args)
+        entries = list(fingerprint_entries(load_objects(args.files), settings, args.distilled))
     except (ConfigError, ValueError) as exc:
         return fail(str(exc))
     if not entries:
@@ -58,12 +99,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def fingerprint_entries(
-    objects: list[LoadedObject], with_distilled: bool = False
+    objects: list[LoadedObject], settings: Settings | None, with_distilled: bool = False
 ) -> Iterator[dict[str, Any]]:
     """One JSON-ready entry per pod view; objects without one get a stderr note.
 
-    Entry keys: ``source``, ``ref``, ``kind``, ``namespace`` (None if unset), ``name``,
-    ``specPath``, ``fingerprint``, ``notes`` (list of str) and, if asked, ``distilled``.
+    Each view is hashed as ``shaped(view, settings)`` (None: as written). Entry keys:
+    ``source``, ``ref``, ``kind``, ``namespace`` (None if unset), ``name``, ``specPath``,
+    ``fingerprint``, ``injected`` (bool: simulated injection changed the pod), ``notes`` (list
+    of str) and, if asked, ``distilled``.
 
     Raises:
         ValueError: a value JSON cannot represent (message names the source).
@@ -73,17 +116,19 @@ def fingerprint_entries(
         if not views:
             sys.stderr.write(f"snapready: skipped {loaded.ref} ({loaded.source}): no pod spec\n")
         for view in views:
-            yield entry_for(loaded, view, with_distilled)
+            yield entry_for(loaded, view, shaped(view, settings), with_distilled)
 
 
-def entry_for(loaded: LoadedObject, view: PodView, with_distilled: bool = False) -> dict[str, Any]:
-    """The JSON-ready description of one pod view (see ``fingerprint_entries``).
+def entry_for(
+    loaded: LoadedObject, view: PodView, pod: RawObject, with_distilled: bool = False
+) -> dict[str, Any]:
+    """The JSON-ready description of one pod view hashed as ``pod`` (``shaped(view, ...)``).
 
     Raises:
         ValueError: a value JSON cannot represent (message names the source).
     """
     try:
-        value = fingerprint(view.pod)
+        value = fingerprint(pod)
     except ValueError as exc:
         raise ValueError(f"{loaded.source}: cannot fingerprint {loaded.ref}: {exc}") from None
     entry: dict[str, Any] = {
@@ -94,10 +139,11 @@ def entry_for(loaded: LoadedObject, view: PodView, with_distilled: bool = False)
         "name": loaded.name,
         "specPath": view.spec_path,
         "fingerprint": value,
+        "injected": pod is not view.pod,
         "notes": [indexed_job_note(loaded.ref)] if view.indexed_job else [],
     }
     if with_distilled:
-        entry["distilled"] = distill(view.pod)
+        entry["distilled"] = distill(pod)
     return entry
 
 

@@ -16,6 +16,9 @@ PodSnapshotPolicy selects. Steps:
    ``spec-hash`` went stale because another webhook changed hashed fields gets only that
    annotation replaced. ``dryRun`` requests get the same patch: nothing here has side effects.
 
+``as_admitted`` replays only the injection steps on any pod or pod template, offline: the shape
+whose fingerprint the webhook writes, for ``snapready hash`` and ``snapready diff``.
+
 The helpers image contract (Dockerfile target ``helpers``) is in ``webhook.mutation.helpers``.
 """
 
@@ -24,12 +27,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from webhook.config import Settings
 from webhook.context import PodContext
 from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
 from webhook.mutation.env import inject_env
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
 from webhook.mutation.patch import Draft
 from webhook.responses import Decision, allowed, bounded_warnings, denied, patched
+from webhook.state import ClusterState
 from webhook.types import RawObject
 
 
@@ -98,6 +103,46 @@ def run_mutators(pod: RawObject, ctx: PodContext, *, inject: bool) -> tuple[Draf
         step.name for step in MUTATORS if (inject or not step.injection) and step.run(draft, ctx)
     ]
     return draft, changed
+
+
+def as_admitted(pod: RawObject, settings: Settings) -> RawObject:
+    """``pod`` as ``mutate_pod`` would leave it on a selected pod, minus the annotations.
+
+    Runs the injection steps of ``MUTATORS`` (helpers, env) with the same guards as
+    ``mutate_pod``: nothing is injected when ``settings.injection.enabled`` is false, the pod says
+    ``<prefix>inject: "false"``, it has more than ``injection.max_containers`` containers, or
+    ``collisions`` finds a reserved name (admission would then deny it, or skip the helpers in
+    ``warn``/``audit`` mode). The ``policy``/``spec-hash`` annotations are not written: they are
+    not hashed. Idempotent: a live pod that already carries the helpers comes back equal.
+
+    Args:
+        pod: a Pod or a pod template (``{"metadata": ..., "spec": ...}``); never modified.
+        settings: the injection settings (the helpers image is part of the fingerprint).
+
+    Returns:
+        ``pod`` itself when nothing would be injected, else a new dict sharing the unchanged
+        parts with ``pod`` (treat both as read-only).
+    """
+    metadata, spec = pod.get("metadata"), pod.get("spec")
+    ctx = PodContext(
+        spec=spec if isinstance(spec, dict) else {},
+        metadata=metadata if isinstance(metadata, dict) else {},
+        spec_path="spec",
+        metadata_path="metadata",
+        namespace="",
+        kind="Pod",
+        policies=(),  # the injection steps do not read policies or cluster state
+        settings=settings,
+        cluster=ClusterState(),
+        mode="audit",
+    )
+    if container_count(ctx.spec) > settings.injection.max_containers:
+        return pod
+    if not injection_wanted(ctx.metadata, settings) or collisions(ctx):
+        return pod
+    draft = Draft(pod)
+    changed = [step.name for step in MUTATORS if step.injection and step.run(draft, ctx)]
+    return draft.doc if changed else pod
 
 
 def container_count(spec: RawObject) -> int:

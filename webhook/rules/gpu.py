@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from webhook.config import GKE_VERSION_PATTERN, RuleSettings
 from webhook.context import PodContext
-from webhook.hardware import ACCELERATOR
+from webhook.hardware import ACCELERATOR, PARTITION_SIZE, clip, clip_all
 from webhook.rules.placement import (
     Constraint,
     Placement,
@@ -26,6 +26,7 @@ from webhook.rules.placement import (
 from webhook.types import Finding
 
 GkeVersion = tuple[int, int, int, int]
+_COUNT = re.compile(r"[0-9]{1,4}")
 
 
 def parse_gke_version(text: str | None) -> GkeVersion | None:
@@ -53,18 +54,18 @@ def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     gpu_families = {instance_family(t) for t in rules.gpu_machine_types}
     for c in place.instance_types:
         for name in sorted(c.values - set(rules.gpu_machine_types)):
-            text = (
-                f"no GPU snapshots on {name}{c.where}; use {_type_summary(rules.gpu_machine_types)}"
-            )
+            types = _type_summary(rules.gpu_machine_types)
+            text = f"no GPU snapshots on {clip(name)}{c.where}; use {types}"
             yield Finding(c.path, "gpu-machine", text)
     for c in place.families:
         for family in sorted(c.values - gpu_families):
             accept = ", ".join(sorted(gpu_families))
-            text = f"no GPU snapshots on family {family}{c.where}; use {accept}"
+            text = f"no GPU snapshots on family {clip(family)}{c.where}; use {accept}"
             yield Finding(c.path, "gpu-machine", text)
     for c in place.accelerators:
         for name in sorted(c.values - set(rules.gpu_accelerators)):
-            text = f"no GPU snapshots on {name}{c.where}; use {', '.join(rules.gpu_accelerators)}"
+            accept = ", ".join(rules.gpu_accelerators)
+            text = f"no GPU snapshots on {clip(name)}{c.where}; use {accept}"
             yield Finding(c.path, "gpu-machine", text)
 
 
@@ -86,12 +87,12 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     rules, gpus = ctx.settings.rules, place.gpus.total
     fits = _multi_types(rules, gpus)
     if not fits:
-        text = f"no supported machine has {gpus} GPUs; use at most {_max_gpus(rules)} per pod"
+        text = f"no supported machine has {clip(gpus)} GPUs; use at most {_max_gpus(rules)} per pod"
         yield Finding(place.gpus.containers[0].path, "gpu-multi-l4", text)
         return
     accept = " or ".join(fits)
     multi = {f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())}
-    one = f"allows 1 GPU per snapshot pod, not {gpus}"
+    one = f"allows 1 GPU per snapshot pod, not {clip(gpus)}"
     checks = (
         (place.accelerators, set(rules.gpu_accelerators) - set(rules.multi_gpu_accelerators), one),
         (place.families, {instance_family(t) for t in rules.gpu_machine_types} - multi, one),
@@ -100,11 +101,11 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     for constraints, unfit, problem in checks:
         for c in constraints:
             for name in sorted(c.values & unfit):
-                text = f"{name}{c.where} {problem}; use {accept}"
+                text = f"{clip(name)}{c.where} {problem}; use {accept}"
                 yield Finding(c.path, "gpu-multi-l4", text)
     stated = (*place.accelerators, *place.instance_types, *place.families)
     if not any(c.exhaustive for c in stated) and not place.unknown:
-        text = f"a {gpus}-GPU pod needs L4: pin {ACCELERATOR}: nvidia-l4 ({accept})"
+        text = f"a {clip(gpus)}-GPU pod needs L4: pin {ACCELERATOR}: nvidia-l4 ({accept})"
         yield Finding(place.gpus.containers[0].path, "gpu-multi-l4", text)
 
 
@@ -121,7 +122,8 @@ def _node_counts(place: Placement, rules: RuleSettings) -> Iterator[tuple[Constr
                 yield c, rules.gpu_machine_types[name], name
     for c in place.accelerator_counts:
         for value in sorted(c.values):
-            if value.isdigit():
+            # ASCII digits, bounded: isdigit() also accepts "²", and int() refuses 4300+ digits.
+            if _COUNT.fullmatch(value):
                 yield c, int(value), f"a {value}-GPU node"
 
 
@@ -163,14 +165,27 @@ def whole_node_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
 
 
 def _values(c: Constraint) -> str:
-    return f" ({', '.join(sorted(c.values))})" if c.values else ""
+    """`` (a, b, c +2 more)``: the constraint's values, clipped; empty when it has none."""
+    return f" ({clip_all(sorted(c.values))})" if c.values else ""
+
+
+def _mig_fix(c: Constraint) -> str:
+    """What to change for one MIG statement: the pod's own selector/affinity term, or its pin to
+    a MIG node pool or ComputeClass (GKE: MIG is not supported by Pod snapshots)."""
+    if c.source == "nodeSelector":
+        return f"remove the {PARTITION_SIZE} nodeSelector and request whole GPUs"
+    if c.source == "node affinity":
+        return f"remove the {PARTITION_SIZE} affinity term and request whole GPUs"
+    if c.source.startswith("ComputeClass"):
+        return "pin a ComputeClass without MIG and request whole GPUs"
+    return "pin a node pool without MIG partitions and request whole GPUs"
 
 
 def mig_findings(place: Placement) -> Iterator[Finding]:
     """``gpu-mig``: MIG partitions by selector, pinned node pool or ComputeClass."""
     for c in place.partition_sizes:
         text = f"MIG partitions{_values(c)}{c.where} are not supported by Pod snapshots; "
-        text += "use whole GPUs"
+        text += _mig_fix(c)
         yield Finding(c.path, "gpu-mig", text)
 
 

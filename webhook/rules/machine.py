@@ -13,7 +13,14 @@ from collections.abc import Iterable, Iterator
 
 from webhook.config import RuleSettings
 from webhook.context import PodContext
-from webhook.hardware import MACHINE_FAMILY, TPU_ACCELERATOR, TPU_RESOURCE, TPU_TOPOLOGY
+from webhook.hardware import (
+    MACHINE_FAMILY,
+    TPU_ACCELERATOR,
+    TPU_RESOURCE,
+    TPU_TOPOLOGY,
+    clip,
+    clip_all,
+)
 from webhook.rules.placement import (
     Placement,
     describe,
@@ -43,13 +50,15 @@ def family_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
             problem = _family_problem(family, rules)
             if problem:
                 flagged.add((c.path, family))
-                yield Finding(c.path, "machine-family", f"family {family}{c.where} is {problem}")
+                yield Finding(
+                    c.path, "machine-family", f"family {clip(family)}{c.where} is {problem}"
+                )
     for c in place.instance_types:
         for instance_type in sorted(c.values):
             family = instance_family(instance_type)
             problem = _family_problem(family, rules)
             if problem and (c.path, family) not in flagged:
-                text = f"instance type {instance_type}{c.where} is {problem}"
+                text = f"instance type {clip(instance_type)}{c.where} is {problem}"
                 yield Finding(c.path, "machine-family", text)
 
 
@@ -68,7 +77,7 @@ def unpinned_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
         yield Finding(ctx.spec_field("nodeSelector"), "machine-unpinned", text, "warn")
     elif len(families) > 1:
         path = next(c.path for c in constraints if c.exhaustive)
-        names = ", ".join(sorted(families))
+        names = clip_all(sorted(families))
         text = f"may run on families {names}; snapshots restore only on the same series: pin one"
         yield Finding(path, "machine-unpinned", text, "warn")
 

@@ -30,6 +30,8 @@ from webhook.hardware import (
     TPU_RESOURCE,
     LabelPin,
     ResourceUsage,
+    clip,
+    clip_all,
     node_pins,
     resource_usage,
 )
@@ -139,9 +141,9 @@ def _pool_facts(
     for name in sorted(pin.values):
         facts = pools.get(name)
         if facts is None:
-            unknown.append(Unknown(pin.path, f'node pool "{name}" has no node facts here'))
+            unknown.append(Unknown(pin.path, f'node pool "{clip(name)}" has no node facts here'))
         elif facts.node_count == 0:
-            unknown.append(Unknown(pin.path, f'node pool "{name}" has no nodes yet'))
+            unknown.append(Unknown(pin.path, f'node pool "{clip(name)}" has no nodes yet'))
         else:
             known.append(facts)
     return known, unknown
@@ -157,7 +159,7 @@ def _pool_constraints(
     if not known:
         return {}, unknown
     exhaustive = pin.exhaustive and not unknown
-    names = ", ".join(f'"{facts.name}"' for facts in known)
+    names = clip_all([f'"{clip(facts.name)}"' for facts in known], limit=2, width=24)
     source = f"node pool {names}"
     out: dict[str, Constraint] = {}
     for prop in (
@@ -186,9 +188,9 @@ def _class_constraints(
         facts = None if classes is None else classes.get(name)
         if facts is None:
             why = "ComputeClasses are not known here" if classes is None else "not found"
-            unknown.append(Unknown(pin.path, f'ComputeClass "{name}": {why}'))
+            unknown.append(Unknown(pin.path, f'ComputeClass "{clip(name)}": {why}'))
             continue
-        source = f'ComputeClass "{name}"'
+        source = f'ComputeClass "{clip(name)}"'
         if facts.machine_families:
             only = pin.exhaustive and len(pin.values) == 1
             out["families"].append(Constraint(facts.machine_families, only, pin.path, source))
