@@ -134,11 +134,19 @@ def test_hash_notes_that_indexed_job_pods_also_hash_the_completion_index(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     _, _, err = run(capsys, "hash", WORKLOADS)
-    notes = [line for line in err.splitlines() if line.startswith("snapready: note:")]
+    notes = [line for line in err.splitlines() if "Indexed Job" in line]
     assert len(notes) == 2  # the Indexed Job and the Indexed CronJob
     assert "Job/snap/llm-job is an Indexed Job" in notes[0]
     assert "batch.kubernetes.io/job-completion-index" in notes[0]
     assert "CronJob/snap/llm-cron" in notes[1]
+
+
+def test_hash_says_which_injection_it_assumed(capsys: pytest.CaptureFixture[str]) -> None:
+    _, _, err = run(capsys, "hash", LLM_POD)
+    assert "helpers the webhook injects" in err
+    assert "--no-inject" in err
+    _, _, quiet = run(capsys, "hash", "--no-inject", LLM_POD)
+    assert "helpers the webhook injects" not in quiet
 
 
 def test_indexed_job_pods_really_hash_differently_per_index() -> None:

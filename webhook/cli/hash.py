@@ -88,6 +88,13 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if not entries:
         return fail("no Pod or pod template (Deployment, StatefulSet, DaemonSet, ...) in the input")
+    if settings is not None and any(entry["injected"] for entry in entries):
+        # The chart defaults to injectHelpers=false while local settings inject: say which.
+        image = settings.injection.helpers_image
+        sys.stderr.write(
+            f"snapready: note: fingerprints include the helpers the webhook injects ({image}); "
+            "use --config with your webhook's settings, or --no-inject if it does not inject\n"
+        )
     if args.as_json or args.distilled:
         print_json(entries)
         return 0
