@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import DATA, load_review
-from webhook.distill import canonical_json, changed_paths, distill, fingerprint
+from webhook.distill import changed_paths, distill, fingerprint
 
 MANIFESTS = DATA / "manifests"
 Pod = dict[str, Any]
@@ -1036,25 +1036,6 @@ def test_property_fingerprint_is_deterministic_pure_and_idempotent(pod: Pod) -> 
     assert fingerprint(copy.deepcopy(pod)) == first
     assert pod == before  # the input is never modified
     assert fingerprint(distill(pod)) == first  # distilling a distilled pod changes nothing
-
-
-@given(
-    value=st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-        lambda inner: (
-            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-        ),
-        max_leaves=10,
-    )
-)
-def test_property_fast_path_is_byte_identical_to_rfc8785(value: Any) -> None:
-    try:
-        expected = rfc8785.dumps(value)
-    except ValueError:
-        with pytest.raises(ValueError):
-            canonical_json(value)
-        return
-    assert canonical_json(value) == expected
 
 
 # ---------------------------------------------------------------------------------------------

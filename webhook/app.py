@@ -105,8 +105,8 @@ class BodyBudget:
     """Bytes of request bodies held by this worker at once (event-loop thread only, no lock).
 
     Without it, ``max_concurrency`` bodies of ``max_body_bytes`` each could be buffered together
-    (256 x 7 MiB); with it, memory for bodies stays under ``limit`` and extra requests get 503,
-    which the API server handles by its failure policy and retries of its client.
+    (1024 x 7 MiB by default); with it, memory for bodies stays under ``limit`` and extra
+    requests get 503, which the API server handles by its failure policy and retries of its client.
     """
 
     def __init__(self, limit: int) -> None:

@@ -28,9 +28,10 @@ Steps of ``distill(pod)`` (the pod as the API server hands it to admission, or a
    ``automountServiceAccountToken``, which is hashed, decides whether it exists), so nothing a
    user controls is lost.
 
-The fingerprint is SHA-256 over the RFC 8785 (JCS) canonical JSON of the distilled dict (the
-``rfc8785`` package, with a byte-identical ``orjson`` fast path, see ``canonical_json``); the
-``v1`` prefix names this algorithm: any change to it is a new prefix or a reviewed pin change.
+The fingerprint is SHA-256 over the RFC 8785 (JCS) canonical JSON of the distilled dict
+(``webhook.canonical.canonical_json``: the ``rfc8785`` package with a byte-identical ``orjson``
+fast path); the ``v1`` prefix names this algorithm: any change to it is a new prefix or a
+reviewed pin change.
 """
 
 from __future__ import annotations
@@ -38,15 +39,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-import orjson
-import rfc8785
-
+from webhook.canonical import JCS_INT_MAX, canonical_json
 from webhook.context import join_path
 from webhook.defaults import default_container, default_pod_spec, default_volume
 from webhook.types import RawObject
 
 FINGERPRINT_PREFIX: Final = "v1:sha256:"
-_JCS_INT_MAX: Final = 2**53 - 1  # RFC 8785 3.2.2.3: I-JSON integers (IEEE 754 double range)
 
 # metadata.annotations: gVisor runtime settings change the sandbox the snapshot was taken in.
 GVISOR_ANNOTATION_PREFIX: Final = "dev.gvisor."
@@ -130,40 +128,6 @@ def fingerprint(pod: RawObject) -> str:
             the API server's JSON.
     """
     return FINGERPRINT_PREFIX + hashlib.sha256(canonical_json(distill(pod))).hexdigest()
-
-
-def canonical_json(value: Any) -> bytes:
-    """RFC 8785 (JCS) canonical JSON of ``value``.
-
-    ``rfc8785.dumps`` is the reference but costs ~45 us for a typical distilled pod, on the
-    admission hot path. For the common case the output of ``orjson`` with sorted keys is
-    byte-identical: no floats (JCS formats numbers the ECMAScript way), integers within +-(2**53-1),
-    ASCII keys (JCS sorts keys by UTF-16 code units, orjson by code points; they agree on ASCII),
-    and the same string escaping (two-character escapes for backspace, form feed, newline, return
-    and tab, six-character ones for other control characters, raw UTF-8 above). Anything else
-    goes through ``rfc8785``. ``tests/test_distill.py`` checks both paths agree on generated JSON.
-
-    Raises:
-        ValueError: (``rfc8785.CanonicalizationError``) a value JCS cannot represent.
-    """
-    if _orjson_is_jcs(value):
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    canonical: bytes = rfc8785.dumps(value)
-    return canonical
-
-
-def _orjson_is_jcs(value: Any) -> bool:
-    """Whether ``orjson`` with sorted keys writes exactly the JCS bytes for ``value``."""
-    kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return True
-    if kind is int:
-        return bool(-_JCS_INT_MAX <= value <= _JCS_INT_MAX)
-    if kind is dict:
-        return all(type(k) is str and k.isascii() and _orjson_is_jcs(v) for k, v in value.items())
-    if kind is list:
-        return all(_orjson_is_jcs(v) for v in value)
-    return False
 
 
 def distill(pod: RawObject) -> RawObject:
@@ -293,9 +257,9 @@ def _canon(value: Any) -> Any:
         return out
     if isinstance(value, list):
         return [_canon(item) for item in value]
-    if type(value) is int and not -_JCS_INT_MAX <= value <= _JCS_INT_MAX:
+    if type(value) is int and not -JCS_INT_MAX <= value <= JCS_INT_MAX:
         return str(value)  # int64 fields (runAsUser...) beyond what RFC 8785 numbers can hold
-    if isinstance(value, float) and value.is_integer() and abs(value) <= _JCS_INT_MAX:
+    if isinstance(value, float) and value.is_integer() and abs(value) <= JCS_INT_MAX:
         return int(value)
     return value
 

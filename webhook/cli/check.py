@@ -26,11 +26,11 @@ from webhook.admission import Engine, admit, finding_outcome
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.config import DEFAULT_POLICY_DIR, Settings
 from webhook.errors import ConfigError
-from webhook.hardware import clip
 from webhook.manifests import LoadedObject, load_objects
 from webhook.responses import Decision
 from webhook.review import AdmissionRequest
 from webhook.server import build_engine
+from webhook.text import clip
 from webhook.types import Finding, Mode
 
 CHECK_FORMAT_VERSION = 1

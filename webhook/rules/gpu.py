@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from webhook.config import GKE_VERSION_PATTERN, RuleSettings
 from webhook.context import PodContext
-from webhook.hardware import ACCELERATOR, PARTITION_SIZE, clip, clip_all
+from webhook.hardware import ACCELERATOR, PARTITION_SIZE
 from webhook.rules.placement import (
     Constraint,
     Placement,
@@ -23,6 +23,7 @@ from webhook.rules.placement import (
     instance_family,
     possible,
 )
+from webhook.text import clip, clip_all
 from webhook.types import Finding
 
 GkeVersion = tuple[int, int, int, int]

@@ -18,8 +18,6 @@ from webhook.hardware import (
     TPU_ACCELERATOR,
     TPU_RESOURCE,
     TPU_TOPOLOGY,
-    clip,
-    clip_all,
 )
 from webhook.rules.placement import (
     Placement,
@@ -28,6 +26,7 @@ from webhook.rules.placement import (
     instance_family,
     possible,
 )
+from webhook.text import clip, clip_all
 from webhook.types import Finding
 
 

@@ -30,12 +30,11 @@ from webhook.hardware import (
     TPU_RESOURCE,
     LabelPin,
     ResourceUsage,
-    clip,
-    clip_all,
     node_pins,
     resource_usage,
 )
 from webhook.state import NodePoolFacts
+from webhook.text import clip, clip_all
 
 POD_SOURCES = ("nodeSelector", "node affinity")
 
