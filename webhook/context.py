@@ -9,7 +9,7 @@ Pure module.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.config import Settings
@@ -45,6 +45,8 @@ class PodContext:
     settings: Settings
     cluster: ClusterState
     mode: Mode
+    memo: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    """Facts derived once per pod view and shared by several rules (e.g. the placement)."""
 
     @property
     def labels(self) -> Mapping[str, str]:

@@ -210,7 +210,18 @@ def _tuple(*groups: Iterable[Constraint]) -> tuple[Constraint, ...]:
 
 
 def describe(ctx: PodContext) -> Placement:
-    """Resolve ``ctx``'s node pins and resources into a ``Placement`` (no I/O)."""
+    """Resolve ``ctx``'s node pins and resources into a ``Placement`` (no I/O).
+
+    Computed once per pod view (``ctx.memo``): the machine and GPU rule families both need it,
+    and it is the costliest part of validation.
+    """
+    placement: Placement | None = ctx.memo.get("placement")
+    if placement is None:
+        placement = ctx.memo["placement"] = _resolve(ctx)
+    return placement
+
+
+def _resolve(ctx: PodContext) -> Placement:
     pins = node_pins(ctx.spec, ctx.spec_path)
     pool, pool_unknown = _pool_constraints(ctx, pins.get(NODE_POOL))
     klass, class_unknown = _class_constraints(ctx, pins.get(COMPUTE_CLASS))
