@@ -252,3 +252,18 @@ def test_mig_review_is_denied_over_https(https_server: RunningServer) -> None:
     message = body["response"]["status"]["message"]
     assert "[gpu-mig]" in message
     assert 'spec.nodeSelector["cloud.google.com/gke-gpu-partition-size"]' in message
+
+
+def test_ephemeral_containers_with_non_string_names_are_judged_not_crashed_on(
+    examples_engine: Engine,
+) -> None:
+    # Found by `make fuzz`: a list or map as a container name made the "added" check crash.
+    odd = _debug_container("debug-1", True)
+    odd["name"] = ["not", "a", "name"]
+    old_odd = _debug_container("debug-0", False)
+    old_odd["name"] = {"also": "odd"}
+    decision = _ephemeral(_pod_with_ephemeral(odd), _pod_with_ephemeral(old_odd), examples_engine)
+    assert not decision.allowed
+    assert [(rule, path) for rule, path, _ in lines(decision)] == [
+        ("sandbox-compat", "spec.ephemeralContainers[0].securityContext.privileged")
+    ]

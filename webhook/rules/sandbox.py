@@ -108,10 +108,12 @@ class EphemeralCompat:
 
     def __call__(self, pod: PodContext) -> Iterable[Finding]:
         """Privileged/hostPort findings at ``spec.ephemeralContainers[i]`` of added containers."""
-        before = {c.get("name") for c in list_of_dicts(self.old_spec.get("ephemeralContainers"))}
+        old = list_of_dicts(self.old_spec.get("ephemeralContainers"))
+        before = {name for c in old if isinstance(name := c.get("name"), str)}
+        # A container whose name is not a string cannot match an old one: judge it as added.
         added = [
             ("ephemeralContainers", index, container)
             for index, container in enumerate(list_of_dicts(pod.spec.get("ephemeralContainers")))
-            if container.get("name") not in before
+            if not isinstance(container.get("name"), str) or container["name"] not in before
         ]
         return list(container_findings(pod, added))
