@@ -26,11 +26,11 @@ from webhook.admission import Engine
 from webhook.app import create_app
 from webhook.context import PodContext
 from webhook.metrics import Metrics
-from webhook.responses import Decision, allowed, patched
-from webhook.review import AdmissionReviewRequest, parse_review
+from webhook.responses import allowed, patched
+from webhook.review import parse_review
 from webhook.server import build_engine
 from webhook.state import ClusterState
-from webhook.types import Endpoint, Finding
+from webhook.types import Finding
 
 FAMILIES = (
     "snapready_admission_requests",
@@ -66,14 +66,7 @@ class ExplodingRule:
 
 def run_reviews(metrics: Metrics, engine: Engine, posts: list[tuple[str, bytes]]) -> list[int]:
     """Post each (path, body) through the ASGI app observed by ``metrics``; return statuses."""
-    overrides = engine.settings.rules.modes
-
-    def observe(
-        endpoint: Endpoint, review: AdmissionReviewRequest, decision: Decision, seconds: float
-    ) -> None:
-        metrics.observe(endpoint, review, decision, seconds, overrides)
-
-    app = create_app(engine, observer=observe, on_reject=metrics.reject)
+    app = create_app(engine, observer=metrics.observe, on_reject=metrics.reject)
 
     async def post_all() -> list[int]:
         transport = httpx.ASGITransport(app=app)

@@ -165,34 +165,36 @@ def finding_outcome(finding: Finding, mode: Mode, overrides: Mapping[str, Mode])
     return rule_mode
 
 
-def decide(findings: list[Finding], ctx: PodContext) -> Decision:
-    """Turn findings into a decision under the pod's mode and per-rule mode overrides.
+def decide_findings(
+    findings: list[Finding], mode: Mode, overrides: Mapping[str, Mode], subject: str
+) -> Decision:
+    """Turn findings into a decision under ``mode`` and the per-rule ``overrides``.
 
-    ``enforce`` findings of severity ``deny`` deny (all listed); ``warn`` ones become warnings;
-    ``audit`` ones are only recorded in ``Decision.audit``; ``warn`` severity is always a warning.
+    ``enforce`` outcomes deny (all listed, after ``subject``, e.g. "Pod is not snapshot-ready
+    ..."); ``warn`` ones become warnings; ``audit`` ones are only recorded. ``Decision.audit``
+    gets ``findings``, ``outcomes`` (the ``finding_outcome`` of each, same order) and ``mode``,
+    so logs, metrics and ``check`` never recompute them.
     """
-    overrides = ctx.settings.rules.modes
-    by_outcome: dict[Mode, list[Finding]] = {"enforce": [], "warn": [], "audit": []}
-    for finding in findings:
-        by_outcome[finding_outcome(finding, ctx.mode, overrides)].append(finding)
-    denials, warnings = by_outcome["enforce"], by_outcome["warn"]
+    outcomes = [finding_outcome(finding, mode, overrides) for finding in findings]
+    denials = [f for f, o in zip(findings, outcomes, strict=True) if o == "enforce"]
+    warnings = [f for f, o in zip(findings, outcomes, strict=True) if o == "warn"]
     warning_lines = bounded_warnings([f"[{f.rule}] {f.path}: {f.message}" for f in warnings])
-    audit = {
-        "findings": findings,
-        "mode": ctx.mode,
-        "policy": ",".join(f"{p.namespace}/{p.name}" for p in ctx.policies),
-    }
     if denials:
-        where = ", ".join(p.name for p in ctx.policies)
         lines = "\n".join(f"- [{f.rule}] {f.path}: {f.message}" for f in denials)
-        message = (
-            f"snapready: {ctx.kind} is not snapshot-ready for PodSnapshotPolicy {where} "
-            f"({len(denials)} problem(s)):\n{lines}"
-        )
+        message = f"snapready: {subject} ({len(denials)} problem(s)):\n{lines}"
         decision = denied(message, warnings=warning_lines)
     else:
         decision = allowed(warnings=warning_lines)
-    decision.audit.update(audit)
+    decision.audit.update({"findings": findings, "outcomes": outcomes, "mode": mode})
+    return decision
+
+
+def decide(findings: list[Finding], ctx: PodContext) -> Decision:
+    """``decide_findings`` for one pod view; the denial names the kind and the policies."""
+    where = ", ".join(p.name for p in ctx.policies)
+    subject = f"{ctx.kind} is not snapshot-ready for PodSnapshotPolicy {where}"
+    decision = decide_findings(findings, ctx.mode, ctx.settings.rules.modes, subject)
+    decision.audit["policy"] = ",".join(f"{p.namespace}/{p.name}" for p in ctx.policies)
     return decision
 
 
@@ -220,26 +222,39 @@ def _handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -
 
 
 def selected_pod_context(
-    request: AdmissionRequest, obj: RawObject, engine: Engine
+    request: AdmissionRequest,
+    obj: RawObject,
+    engine: Engine,
+    *,
+    view: RawObject | None = None,
+    base: str = "",
 ) -> PodContext | None:
-    """The view of a pod that a policy of its namespace selects, or None (not selected, or the
-    namespace is labelled ``<prefix>ignore``). Reads the in-memory state only."""
+    """The rule view of a pod, or of a controller's pod template, when a policy of the request
+    namespace selects it; None when nothing selects it or the namespace is labelled
+    ``<prefix>ignore``. Reads the in-memory state only.
+
+    Args:
+        request, obj: the request and its ``object`` (namespace fallback).
+        view: the pod-shaped dict with ``metadata``/``spec`` (default ``obj``, a Pod).
+        base: field path of ``view`` in ``obj`` (``""`` for a Pod, ``spec.template``...).
+    """
+    pod_like = obj if view is None else view
     state = engine.state()
     namespace = request_namespace(request, obj)
     if namespace_ignored(state, namespace, engine.settings):
         return None
-    metadata = obj.get("metadata")
+    metadata = pod_like.get("metadata")
     labels = metadata.get("labels") if isinstance(metadata, dict) else None
     policies = state.policies.select(namespace, string_labels(labels))
     if not policies:
         return None
     return pod_context(
-        spec=obj.get("spec"),
+        spec=pod_like.get("spec"),
         metadata=metadata,
-        spec_path="spec",
-        metadata_path="metadata",
+        spec_path=join_path(base, "spec"),
+        metadata_path=join_path(base, "metadata"),
         namespace=namespace,
-        kind="Pod",
+        kind=request.kind.kind,
         policies=policies,
         engine=engine,
         state=state,
@@ -265,27 +280,9 @@ def _handle_controller(request: AdmissionRequest, endpoint: Endpoint, engine: En
         template = template.get(key) if isinstance(template, dict) else None
     if not isinstance(template, dict):
         return allowed()
-    state = engine.state()
-    namespace = request_namespace(request, obj)
-    if namespace_ignored(state, namespace, engine.settings):
+    ctx = selected_pod_context(request, obj, engine, view=template, base=join_path("", *path))
+    if ctx is None:
         return allowed()
-    metadata = template.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    policies = state.policies.select(namespace, string_labels(labels))
-    if not policies:
-        return allowed()
-    base = join_path("", *path)
-    ctx = pod_context(
-        spec=template.get("spec"),
-        metadata=metadata,
-        spec_path=f"{base}.spec",
-        metadata_path=f"{base}.metadata",
-        namespace=namespace,
-        kind=request.kind.kind,
-        policies=policies,
-        engine=engine,
-        state=state,
-    )
     return validate_context(ctx, engine)
 
 

@@ -13,7 +13,7 @@ the event loop, so a scrape never delays an admission.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from socketserver import BaseServer
 from typing import Any
@@ -24,12 +24,12 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from webhook import certs
-from webhook.admission import DISPATCH, finding_outcome
+from webhook.admission import DISPATCH
 from webhook.logs import decision_label
 from webhook.responses import Decision
 from webhook.review import AdmissionReviewRequest
 from webhook.state import ClusterState
-from webhook.types import Endpoint, Finding, Mode
+from webhook.types import Endpoint, Finding
 
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 """Seconds. 0.5 ms resolves the fast path; 2.5 s is far past any healthy answer (the API server's
@@ -158,15 +158,13 @@ class Metrics:
         review: AdmissionReviewRequest,
         decision: Decision,
         seconds: float,
-        mode_overrides: Mapping[str, Mode] | None = None,
     ) -> None:
         """Count one answered review (the ``Observer`` contract of ``webhook.app``).
 
-        ``decision.audit`` may hold ``findings`` (``Finding`` list), ``mode``, ``mutators``
-        (names of mutators that changed the pod) and ``internal_error``; each is optional.
-        A finding counts under the mode it ended in (``admission.finding_outcome``): ``enforce``
-        (denied), ``warn`` (a warning) or ``audit`` (only recorded); ``mode_overrides`` is
-        ``settings.rules.modes``.
+        ``decision.audit`` may hold ``findings`` (``Finding`` list) with their ``outcomes``,
+        ``mutators`` (names of mutators that changed the pod) and ``internal_error``; each is
+        optional. A finding counts under the outcome ``admission.decide_findings`` recorded:
+        ``enforce`` (denied), ``warn`` (a warning) or ``audit`` (only recorded).
         """
         request = review.request
         kind = request.kind.kind if request.kind.kind in KNOWN_KINDS else "other"
@@ -178,21 +176,19 @@ class Metrics:
             return
         if label == "error":
             self.internal_errors.inc()
-        self._count_findings(audit.get("findings"), audit.get("mode"), mode_overrides or {})
+        self._count_findings(audit.get("findings"), audit.get("outcomes"))
         mutators = audit.get("mutators")
         if isinstance(mutators, list | tuple):
             for name in mutators:
                 self._child(self.mutations, str(name)).inc()
 
-    def _count_findings(
-        self, findings: Iterable[Finding] | None, mode: Any, overrides: Mapping[str, Mode]
-    ) -> None:
-        if not findings or mode not in ("enforce", "warn", "audit"):
+    def _count_findings(self, findings: Any, outcomes: Any) -> None:
+        """Count each finding under the outcome ``admission.decide_findings`` recorded for it."""
+        if not isinstance(findings, list) or not isinstance(outcomes, list):
             return
-        for finding in findings:
+        for finding, outcome in zip(findings, outcomes, strict=False):
             if isinstance(finding, Finding):
-                outcome = finding_outcome(finding, mode, overrides)
-                self._child(self.findings, finding.rule, outcome).inc()
+                self._child(self.findings, finding.rule, str(outcome)).inc()
 
     def reject(self, endpoint: str, code: int) -> None:
         """Count a request refused before admission with HTTP ``code``."""

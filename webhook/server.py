@@ -173,14 +173,13 @@ def bind_listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def make_observer(metrics: Metrics, settings: Settings) -> Observer:
+def make_observer(metrics: Metrics) -> Observer:
     """The per-review observer: count in ``metrics`` and log the ``admission`` line."""
-    overrides = settings.rules.modes
 
     def observe(
         endpoint: Endpoint, review: AdmissionReviewRequest, decision: Decision, seconds: float
     ) -> None:
-        metrics.observe(endpoint, review, decision, seconds, overrides)
+        metrics.observe(endpoint, review, decision, seconds)
         log_admission(endpoint, review, decision, seconds)
 
     return observe
@@ -221,7 +220,7 @@ def serve(settings: Settings) -> None:
         cleanup.callback(stop_source, engine)
         ensure_certificates(settings)
         metrics = default_metrics()
-        app = create_app(engine, make_observer(metrics, settings), metrics.reject)
+        app = create_app(engine, make_observer(metrics), metrics.reject)
         config = uvicorn_config(settings, engine, app)
         listener = cleanup.enter_context(bind_listener(settings.server.host, settings.server.port))
         metrics_server = start_metrics(settings, engine, metrics)

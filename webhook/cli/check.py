@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from webhook.admission import Engine, admit, finding_outcome
+from webhook.admission import Engine, admit
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.config import DEFAULT_POLICY_DIR, Settings
 from webhook.errors import ConfigError
@@ -159,8 +159,7 @@ def synthetic_request(item: LoadedObject, namespace: str, index: int) -> Admissi
     )
 
 
-def _finding_json(finding: Finding, mode: Mode, engine: Engine) -> dict[str, Any]:
-    outcome = finding_outcome(finding, mode, engine.settings.rules.modes)
+def _finding_json(finding: Finding, outcome: Mode) -> dict[str, Any]:
     return {
         "rule": finding.rule,
         "path": finding.path,
@@ -205,7 +204,8 @@ def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> di
     decision = admit(request, "validate", engine)
     audit = decision.audit
     mode: Mode | None = audit.get("mode")
-    findings = [f for f in audit.get("findings", ()) if isinstance(f, Finding)]
+    findings: list[Finding] = list(audit.get("findings", ()))
+    outcomes: list[Mode] = list(audit.get("outcomes", ()))
     policy_text = audit.get("policy")
     return {
         "source": item.source,
@@ -219,7 +219,7 @@ def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> di
         "decision": _decision_name(decision),
         "message": decision.message,
         "warnings": list(decision.warnings),
-        "findings": [_finding_json(f, mode or "enforce", engine) for f in findings],
+        "findings": [_finding_json(f, o) for f, o in zip(findings, outcomes, strict=True)],
     }
 
 

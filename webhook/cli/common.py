@@ -44,20 +44,6 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         raise ConfigError(f"invalid settings: {exc}") from None
 
 
-def read_input(name: str) -> bytes:
-    """Bytes of file ``name`` or of stdin for ``-``.
-
-    Raises:
-        ConfigError: the file cannot be read.
-    """
-    if name == "-":
-        return sys.stdin.buffer.read()
-    try:
-        return Path(name).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
-
-
 def print_json(payload: Any) -> None:
     """Pretty, key-sorted JSON on stdout (stable for scripts and golden files)."""
     sys.stdout.write(

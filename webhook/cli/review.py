@@ -9,8 +9,9 @@ from typing import Any
 import orjson
 
 from webhook.admission import admit
-from webhook.cli.common import add_settings_arguments, fail, print_json, read_input, settings_from
+from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.errors import BadRequest, ConfigError
+from webhook.manifests import read_source
 from webhook.responses import finalize
 from webhook.review import parse_review
 from webhook.server import build_engine
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args)
         engine = build_engine(settings)
-        review = parse_review(read_input(args.file))
+        review = parse_review(read_source(args.file))
     except (ConfigError, BadRequest) as exc:
         return fail(str(exc))
     decision = admit(review.request, args.endpoint, engine)

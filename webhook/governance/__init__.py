@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 from webhook.admission import (
     Engine,
+    decide_findings,
     effective_mode,
-    finding_outcome,
     namespace_ignored,
     request_namespace,
 )
@@ -26,7 +26,7 @@ from webhook.governance.storage import (
     bucket_name_problem,
     storage_findings,
 )
-from webhook.responses import Decision, allowed, bounded_warnings, denied
+from webhook.responses import Decision, allowed
 from webhook.review import AdmissionRequest
 from webhook.types import Finding, Mode, RawObject
 
@@ -85,22 +85,7 @@ class Governance:
 def decide_governance(
     findings: list[Finding], mode: Mode, overrides: Mapping[str, Mode], subject: str
 ) -> Decision:
-    """Findings to a decision, like ``admission.decide`` for pods (same ``finding_outcome``).
-
-    ``deny`` findings deny in mode ``enforce``, warn in ``warn``, are only recorded in ``audit``;
-    ``warn`` findings are always warnings (recorded only in ``audit`` mode). ``overrides``
-    (``rules.modes``) sets the mode per rule id. ``subject`` names the object in the denial.
-    """
-    by_outcome: dict[Mode, list[Finding]] = {"enforce": [], "warn": [], "audit": []}
-    for finding in findings:
-        by_outcome[finding_outcome(finding, mode, overrides)].append(finding)
-    denials, warnings = by_outcome["enforce"], by_outcome["warn"]
-    lines = bounded_warnings([f"[{f.rule}] {f.path}: {f.message}" for f in warnings])
-    if denials:
-        listed = "\n".join(f"- [{f.rule}] {f.path}: {f.message}" for f in denials)
-        message = f"snapready: {subject} is not acceptable ({len(denials)} problem(s)):\n{listed}"
-        decision = denied(message, warnings=lines)
-    else:
-        decision = allowed(warnings=lines)
-    decision.audit.update({"findings": findings, "mode": mode, "policy": "", "subject": subject})
+    """``admission.decide_findings`` for a snapshot CRD; ``subject`` names the object."""
+    decision = decide_findings(findings, mode, overrides, f"{subject} is not acceptable")
+    decision.audit.update({"policy": "", "subject": subject})
     return decision
