@@ -274,6 +274,9 @@ def test_bad_content_length_headers(https_server: RunningServer, length: str, st
     ("method", "path", "status"),
     [
         pytest.param("GET", "/validate", 405, id="get-on-validate-is-405"),
+        # The admission routes' direct dispatch (app.SnapreadyApp) takes POST only.
+        pytest.param("PUT", "/mutate", 405, id="put-on-mutate-is-405"),
+        pytest.param("POST", "/MUTATE", 404, id="paths-are-case-sensitive"),
         pytest.param("POST", "/healthz", 405, id="post-on-healthz-is-405"),
         pytest.param("POST", "/nope", 404, id="unknown-path-is-json-404"),
     ],

@@ -233,6 +233,15 @@ def test_health_and_readiness(https_server: RunningServer) -> None:
     assert ready.json()["ready"] is True
 
 
+def test_api_server_timeout_query_is_accepted(https_server: RunningServer) -> None:
+    # The API server calls webhooks as <path>?timeout=<n>s (the webhook's timeoutSeconds).
+    request = load_review("03")
+    with https_server.client() as client:
+        answer = post(client, "/mutate?timeout=10s", request)
+    response = assert_review_shape(answer.json(), request)
+    assert response["patchType"] == "JSONPatch"
+
+
 def test_trailing_slash_is_not_redirected(https_server: RunningServer) -> None:
     with https_server.client() as client:
         answer = post(client, "/mutate/", load_review("01"))

@@ -7,6 +7,7 @@ the field tests drive the ASGI app in-process with a rule whose finding is known
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
@@ -22,8 +23,18 @@ from tests.conftest import RunningServer, load_review, make_settings
 from webhook.admission import Engine
 from webhook.app import create_app
 from webhook.context import PodContext
-from webhook.logs import JsonFormatter, log_admission
+from webhook.logs import (
+    JsonFormatter,
+    _admission_writer,
+    admission_fields,
+    configure,
+    flush_logs,
+    log,
+    log_admission,
+)
 from webhook.redact import REDACTED
+from webhook.responses import allowed, denied
+from webhook.review import AdmissionReviewRequest
 from webhook.server import build_engine
 from webhook.types import Finding
 
@@ -228,3 +239,69 @@ def test_formatter_writes_one_json_object_with_extras_and_exception() -> None:
     assert entry["endpoint"] == "validate"
     assert entry["name"] == "pod-1"
     assert "ValueError: boom" in entry["exc"]
+
+
+@contextlib.contextmanager
+def snapready_logging() -> Iterator[None]:
+    """Logging as ``snapready serve`` configures it (``logs.configure``), undone afterwards.
+
+    Entered inside the test body: pytest adds its own capture handlers to the root logger when
+    the test call starts, which would switch the direct admission line off.
+    """
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    configure("info")
+    try:
+        yield
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+
+
+def test_direct_admission_line_is_the_line_logging_would_write(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # Under serve's configuration the admission line skips LogRecord and handler dispatch
+    # (logs._admission_writer); it must be the same line, with the same keys in the same order.
+    review = AdmissionReviewRequest.model_validate(load_review("03"))
+    decision = denied("no", code=403)
+    with snapready_logging():
+        assert _admission_writer() is not None, "the direct path is what this test is about"
+        log_admission("validate", review, decision, 0.0042)
+        flush_logs()
+    direct = capfd.readouterr().err.splitlines()
+    assert len(direct) == 1
+    fields = admission_fields("validate", review, decision, 0.0042)
+    record = logging.makeLogRecord(
+        {"name": "snapready.admission", "levelno": logging.INFO, "levelname": "INFO",
+         "msg": "admission", "fields": fields}
+    )  # fmt: skip
+    through_logging = json.loads(JsonFormatter().format(record))
+    line = json.loads(direct[0])
+    assert list(line) == list(through_logging)
+    assert {**line, "time": None} == {**through_logging, "time": None}
+    assert line["uid"] == review.request.uid and line["decision"] == "denied"
+
+
+def test_admission_lines_go_through_logging_when_another_handler_listens(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # A handler added after configure() (an embedding application, pytest's caplog) must see
+    # every admission line: the direct path is then off.
+    review = AdmissionReviewRequest.model_validate(load_review("01"))
+    stream = io.StringIO()
+    listener = logging.StreamHandler(stream)
+    listener.setFormatter(JsonFormatter())
+    with snapready_logging():
+        log.addHandler(listener)
+        try:
+            log_admission("mutate", review, allowed(), 0.001)
+        finally:
+            log.removeHandler(listener)
+        flush_logs()
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [line["uid"] for line in lines] == [review.request.uid]
+    stderr = [json.loads(line) for line in capfd.readouterr().err.splitlines()]
+    assert [line["uid"] for line in stderr] == [review.request.uid]  # root handler, once
