@@ -117,6 +117,60 @@ def test_controller_template_is_denied_with_template_paths(
     ]
 
 
+def scaled_and_relabelled(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` after a scale and a label edit: nothing in its pod template changes."""
+    new = copy.deepcopy(obj)
+    new["metadata"]["labels"] = {"team": "inference"}
+    new["spec"]["replicas"] = 3
+    return new
+
+
+def finalizer_removed(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` being deleted, as the garbage collector updates it to drop its finalizer."""
+    new = copy.deepcopy(obj)
+    new["metadata"]["deletionTimestamp"] = "2026-11-29T08:00:00Z"
+    new["metadata"]["finalizers"] = []
+    return new
+
+
+@pytest.mark.parametrize("kind", sorted(CONTROLLERS))
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(scaled_and_relabelled, id="scale-and-label-edit"),
+        pytest.param(finalizer_removed, id="garbage-collector-removes-finalizer-while-deleting"),
+    ],
+)
+def test_update_that_leaves_the_template_alone_is_allowed(
+    kind: str, change: Any, examples_engine: Engine
+) -> None:
+    # Found by a user test: these UPDATEs were denied for a template admitted earlier (or made
+    # before its policy), blocking scaling and leaving deleted workloads stuck Terminating.
+    old = controller(kind, bad_template())
+    decision = admit_controller(kind, change(old), examples_engine, operation="UPDATE", old=old)
+    assert decision.allowed, decision.message
+    assert decision.warnings == ()
+
+
+@pytest.mark.parametrize("kind", sorted(CONTROLLERS))
+def test_update_that_breaks_the_template_is_denied(kind: str, examples_engine: Engine) -> None:
+    good = controller(kind, {"metadata": {"labels": {"app": "llm"}}, "spec": ready_pod()["spec"]})
+    assert admit_controller(kind, good, examples_engine).allowed
+    broken = controller(kind, bad_template())
+    decision = admit_controller(kind, broken, examples_engine, operation="UPDATE", old=good)
+    assert not decision.allowed
+    assert "gvisor-runtime" in (decision.message or "")
+
+
+@pytest.mark.parametrize("sub_resource", ["status", "scale"])
+def test_controller_subresources_are_not_judged(sub_resource: str, examples_engine: Engine) -> None:
+    obj = controller("Deployment", bad_template())
+    decision = admit_controller(
+        "Deployment", obj, examples_engine, operation="UPDATE", sub_resource=sub_resource, old=obj
+    )
+    assert decision.allowed
+
+
 @pytest.mark.parametrize("kind", sorted(CONTROLLERS))
 def test_unselected_template_is_allowed_untouched(kind: str, examples_engine: Engine) -> None:
     decision = admit_controller(kind, controller(kind, bad_template(app="other")), examples_engine)

@@ -507,6 +507,103 @@ def test_stale_hash_after_another_webhook_gets_only_the_annotation_replaced(
     ]
 
 
+def service_account_plugin(pod: RawObject) -> None:
+    """What the API server's ServiceAccount admission plugin does when it re-runs after a webhook
+    mutated the pod (built-in mutating plugins run again before webhooks are reinvoked): mount
+    the ``kube-api-access-*`` token volume into every container and init container that has no
+    mount at the token path (plugin/pkg/admission/serviceaccount, ``mountServiceAccountToken``)."""
+    token_path = "/var/run/secrets/kubernetes.io/serviceaccount"
+    volume = next(v["name"] for v in pod["spec"]["volumes"] if v["name"].startswith("kube-api"))
+    for key in ("initContainers", "containers"):
+        for item in pod["spec"].get(key, []):
+            mounts = item.setdefault("volumeMounts", [])
+            if not any(m["mountPath"] == token_path for m in mounts):
+                mounts.append({"name": volume, "readOnly": True, "mountPath": token_path})
+
+
+def limit_ranger(pod: RawObject) -> None:
+    """A LimitRange default for ephemeral-storage, added to every container lacking it."""
+    for key in ("initContainers", "containers"):
+        for item in pod["spec"].get(key, []):
+            for kind in ("limits", "requests"):
+                item.setdefault("resources", {}).setdefault(kind, {})
+                item["resources"][kind].setdefault("ephemeral-storage", "1Gi")
+
+
+def registry_mirror(pod: RawObject) -> None:
+    """A mutating webhook that rewrites every image to a mirror registry."""
+    for key in ("initContainers", "containers"):
+        for item in pod["spec"].get(key, []):
+            item["image"] = "mirror.example/" + item["image"].split("/", 1)[-1]
+
+
+@pytest.mark.parametrize("enforcement", ["enforce", "warn"])
+@pytest.mark.parametrize(
+    "later_plugins",
+    [
+        pytest.param((service_account_plugin,), id="service-account-token-mount-on-our-init"),
+        pytest.param((service_account_plugin, limit_ranger), id="plus-limitrange-defaults"),
+        pytest.param((registry_mirror,), id="image-rewritten-by-a-registry-mirror"),
+    ],
+)
+def test_reinvocation_after_built_in_plugins_changed_our_init_container_is_not_a_collision(
+    later_plugins: tuple[Callable[[RawObject], None], ...], enforcement: str
+) -> None:
+    # Found by a user test: the reinvocation after the ServiceAccount plugin re-ran denied
+    # every selected pod with "names are reserved" (its own init container).
+    engine = engine_for(enforcement=enforcement)
+    review = load_review("03")
+    mutated = apply(review["request"]["object"], run(review, engine))
+    for plugin in later_plugins:
+        plugin(mutated)
+    review["request"]["object"] = mutated
+    decision = run(review, engine)
+    assert decision.allowed, decision.message
+    assert not any("reserved" in warning for warning in decision.warnings)
+    hash_only = [op["path"] for op in decision.patch]
+    assert hash_only in ([], ["/metadata/annotations/snapready.io~1spec-hash"])
+    admitted = apply(mutated, decision)
+    init = admitted["spec"]["initContainers"]
+    assert [c["name"] for c in init].count("snapready-helpers") == 1
+    assert admitted["metadata"]["annotations"][HASH_KEY] == fingerprint(admitted)
+
+
+def test_a_rewritten_image_is_ours_only_on_a_pod_we_stamped(examples: Engine) -> None:
+    # Without our spec-hash annotation, a "snapready-helpers" init container with another image
+    # is somebody else's: still a collision.
+    review = load_review("03")
+    mutated = apply(review["request"]["object"], run(review, examples))
+    registry_mirror(mutated)
+    del mutated["metadata"]["annotations"][HASH_KEY]
+    review["request"]["object"] = mutated
+    decision = run(review, examples)
+    assert not decision.allowed
+    assert "spec.initContainers[0]: container name 'snapready-helpers'" in (decision.message or "")
+
+
+def test_run_to_completion_init_container_may_mount_its_own_volume_at_snapready(
+    examples: Engine,
+) -> None:
+    # We never mount the helpers into a classic init container, so its own /snapready mount
+    # does not collide with anything.
+    own_mount = {"name": "data", "mountPath": "/snapready"}
+    init = {**container("prepare"), "volumeMounts": [own_mount]}
+    pod = make_pod(
+        {
+            "initContainers": [init],
+            "containers": [container()],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+        }
+    )
+    decision = run(make_review(pod), examples)
+    assert decision.allowed, decision.message
+    admitted = apply(pod, decision)
+    names = [c["name"] for c in admitted["spec"]["initContainers"]]
+    assert names == ["snapready-helpers", "prepare"]
+    assert admitted["spec"]["initContainers"][1]["volumeMounts"] == [own_mount]
+    assert HELPERS_MOUNT in admitted["spec"]["containers"][0]["volumeMounts"]
+
+
 def test_init_container_added_by_a_later_webhook_gets_env_and_a_fresh_hash(
     examples: Engine,
 ) -> None:

@@ -272,18 +272,44 @@ def _handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine)
 
 def _handle_controller(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
     obj = request.object
-    if endpoint != "validate" or not isinstance(obj, dict):
+    if endpoint != "validate" or not isinstance(obj, dict) or request.sub_resource:
         return allowed()
     path = TEMPLATE_PATHS[request.kind.kind]
-    template: Any = obj
-    for key in path:
-        template = template.get(key) if isinstance(template, dict) else None
-    if not isinstance(template, dict):
+    template = pod_template(obj, path)
+    if template is None or template_unchanged(request, obj, template, path):
         return allowed()
     ctx = selected_pod_context(request, obj, engine, view=template, base=join_path("", *path))
     if ctx is None:
         return allowed()
     return validate_context(ctx, engine)
+
+
+def pod_template(obj: Any, path: tuple[str, ...]) -> RawObject | None:
+    """The pod template at ``path`` in a controller object (``TEMPLATE_PATHS``), or None."""
+    template: Any = obj
+    for key in path:
+        template = template.get(key) if isinstance(template, dict) else None
+    return template if isinstance(template, dict) else None
+
+
+def template_unchanged(
+    request: AdmissionRequest, obj: RawObject, template: RawObject, path: tuple[str, ...]
+) -> bool:
+    """Whether an UPDATE leaves nothing for us to judge: the object is being deleted, or its pod
+    template equals ``oldObject``'s.
+
+    Controllers and users update workloads for reasons that do not touch the template (scaling,
+    labels, the garbage collector removing ``foregroundDeletion``/``orphan`` finalizers, a Job
+    controller's bookkeeping). Denying those for a template that was already admitted, or that
+    predates its policy, would block scaling and leave deleted objects stuck Terminating. Pods
+    made from such a template are still judged when they are created.
+    """
+    if request.operation != "UPDATE":
+        return False
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("deletionTimestamp"):
+        return True
+    return template == pod_template(request.old_object, path)
 
 
 def _handle_snapshot_crd(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:

@@ -24,6 +24,7 @@ from typing import Any
 
 from webhook.config import Settings
 from webhook.context import PodContext
+from webhook.distill import FINGERPRINT_PREFIX
 from webhook.mutation.patch import Draft
 from webhook.types import RawObject
 
@@ -86,13 +87,49 @@ def injection_wanted(metadata: RawObject, settings: Settings) -> bool:
     return not (isinstance(value, str) and value.strip().lower() == "false")
 
 
-def is_ours(existing: RawObject, desired: RawObject) -> bool:
-    """Whether ``existing`` is what we inject: every field of ``desired`` is equal in it.
+def is_ours(existing: Any, desired: Any) -> bool:
+    """Whether ``existing`` holds everything of ``desired``, what we inject.
 
-    Extra fields are tolerated so that a field the API server defaults in some future version
-    does not make a reinvocation deny its own output.
+    Maps: every key of ``desired`` holds a matching value (extra keys tolerated), but an empty
+    map matches only an empty map (``emptyDir: {}`` is not ``emptyDir: {medium: Memory}``);
+    lists of maps: every item of ``desired`` matches some item of ``existing`` (extra items
+    tolerated); anything else: equal. After a webhook mutates a pod, the API server re-runs its built-in mutating
+    plugins before reinvoking webhooks (Kubernetes "Dynamic Admission Control", reinvocation
+    policy): the ServiceAccount plugin then adds the ``kube-api-access-*`` token mount to our
+    init container and LimitRanger may add resource defaults. Our own output must still be
+    recognised as ours, or a reinvocation would deny it.
     """
-    return all(existing.get(key) == value for key, value in desired.items())
+    if isinstance(desired, dict):
+        if not desired:
+            return bool(existing == {})
+        return isinstance(existing, dict) and all(
+            key in existing and is_ours(existing[key], value) for key, value in desired.items()
+        )
+    if isinstance(desired, list) and any(isinstance(item, dict) for item in desired):
+        return isinstance(existing, list) and all(
+            any(is_ours(have, want) for have in existing) for want in desired
+        )
+    return bool(existing == desired)
+
+
+def stamped(metadata: RawObject, settings: Settings) -> bool:
+    """Whether the pod carries our ``<prefix>spec-hash`` annotation: snapready mutated it already
+    (a reinvocation), or it is a copy of an admitted pod."""
+    annotations = metadata.get("annotations")
+    if not isinstance(annotations, dict):
+        return False
+    value = annotations.get(settings.annotation("spec-hash"))
+    return isinstance(value, str) and value.startswith(FINGERPRINT_PREFIX)
+
+
+def is_our_init_container(container: RawObject, ctx: PodContext) -> bool:
+    """Whether ``container`` is the init container we inject (``is_ours``). On a ``stamped`` pod
+    its image may differ from the configured one: a later webhook (a registry mirror) may have
+    rewritten it since we injected it."""
+    image = ctx.settings.injection.helpers_image
+    if stamped(ctx.metadata, ctx.settings) and isinstance(container.get("image"), str):
+        image = container["image"]
+    return is_ours(container, init_container(image))
 
 
 def indexed_dicts(value: Any) -> Iterator[tuple[int, RawObject]]:
@@ -117,23 +154,33 @@ def at_mount_path(mount: RawObject) -> bool:
 def collisions(ctx: PodContext) -> list[str]:
     """Every user object that would collide with the injection, as ``path: problem`` lines.
 
-    Objects equal to what we inject (a reinvocation on our own output) are not collisions.
+    Objects that hold what we inject (``is_ours``, ``is_our_init_container``) are not
+    collisions. Mounts count only where we add ours: app containers and native sidecars; a
+    run-to-completion init container may mount its own volume at ``/snapready``.
     """
-    spec, image = ctx.spec, ctx.settings.injection.helpers_image
+    spec = ctx.spec
     found: list[str] = []
     for index, volume in indexed_dicts(spec.get("volumes")):
         if volume.get("name") == HELPERS_NAME and not is_ours(volume, helpers_volume()):
             found.append(f"{ctx.spec_field('volumes', index)}: volume name {HELPERS_NAME!r}")
     for list_name in ("containers", "initContainers"):
         for index, container in indexed_dicts(spec.get(list_name)):
-            ours = list_name == "initContainers" and is_ours(container, init_container(image))
+            ours = list_name == "initContainers" and is_our_init_container(container, ctx)
             if container.get("name") == HELPERS_NAME and not ours:
                 found.append(f"{ctx.spec_field(list_name, index)}: container name {HELPERS_NAME!r}")
+            if ours or not gets_mount(list_name, container):
+                continue
             for mount_index, mount in indexed_dicts(container.get("volumeMounts")):
-                if not ours and at_mount_path(mount) and not is_ours(mount, helpers_mount()):
+                if at_mount_path(mount) and not is_ours(mount, helpers_mount()):
                     where = ctx.spec_field(list_name, index, "volumeMounts", mount_index)
                     found.append(f"{where}: mountPath {MOUNT_PATH}")
     return found
+
+
+def gets_mount(list_name: str, container: RawObject) -> bool:
+    """Whether we mount the helpers into this container: every app container and every native
+    sidecar (an init container with ``restartPolicy: Always``), not run-to-completion ones."""
+    return list_name == "containers" or container.get("restartPolicy") == "Always"
 
 
 def inject_helpers(draft: Draft, ctx: PodContext) -> bool:
@@ -149,8 +196,8 @@ def inject_helpers(draft: Draft, ctx: PodContext) -> bool:
         changed |= draft.insert(("spec", "initContainers"), 0, init_container(image))
     for list_name in ("containers", "initContainers"):
         for index, container in indexed_dicts(draft.get("spec", list_name)):
-            if list_name == "initContainers" and container.get("restartPolicy") != "Always":
-                continue  # a run-to-completion init container does not get the helpers
+            if not gets_mount(list_name, container):
+                continue
             mounts = indexed_dicts(container.get("volumeMounts"))
             if not any(at_mount_path(mount) for _, mount in mounts):
                 path = ("spec", list_name, index, "volumeMounts")
