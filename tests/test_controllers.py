@@ -200,12 +200,14 @@ def test_captured_deployment_is_allowed_with_template_path_warnings(
     assert decision.allowed
     assert outcomes(decision) == {
         "deny": set(),
-        "warn": {"stale-state", "image-digest", "gpu-whole-node"},
+        # gpu-machine: a 1 x L4 template pinned by accelerator only may land on g2-standard-24
+        "warn": {"stale-state", "image-digest", "gpu-whole-node", "gpu-machine"},
     }
     assert {path for _, path, _ in lines(decision)} == {
         "spec.template.spec.containers[0].env",
         "spec.template.spec.containers[0].image",
         'spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"]',
+        'spec.template.spec.nodeSelector["cloud.google.com/gke-accelerator"]',
     }
 
 

@@ -207,7 +207,8 @@ ROWS = [
     pytest.param(
         lambda: review_pod("40"),
         set(),
-        {"stale-state", "image-digest", "gpu-whole-node"},
+        # gpu-machine: pinned by accelerator only, 1 x L4 may land on g2-standard-24
+        {"stale-state", "image-digest", "gpu-whole-node", "gpu-machine"},
         id="warns-replicaset-made-pod-with-tag-and-secret-env",
     ),
     # ---- the reference pod and gVisor
@@ -326,7 +327,7 @@ ROWS = [
     pytest.param(
         edit(ready_pod, selector({ACCELERATOR: "nvidia-l4"})),
         set(),
-        {"gpu-whole-node"},
+        {"gpu-whole-node", "gpu-machine"},  # gpu-machine: g2-standard-24 is not supported
         id="warns-one-l4-pod-that-may-land-on-multi-gpu-node",
     ),
     # ---- MIG and sharing
@@ -357,7 +358,7 @@ ROWS = [
             ),
         ),
         set(),
-        set(),
+        {"gpu-machine"},  # a 1 x A100 pod pinned by accelerator may land on a2-highgpu-8g
         id="allows-affinity-that-excludes-mig",
     ),
     pytest.param(

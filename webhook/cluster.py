@@ -162,6 +162,7 @@ class ClusterSource:
             storage_configs=self.reflectors["podsnapshotstorageconfigs"].view,
             namespace_labels=self.reflectors["namespaces"].view,
             node_pools=self.reflectors["nodes"].view,
+            nodes=dict(self.reflectors["nodes"].items),  # a copy: watch events edit items
             compute_classes=classes.view if classes.served and classes.synced else None,
             gke_version=self.version.value,
             synced=synced,

@@ -2,12 +2,17 @@
 
 Two readings, both used by the readiness rules (``webhook/rules``):
 
-- ``node_pins``: the node labels a pod selects through ``spec.nodeSelector`` and *required* node
-  affinity (``requiredDuringSchedulingIgnoredDuringExecution``). Kubernetes semantics
-  (k8s.io/component-helpers/scheduling/corev1/nodeaffinity): nodeSelector AND affinity; the
-  affinity's ``nodeSelectorTerms`` are ORed, the expressions inside one term ANDed. Only ``In``
-  (and a nodeSelector pair) restricts values; ``Exists`` requires the label; ``NotIn``,
-  ``DoesNotExist``, ``Gt``, ``Lt`` never pin a pod to anything.
+- ``node_selection`` / ``node_pins``: the node labels a pod selects through ``spec.nodeSelector``
+  and *required* node affinity (``requiredDuringSchedulingIgnoredDuringExecution``). Kubernetes
+  semantics (k8s.io/component-helpers/scheduling/corev1/nodeaffinity): nodeSelector AND affinity;
+  the affinity's ``nodeSelectorTerms`` are ORed, the expressions inside one term ANDed. Only
+  ``In`` (and a nodeSelector pair) restricts values; ``Exists`` requires the label; ``NotIn``,
+  ``DoesNotExist``, ``Gt``, ``Lt`` never pin a pod to anything. The legacy label
+  ``beta.kubernetes.io/instance-type`` reads as ``node.kubernetes.io/instance-type``: nodes carry
+  both with one value (k8s.io/cloud-provider controllers/node ``labelReconcileInfo``), so a pod
+  naming both needs both values at once. ``matchFields`` ``metadata.name In`` (how the DaemonSet
+  controller binds a pod to its node: pkg/controller/daemon/util
+  ``ReplaceDaemonSetPodNodeNameNodeAffinity``) is kept under the pseudo key ``NODE_NAME``.
 - ``resource_usage``: how many units of an extended resource (``nvidia.com/gpu``) the whole pod
   needs, with Kubernetes quantity parsing and the scheduler's effective-request formula (KEP-753):
   ``max(sum(app) + sum(native sidecars), max_i(init_i + sidecars declared before i))``.
@@ -28,6 +33,7 @@ from webhook.types import RawObject
 
 MACHINE_FAMILY = "cloud.google.com/machine-family"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LEGACY_INSTANCE_TYPE = "beta.kubernetes.io/instance-type"
 ACCELERATOR = "cloud.google.com/gke-accelerator"
 ACCELERATOR_COUNT = "cloud.google.com/gke-accelerator-count"
 PARTITION_SIZE = "cloud.google.com/gke-gpu-partition-size"
@@ -40,6 +46,11 @@ TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
+NODE_NAME = "field:metadata.name"
+"""Pseudo key of the node names a term's ``matchFields`` selects (``metadata.name In``); ``:`` is
+not allowed in label keys, so it never collides with a real label."""
+LABEL_ALIASES: dict[str, str] = {LEGACY_INSTANCE_TYPE: INSTANCE_TYPE}
+"""Legacy node labels read as their GA key (the kubelet and cloud node controller set both)."""
 
 ContainerRole = Literal["app", "sidecar", "init"]
 
@@ -49,11 +60,13 @@ class LabelPin:
     """What a pod's node selection says about one node label.
 
     Attributes:
-        key: the node label, e.g. ``cloud.google.com/machine-family``.
+        key: the node label, e.g. ``cloud.google.com/machine-family`` (GA key for aliases;
+            ``NODE_NAME`` for ``matchFields`` node names).
         values: every value some scheduling path allows (nodeSelector value, ``In`` values).
         exhaustive: every path restricts the label to ``values``: the pod is pinned by it.
         required: every path needs the label to exist (``In`` or ``Exists``).
-        path: field path of the first place that states it (nodeSelector first).
+        path: field path of the first place that states it (nodeSelector first, GA key before
+            its legacy alias).
     """
 
     key: str
@@ -68,10 +81,27 @@ class LabelPin:
         return bool(self.values) or self.required
 
 
+@dataclass(frozen=True)
+class NodeSelection:
+    """A pod's node selection, aggregated and per affinity term.
+
+    Attributes:
+        pins: ``{label key: LabelPin}`` over nodeSelector AND the ORed affinity terms.
+        terms: per required-affinity term, the ``In`` values it allows by key (aliases folded,
+            ``NODE_NAME`` included); empty when the pod has no required node affinity.
+        terms_path: field path of ``nodeSelectorTerms`` (empty when there are none).
+    """
+
+    pins: dict[str, LabelPin]
+    terms: tuple[dict[str, frozenset[str]], ...] = ()
+    terms_path: str = ""
+
+
 @dataclass
 class _TermPin:
     values: frozenset[str] | None = None  # None: only Exists seen in this term
     path: str = ""
+    legacy: bool = False  # path points at a legacy alias (a GA expression replaces it)
 
 
 def _affinity_terms(spec: RawObject) -> list[RawObject]:
@@ -86,39 +116,38 @@ def _affinity_terms(spec: RawObject) -> list[RawObject]:
     return list_of_dicts(terms)
 
 
+def _restrict(pin: _TermPin, expression: RawObject, path: str, legacy: bool) -> None:
+    """Intersect ``pin`` with one ``In`` expression (expressions of a term are ANDed)."""
+    raw = expression.get("values")
+    values = frozenset(v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str))
+    if pin.values is None or (pin.legacy and not legacy):
+        pin.path, pin.legacy = path, legacy  # where the pod states the pin: first In, GA first
+    pin.values = values if pin.values is None else pin.values & values
+
+
 def _term_pins(term: RawObject, term_path: str) -> dict[str, _TermPin]:
-    """Keys one term restricts: ``In`` values intersected, ``Exists`` noted, others ignored."""
+    """Keys one term restricts: ``In`` values intersected, ``Exists`` noted, others ignored;
+    ``matchFields`` ``metadata.name In`` (the only field nodes can be selected by) as
+    ``NODE_NAME``."""
     pins: dict[str, _TermPin] = {}
     for index, expression in enumerate(list_of_dicts(term.get("matchExpressions"))):
         key, operator = expression.get("key"), expression.get("operator")
         if not isinstance(key, str) or operator not in ("In", "Exists"):
             continue
         path = join_path(term_path, "matchExpressions", index)
-        pin = pins.setdefault(key, _TermPin(path=path))
+        canonical = LABEL_ALIASES.get(key, key)
+        pin = pins.setdefault(canonical, _TermPin(path=path, legacy=canonical != key))
         if operator == "In":
-            raw = expression.get("values")
-            values = frozenset(
-                v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str)
-            )
-            if pin.values is None:
-                pin.path = path  # the first In term is where the pod states the pin
-            pin.values = values if pin.values is None else pin.values & values
+            _restrict(pin, expression, path, canonical != key)
+    for index, expression in enumerate(list_of_dicts(term.get("matchFields"))):
+        if expression.get("key") == "metadata.name" and expression.get("operator") == "In":
+            pin = pins.setdefault(NODE_NAME, _TermPin())
+            _restrict(pin, expression, join_path(term_path, "matchFields", index), False)
     return pins
 
 
-def _affinity_pins(spec: RawObject, spec_path: str) -> dict[str, LabelPin]:
+def _aggregate(terms: list[dict[str, _TermPin]]) -> dict[str, LabelPin]:
     """Union of the terms (they are ORed): exhaustive only when every term has ``In``."""
-    raw_terms = _affinity_terms(spec)
-    if not raw_terms:
-        return {}
-    base = join_path(
-        spec_path,
-        "affinity",
-        "nodeAffinity",
-        "requiredDuringSchedulingIgnoredDuringExecution",
-        "nodeSelectorTerms",
-    )
-    terms = [_term_pins(term, join_path(base, i)) for i, term in enumerate(raw_terms)]
     pins: dict[str, LabelPin] = {}
     for key in sorted({key for term in terms for key in term}):
         stated = [term.get(key) for term in terms]
@@ -134,30 +163,64 @@ def _affinity_pins(spec: RawObject, spec_path: str) -> dict[str, LabelPin]:
     return pins
 
 
-def node_pins(spec: RawObject, spec_path: str) -> dict[str, LabelPin]:
-    """Every node label the pod's nodeSelector or required node affinity mentions, by key.
+def node_selection(spec: RawObject, spec_path: str) -> NodeSelection:
+    """Every node label the pod's nodeSelector or required node affinity mentions.
 
     Args:
         spec: the PodSpec dict.
         spec_path: its field path in the submitted object (``spec``, ``spec.template.spec``).
 
     Returns:
-        ``{label key: LabelPin}``; labels the pod never mentions are absent. A nodeSelector pair
-        intersected with an exhaustive affinity that excludes it yields empty ``values``
-        (the pod can never schedule).
+        A ``NodeSelection``; labels the pod never mentions are absent from ``pins``. A
+        nodeSelector pair intersected with an exhaustive affinity that excludes it (or a GA
+        instance type contradicting its legacy alias) yields empty ``values``: the pod can never
+        schedule. Malformed parts are ignored, never raised on.
     """
-    pins = _affinity_pins(spec, spec_path)
+    raw_terms = _affinity_terms(spec)
+    base = ""
+    terms: list[dict[str, _TermPin]] = []
+    if raw_terms:
+        base = join_path(
+            spec_path,
+            "affinity",
+            "nodeAffinity",
+            "requiredDuringSchedulingIgnoredDuringExecution",
+            "nodeSelectorTerms",
+        )
+        terms = [_term_pins(term, join_path(base, i)) for i, term in enumerate(raw_terms)]
+    pins = _aggregate(terms)
     selector = spec.get("nodeSelector")
-    for key, value in (selector if isinstance(selector, dict) else {}).items():
-        if not isinstance(value, str):
+    selected: set[str] = set()
+    pairs = list(selector.items()) if isinstance(selector, dict) else []
+    if any(key in LABEL_ALIASES for key, _ in pairs):
+        # GA keys first: a legacy alias is intersected into the GA pin, whose path is kept.
+        pairs.sort(key=_legacy_last)
+    for key, value in pairs:
+        if not isinstance(key, str) or not isinstance(value, str):
             continue
-        previous = pins.get(key)
+        canonical = LABEL_ALIASES.get(key, key)
+        previous = pins.get(canonical)
         values = frozenset({value})
         if previous is not None and previous.exhaustive:
             values &= previous.values
         path = join_path(spec_path, "nodeSelector", key)
-        pins[key] = LabelPin(key, values, exhaustive=True, required=True, path=path)
-    return pins
+        if previous is not None and canonical in selected:
+            path = previous.path
+        pins[canonical] = LabelPin(canonical, values, exhaustive=True, required=True, path=path)
+        selected.add(canonical)
+    per_term = tuple(
+        {key: pin.values for key, pin in term.items() if pin.values is not None} for term in terms
+    )
+    return NodeSelection(pins, per_term, base)
+
+
+def _legacy_last(pair: tuple[Any, Any]) -> bool:
+    return pair[0] in LABEL_ALIASES
+
+
+def node_pins(spec: RawObject, spec_path: str) -> dict[str, LabelPin]:
+    """``node_selection(spec, spec_path).pins``: the aggregated pins by label key."""
+    return node_selection(spec, spec_path).pins
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ Owns the offline input side of the CLI (``hash``, ``diff``, ``check``):
   are expanded into their items (``pods.yaml#0.items[2]``), and an ``AdmissionReview`` file yields
   its ``request.object`` (``review.json#0.request.object``), so captured reviews work as input.
 - ``pod_views(obj)``: the pod-shaped dict(s) (``{"metadata": ..., "spec": ...}``) of a Pod or of a
-  pod controller's template (``webhook.admission.TEMPLATE_PATHS``), with their field paths.
+  pod controller's template (``webhook.admission.TEMPLATE_PATHS``), with their field paths. A
+  StatefulSet with ``volumeClaimTemplates`` yields the pod its controller creates for one ordinal
+  (the claim volumes added), since every replica carries its own claims.
 
 YAML is read like Kubernetes reads it (``sigs.k8s.io/yaml``): YAML 1.1 scalars, except that
 unquoted timestamps stay strings (the API server's YAML-to-JSON step never produces dates).
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,12 +105,26 @@ class PodView:
         metadata_path: field path of the pod metadata (``metadata``, ``spec.template.metadata``).
         indexed_job: the object is a Job or CronJob with ``completionMode: Indexed``: every pod it
             creates carries ``INDEXED_JOB_LABEL``, which is part of the pod fingerprint.
+        claim_templates: the names of a StatefulSet's ``volumeClaimTemplates`` (empty otherwise).
+            When set, ``pod`` is not the template but the pod the StatefulSet controller creates
+            for ``ordinal``: a new dict (sharing the unchanged parts with the object) whose
+            ``spec.volumes`` start with one ``persistentVolumeClaim`` volume per claim template.
+        ordinal: the replica ``pod`` stands for (StatefulSets with claim templates), else None.
+        set_name: the StatefulSet's ``metadata.name`` (``?`` when unset), for claim names.
     """
 
     pod: RawObject
     spec_path: str
     metadata_path: str
     indexed_job: bool = False
+    claim_templates: tuple[str, ...] = ()
+    ordinal: int | None = None
+    set_name: str = ""
+
+    def claim_name(self, template: str, ordinal: int | str) -> str:
+        """The claim the controller binds to replica ``ordinal`` for claim ``template``
+        (``getPersistentVolumeClaimName``: ``<template>-<set name>-<ordinal>``)."""
+        return f"{template}-{self.set_name}-{ordinal}"
 
 
 def load_objects(names: Sequence[str]) -> list[LoadedObject]:
@@ -197,12 +213,15 @@ def _expand(document: Any, label: str) -> Iterable[LoadedObject]:
     yield LoadedObject(source=label, obj=document)
 
 
-def pod_views(obj: RawObject) -> list[PodView]:
+def pod_views(obj: RawObject, ordinal: int | None = None) -> list[PodView]:
     """The pod-shaped dicts of ``obj``: one for a Pod or a pod controller, none otherwise.
 
     A Pod is its own view (``spec_path="spec"``). Deployment, StatefulSet, DaemonSet, ReplicaSet,
     Job and CronJob yield their template (paths from ``webhook.admission.TEMPLATE_PATHS``); a
-    controller whose template is missing or not a mapping yields nothing. Never raises.
+    controller whose template is missing or not a mapping yields nothing. A StatefulSet with
+    ``volumeClaimTemplates`` yields its controller's pod for ``ordinal`` (default: the first one,
+    ``spec.ordinals.start`` or 0; see ``statefulset_pod``); ``ordinal`` is ignored otherwise.
+    Never raises.
     """
     kind = obj.get("kind")
     if kind == "Pod":
@@ -216,14 +235,76 @@ def pod_views(obj: RawObject) -> list[PodView]:
     if not isinstance(node, dict):
         return []
     base = ".".join(path)
-    return [
-        PodView(
-            pod=node,
-            spec_path=f"{base}.spec",
-            metadata_path=f"{base}.metadata",
-            indexed_job=_is_indexed_job(obj),
+    view = PodView(
+        pod=node,
+        spec_path=f"{base}.spec",
+        metadata_path=f"{base}.metadata",
+        indexed_job=_is_indexed_job(obj),
+    )
+    claims = _claim_templates(obj)
+    if claims:
+        name = _metadata(obj).get("name")
+        view = replace(
+            view,
+            claim_templates=claims,
+            ordinal=_start_ordinal(obj) if ordinal is None else ordinal,
+            set_name=name if isinstance(name, str) and name else "?",
         )
+        view = replace(view, pod=statefulset_pod(view))
+    return [view]
+
+
+def statefulset_pod(view: PodView) -> RawObject:
+    """The pod the StatefulSet controller creates from template ``view.pod`` for
+    ``view.ordinal``, as far as the fingerprint sees it.
+
+    Source: kubernetes ``pkg/controller/statefulset/stateful_set_utils.go``:
+    ``newStatefulSetPod`` -> ``updateStorage`` puts one volume ``{name: <template>,
+    persistentVolumeClaim: {claimName: <template>-<set>-<ordinal>}}`` per claim template first,
+    then the template's own volumes except those named like a claim template. The name, hostname,
+    subdomain and labels it also sets are not hashed. ``updateStorage`` iterates a Go map, so with
+    several claim templates their order varies from pod to pod; here they keep the
+    ``volumeClaimTemplates`` order. Returns a new dict sharing the unchanged parts with the
+    template (treat both as read-only); the template itself when ``view`` has no claim templates.
+    """
+    if not view.claim_templates or view.ordinal is None:
+        return view.pod
+    spec: Any = view.pod.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    own: Any = spec.get("volumes")
+    kept = [
+        volume
+        for volume in (own if isinstance(own, list) else [])
+        if not (isinstance(volume, dict) and volume.get("name") in view.claim_templates)
     ]
+    claims = [
+        {"name": name, "persistentVolumeClaim": {"claimName": view.claim_name(name, view.ordinal)}}
+        for name in view.claim_templates
+    ]
+    return {**view.pod, "spec": {**spec, "volumes": claims + kept}}
+
+
+def _claim_templates(obj: RawObject) -> tuple[str, ...]:
+    """Unique ``metadata.name`` of each ``spec.volumeClaimTemplates`` item of a StatefulSet."""
+    spec: Any = obj.get("spec")
+    templates = spec.get("volumeClaimTemplates") if isinstance(spec, dict) else None
+    if obj.get("kind") != "StatefulSet" or not isinstance(templates, list):
+        return ()
+    names: dict[str, None] = {}
+    for template in templates:
+        metadata = template.get("metadata") if isinstance(template, dict) else None
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        if isinstance(name, str) and name:
+            names[name] = None
+    return tuple(names)
+
+
+def _start_ordinal(obj: RawObject) -> int:
+    """``spec.ordinals.start`` (StatefulSetStartOrdinal, getStartOrdinal), else 0."""
+    spec: Any = obj.get("spec")
+    ordinals = spec.get("ordinals") if isinstance(spec, dict) else None
+    start = ordinals.get("start") if isinstance(ordinals, dict) else None
+    return start if type(start) is int and start >= 0 else 0
 
 
 def _is_indexed_job(obj: RawObject) -> bool:

@@ -3,6 +3,8 @@
 ``parse_quantity`` follows k8s.io/apimachinery/pkg/api/resource ``ParseQuantity`` (suffixes,
 exponents, rounding up to 1n) and rejects what Kubernetes would cap (beyond 2^63-1).
 ``webhook.hardware`` uses it to count the devices (``nvidia.com/gpu``) a pod asks for.
+
+The form the API server writes a quantity back in is ``webhook.quantity_canonical``.
 """
 
 from __future__ import annotations

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.errors import ConfigError
 from webhook.matching import Policy, PolicyIndex, compile_selector
+
+if TYPE_CHECKING:  # facts imports this module; the annotation only needs the name
+    from webhook.facts import NodeView
 
 POLICY_GROUP = "podsnapshot.gke.io"
 POLICY_VERSIONS = ("v1", "v1alpha1")
@@ -66,6 +69,8 @@ class ClusterState:
         storage_configs: PodSnapshotStorageConfig by name.
         namespace_labels: labels of known namespaces (cluster mode; empty from files).
         node_pools: facts by ``cloud.google.com/gke-nodepool`` value (cluster mode).
+        nodes: each known node's pool and kept labels by node name (cluster mode), for pods bound
+            to named nodes (DaemonSet pods: ``matchFields`` ``metadata.name``).
         compute_classes: facts by ComputeClass name; None when the API is not served.
         gke_version: cluster version string, e.g. ``1.35.0-gke.1738000``, if known.
         synced: True once every source has delivered its first full list.
@@ -76,6 +81,7 @@ class ClusterState:
     storage_configs: Mapping[str, StorageConfig] = field(default_factory=dict)
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     node_pools: Mapping[str, NodePoolFacts] = field(default_factory=dict)
+    nodes: Mapping[str, NodeView] = field(default_factory=dict)
     compute_classes: Mapping[str, ComputeClassFacts] | None = None
     gke_version: str | None = None
     synced: bool = False

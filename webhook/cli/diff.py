@@ -7,8 +7,10 @@ every differing distilled field path with both values, in distilled-spec order (
 machines). Like ``hash``, both sides are compared as admission leaves them (snapready's helper
 injection simulated with the settings from ``--config``/env, idempotent on a live pod that
 already has the helpers), so a manifest and its live pod differ only where the user's fields do;
-``--no-inject`` compares the manifests as written. Exit 0 when the fingerprints are equal, 1 when
-they differ, 2 on bad input or invalid settings.
+``--no-inject`` compares the manifests as written. A StatefulSet with ``volumeClaimTemplates``
+stands for the pod of its first replica (``--ordinal N``: replica N), claim volumes included, as
+in ``hash``. Exit 0 when the fingerprints are equal, 1 when they differ, 2 on bad input or
+invalid settings.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from typing import Any
 import orjson
 
 from webhook.cli.common import fail, print_json
-from webhook.cli.hash import add_injection_arguments, entry_for, injection_settings, shaped
+from webhook.cli.hash import (
+    add_injection_arguments,
+    add_ordinal_argument,
+    entry_for,
+    injection_settings,
+    shaped,
+)
 from webhook.distill import changed_paths
 from webhook.errors import ConfigError
 from webhook.manifests import LoadedObject, PodView, load_objects, pod_views
@@ -40,6 +48,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("b", metavar="B", help="second manifest (e.g. the new pod), or -")
     parser.add_argument("--json", dest="as_json", action="store_true", help="JSON output")
     add_injection_arguments(parser)
+    add_ordinal_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -49,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
         return fail("only one of A and B can be - (stdin)")
     try:
         settings = injection_settings(args)
-        loaded_a, view_a = single_view(args.a)
-        loaded_b, view_b = single_view(args.b)
+        loaded_a, view_a = single_view(args.a, args.ordinal)
+        loaded_b, view_b = single_view(args.b, args.ordinal)
         pod_a, pod_b = shaped(view_a, settings), shaped(view_b, settings)
         entry_a, entry_b = entry_for(loaded_a, view_a, pod_a), entry_for(loaded_b, view_b, pod_b)
     except (ConfigError, ValueError) as exc:
@@ -65,13 +74,16 @@ def run(args: argparse.Namespace) -> int:
     return 0 if equal else 1
 
 
-def single_view(name: str) -> tuple[LoadedObject, PodView]:
-    """The one object with a pod spec in file ``name`` (other objects are ignored).
+def single_view(name: str, ordinal: int | None = None) -> tuple[LoadedObject, PodView]:
+    """The one object with a pod spec in file ``name`` (other objects are ignored); a
+    StatefulSet with claim templates stands for its replica ``ordinal`` (default: the first).
 
     Raises:
         ConfigError: unreadable input, or not exactly one Pod/pod template in it.
     """
-    found = [(loaded, view) for loaded in load_objects([name]) for view in pod_views(loaded.obj)]
+    found = [
+        (loaded, view) for loaded in load_objects([name]) for view in pod_views(loaded.obj, ordinal)
+    ]
     if len(found) != 1:
         refs = ", ".join(loaded.ref for loaded, _ in found) or "none"
         raise ConfigError(

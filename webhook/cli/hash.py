@@ -10,6 +10,12 @@ read-only mounts, with the helpers image from the settings; ``<prefix>inject: "f
 from ``--config`` and the ``SNAPREADY_*`` env (e.g. ``SNAPREADY_INJECTION__HELPERS_IMAGE``).
 Objects without a pod spec (Services, ConfigMaps...) are skipped with a note on stderr. Exit 0 on
 success, 2 on unreadable input, invalid settings or when no pod spec was found.
+
+Pods that differ from their template by controller-added hashed fields get a note: an Indexed
+Job's pods carry their completion index label; a StatefulSet with ``volumeClaimTemplates`` gives
+each replica N its own ``persistentVolumeClaim`` volumes (``<template>-<set>-N``), so ``hash``
+prints the fingerprint of the first replica as the controller builds it (``spec.ordinals.start``,
+default 0) and ``--ordinal N`` that of replica N.
 """
 
 from __future__ import annotations
@@ -36,7 +42,10 @@ def register(subparsers: Any) -> None:
         help="fingerprint of pod or workload manifests (Kubernetes defaults applied)",
         description="Print the snapready spec fingerprint of every Pod and pod template in the "
         "given YAML/JSON manifests. This is snapready's own fingerprint of the distilled spec, "
-        "not GKE's internal hash.",
+        "not GKE's internal hash. A StatefulSet with volumeClaimTemplates prints the fingerprint "
+        "of its first replica's pod (each replica N gets its own claim volumes, claimName "
+        "<template>-<set>-N, so each hashes differently; see --ordinal); an Indexed Job prints "
+        "its template's value (each index hashes differently). Both come with a note on stderr.",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifest file, or - for stdin")
     parser.add_argument("--json", dest="as_json", action="store_true", help="JSON list output")
@@ -46,7 +55,30 @@ def register(subparsers: Any) -> None:
         help="also print the distilled fields that are hashed (JSON; implies --json)",
     )
     add_injection_arguments(parser)
+    add_ordinal_argument(parser)
     parser.set_defaults(func=run)
+
+
+def add_ordinal_argument(parser: argparse.ArgumentParser) -> None:
+    """``--ordinal N``, shared with ``diff``."""
+    parser.add_argument(
+        "--ordinal",
+        type=_ordinal,
+        metavar="N",
+        help="for StatefulSets with volumeClaimTemplates: fingerprint replica N's pod (its claim "
+        "volumes are <template>-<set>-N); default: the first replica (spec.ordinals.start or 0)",
+    )
+
+
+def _ordinal(text: str) -> int:
+    """argparse type of ``--ordinal``: a non-negative integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a replica ordinal (0, 1, 2, ...)")
+    return value
 
 
 def add_injection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
     """Fingerprint every pod view of every object in ``args.files``."""
     try:
         settings = injection_settings(args)
-        entries = list(fingerprint_entries(load_objects(args.files), settings, args.distilled))
+        entries = list(
+            fingerprint_entries(load_objects(args.files), settings, args.distilled, args.ordinal)
+        )
     except (ConfigError, ValueError) as exc:
         return fail(str(exc))
     if not entries:
@@ -106,20 +140,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def fingerprint_entries(
-    objects: list[LoadedObject], settings: Settings | None, with_distilled: bool = False
+    objects: list[LoadedObject],
+    settings: Settings | None,
+    with_distilled: bool = False,
+    ordinal: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """One JSON-ready entry per pod view; objects without one get a stderr note.
 
-    Each view is hashed as ``shaped(view, settings)`` (None: as written). Entry keys:
-    ``source``, ``ref``, ``kind``, ``namespace`` (None if unset), ``name``, ``specPath``,
-    ``fingerprint``, ``injected`` (bool: simulated injection changed the pod), ``notes`` (list
-    of str) and, if asked, ``distilled``.
+    Each view (``pod_views(obj, ordinal)``: a StatefulSet with claim templates is its replica
+    ``ordinal``, default the first) is hashed as ``shaped(view, settings)`` (None: as written).
+    Entry keys: ``source``, ``ref``, ``kind``, ``namespace`` (None if unset), ``name``,
+    ``specPath``, ``fingerprint``, ``injected`` (bool: simulated injection changed the pod),
+    ``ordinal`` (the StatefulSet replica hashed, else None), ``notes`` (list of str) and, if
+    asked, ``distilled``.
 
     Raises:
         ValueError: a value JSON cannot represent (message names the source).
     """
     for loaded in objects:
-        views = pod_views(loaded.obj)
+        views = pod_views(loaded.obj, ordinal)
         if not views:
             sys.stderr.write(f"snapready: skipped {loaded.ref} ({loaded.source}): no pod spec\n")
         for view in views:
@@ -147,11 +186,45 @@ def entry_for(
         "specPath": view.spec_path,
         "fingerprint": value,
         "injected": pod is not view.pod,
-        "notes": [indexed_job_note(loaded.ref)] if view.indexed_job else [],
+        "ordinal": view.ordinal,
+        "notes": notes_for(loaded.ref, view),
     }
     if with_distilled:
         entry["distilled"] = distill(pod)
     return entry
+
+
+def notes_for(ref: str, view: PodView) -> list[str]:
+    """Why the pods of ``view``'s controller may hash differently from the value printed."""
+    notes = [indexed_job_note(ref)] if view.indexed_job else []
+    if view.claim_templates:
+        notes.append(statefulset_note(ref, view))
+    return notes
+
+
+def statefulset_note(ref: str, view: PodView) -> str:
+    """Why each replica of a StatefulSet with ``volumeClaimTemplates`` hashes differently.
+
+    Source: kubernetes ``pkg/controller/statefulset/stateful_set_utils.go`` (``updateStorage``,
+    ``getPersistentVolumeClaimName``): replica N gets volume ``<template>`` with
+    ``persistentVolumeClaim.claimName: <template>-<set name>-N``; volumes are hashed.
+    """
+    volumes = ", ".join(
+        f"{name} (claimName {view.claim_name(name, 'N')})" for name in view.claim_templates
+    )
+    note = (
+        f"{ref} has volumeClaimTemplates: the StatefulSet controller gives replica N the "
+        f"volume(s) {volumes}, and volumes are part of the pod fingerprint, so every replica "
+        f"hashes differently; this value is replica {view.ordinal}'s (pod "
+        f"{view.set_name}-{view.ordinal}); use --ordinal N for replica N"
+    )
+    if len(view.claim_templates) > 1:
+        note += (
+            "; with several claim templates the controller adds these volumes in a random order "
+            "(a Go map iteration), and volume order is hashed: this value assumes the "
+            "volumeClaimTemplates order, a pod may differ by that order alone"
+        )
+    return note
 
 
 def indexed_job_note(ref: str) -> str:

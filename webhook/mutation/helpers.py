@@ -93,11 +93,11 @@ def is_ours(existing: Any, desired: Any) -> bool:
     Maps: every key of ``desired`` holds a matching value (extra keys tolerated), but an empty
     map matches only an empty map (``emptyDir: {}`` is not ``emptyDir: {medium: Memory}``);
     lists of maps: every item of ``desired`` matches some item of ``existing`` (extra items
-    tolerated); anything else: equal. After a webhook mutates a pod, the API server re-runs its built-in mutating
-    plugins before reinvoking webhooks (Kubernetes "Dynamic Admission Control", reinvocation
-    policy): the ServiceAccount plugin then adds the ``kube-api-access-*`` token mount to our
-    init container and LimitRanger may add resource defaults. Our own output must still be
-    recognised as ours, or a reinvocation would deny it.
+    tolerated); anything else: equal. After a webhook mutates a pod, the API server re-runs its
+    built-in mutating plugins before reinvoking webhooks (Kubernetes "Dynamic Admission
+    Control", reinvocation policy): the ServiceAccount plugin then adds the ``kube-api-access-*``
+    token mount to our init container and LimitRanger may add resource defaults. Our own output
+    must still be recognised as ours, or a reinvocation would deny it.
     """
     if isinstance(desired, dict):
         if not desired:

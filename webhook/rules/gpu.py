@@ -1,7 +1,9 @@
 """GPU rules: ``gpu-machine``, ``gpu-multi-l4``, ``gpu-whole-node``, ``gpu-mig``, ``gpu-sharing``.
 
 Facts (GKE "About GKE Pod snapshots", domain.md section 4): GPU snapshots work on the supported GPU
-machine types only (``settings.rules.gpu_machine_types``); more than one GPU per pod only on L4;
+machine types only (``settings.rules.gpu_machine_types``; a pod pinning only its accelerator or
+family may land on other types of that series: ``rules/landing.py``, a warning); more than one
+GPU per pod only on L4;
 before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node had to use all of its GPUs; MIG is not
 supported; time-sharing and MPS are not named (unconfirmed: warn). All of them are whole-pod
 restrictions, relaxed for ``rootfs-only`` policies. Only pods that use GPUs are judged.
@@ -9,12 +11,14 @@ restrictions, relaxed for ``rootfs-only`` policies. Only pods that use GPUs are 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator
 
 from webhook.config import GKE_VERSION_PATTERN, RuleSettings
 from webhook.context import PodContext
-from webhook.hardware import ACCELERATOR, PARTITION_SIZE
+from webhook.hardware import INSTANCE_TYPE, PARTITION_SIZE
+from webhook.rules.landing import landing
 from webhook.rules.placement import (
     Constraint,
     Placement,
@@ -30,6 +34,7 @@ GkeVersion = tuple[int, int, int, int]
 _COUNT = re.compile(r"[0-9]{1,4}")
 
 
+@functools.lru_cache(maxsize=64)
 def parse_gke_version(text: str | None) -> GkeVersion | None:
     """``1.35.0-gke.1738000`` -> ``(1, 35, 0, 1738000)``; a leading ``v`` is allowed and a missing
     ``-gke.N`` counts as 0. None for None or text that is not a version."""
@@ -40,22 +45,49 @@ def parse_gke_version(text: str | None) -> GkeVersion | None:
     return int(major), int(minor), int(patch), int(build or 0)
 
 
-def _type_summary(types: Iterable[str]) -> str:
-    """``g2-standard-*, a2-highgpu-1g, ...``: machine types grouped by their shape prefix."""
+def _type_summary(types: Iterable[str], limit: int = 12) -> str:
+    """Exact machine types for a message, compact: three or more sharing a shape prefix read
+    ``g2-standard-{4,8,12}`` (each one named, so no rejected type hides behind a wildcard); at
+    most ``limit`` types (clipped), then ``+N more``."""
+    return _summary(tuple(types), limit)
+
+
+@functools.lru_cache(maxsize=256)
+def _summary(names: tuple[str, ...], limit: int) -> str:
     groups: dict[str, list[str]] = {}
-    for name in types:
-        groups.setdefault(name.rsplit("-", 1)[0], []).append(name)
-    return ", ".join(f"{p}-*" if len(g) > 1 else g[0] for p, g in groups.items())
+    for name in names[:limit]:
+        prefix, dash, _ = name.rpartition("-")
+        groups.setdefault(prefix if dash else name, []).append(name)
+    parts: list[str] = []
+    for prefix, group in groups.items():
+        if len(group) >= 3:
+            sizes = ",".join(clip(name.rpartition("-")[2], 8) for name in group)
+            parts.append(f"{clip(prefix)}-{{{sizes}}}")
+        else:
+            parts.extend(clip(name) for name in group)
+    more = len(names) - limit
+    if more > 0:
+        return ", ".join(parts) + f" +{more} more"
+    return " or ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else "".join(parts)
+
+
+def _alternatives(rules: RuleSettings, machine_type: str, gpus: int) -> list[str]:
+    """Supported types to use instead of ``machine_type``: of its family when it has any with
+    enough GPUs, else of any family with enough GPUs, else all of them."""
+    enough = [t for t, n in rules.gpu_machine_types.items() if n >= gpus]
+    family = instance_family(machine_type)
+    same = [t for t in enough if instance_family(t) == family]
+    return same or enough or list(rules.gpu_machine_types)
 
 
 def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-machine``: every machine type, family and accelerator a GPU pod may land on must be
     a supported one."""
-    rules = ctx.settings.rules
+    rules, gpus = ctx.settings.rules, place.gpus.total
     gpu_families = {instance_family(t) for t in rules.gpu_machine_types}
     for c in place.instance_types:
         for name in sorted(c.values - set(rules.gpu_machine_types)):
-            types = _type_summary(rules.gpu_machine_types)
+            types = _type_summary(_alternatives(rules, name, gpus))
             text = f"no GPU snapshots on {clip(name)}{c.where}; use {types}"
             yield Finding(c.path, "gpu-machine", text)
     for c in place.families:
@@ -68,6 +100,26 @@ def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
             accept = ", ".join(rules.gpu_accelerators)
             text = f"no GPU snapshots on {clip(name)}{c.where}; use {accept}"
             yield Finding(c.path, "gpu-machine", text)
+
+
+def landing_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
+    """``gpu-machine`` (warn): a pod pinned by accelerator or family, not machine type, that may
+    land on a machine type snapshots do not support (``g2-standard-24``, ``a3-highgpu-8g``...).
+    """
+    if place.partition_sizes:
+        return  # a MIG pod is denied by gpu-mig; no machine type would make it snapshot-ready
+    found = landing(ctx, place, exact=not _subset_allowed(ctx))
+    if found is None:
+        return
+    where = ""
+    if found.pools:
+        where = " in node pool " + clip_all([f'"{clip(n)}"' for n in found.pools], limit=2)
+    # Short: warnings are cut at 256 chars with the path, and affinity paths are long.
+    text = (
+        f"may also land on {_type_summary(found.unsupported, 8)}{where} (no GPU snapshots "
+        f"there); pin {INSTANCE_TYPE}: {_type_summary(found.supported, 8)}"
+    )
+    yield Finding(found.pin.path, "gpu-machine", text, "warn")
 
 
 def _multi_counts(rules: RuleSettings) -> list[tuple[str, int]]:
@@ -106,7 +158,7 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
                 yield Finding(c.path, "gpu-multi-l4", text)
     stated = (*place.accelerators, *place.instance_types, *place.families)
     if not any(c.exhaustive for c in stated) and not place.unknown:
-        text = f"a {clip(gpus)}-GPU pod needs L4: pin {ACCELERATOR}: nvidia-l4 ({accept})"
+        text = f"a {clip(gpus)}-GPU pod needs L4: pin {INSTANCE_TYPE}: {accept}"
         yield Finding(place.gpus.containers[0].path, "gpu-multi-l4", text)
 
 
@@ -142,16 +194,27 @@ def _candidate_counts(place: Placement, rules: RuleSettings) -> set[int]:
     }
 
 
+def _subset_allowed(ctx: PodContext) -> bool:
+    """Whether the cluster runs GKE ``rules.gpu_subset_min_version`` or later (a pod may use a
+    subset of a multi-GPU node's GPUs); False when the version is unknown (strictest)."""
+    rules = ctx.settings.rules
+    version = parse_gke_version(rules.gke_version or ctx.cluster.gke_version)
+    gate = parse_gke_version(rules.gpu_subset_min_version)
+    return version is not None and version >= (gate or version)
+
+
 def whole_node_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-whole-node``: before GKE ``rules.gpu_subset_min_version`` a pod on a multi-GPU node
     must use all the node's GPUs. Unknown cluster version: applied (strictest), saying so."""
     rules, gpus = ctx.settings.rules, place.gpus.total
+    if _subset_allowed(ctx):
+        return
     version = parse_gke_version(rules.gke_version or ctx.cluster.gke_version)
     gate = rules.gpu_subset_min_version
-    if version is not None and version >= (parse_gke_version(gate) or version):
-        return
     hint = "" if version is not None else " (or set rules.gke_version)"
-    pinned = any(c.exhaustive for c in (*place.instance_types, *place.accelerator_counts))
+    # A pod bound to a node we do not know (a DaemonSet pod) was judged on its template.
+    named = any(u.kind == "node" for u in place.unknown)
+    pinned = named or any(c.exhaustive for c in (*place.instance_types, *place.accelerator_counts))
     for c, count, node in _node_counts(place, rules):
         if count > gpus:
             text = (
@@ -218,6 +281,7 @@ class GpuRules:
         if pod.rootfs_only or place.gpus.total == 0:
             return found
         found += machine_findings(pod, place)
+        found += landing_findings(pod, place)
         if place.gpus.total > 1:
             found += multi_findings(pod, place)
         found += whole_node_findings(pod, place)

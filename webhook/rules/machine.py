@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from webhook.config import RuleSettings
 from webhook.context import PodContext
 from webhook.hardware import (
+    INSTANCE_TYPE,
     MACHINE_FAMILY,
     TPU_ACCELERATOR,
     TPU_RESOURCE,
@@ -21,6 +22,7 @@ from webhook.hardware import (
 )
 from webhook.rules.placement import (
     Placement,
+    Unknown,
     describe,
     family_constraints,
     instance_family,
@@ -61,6 +63,33 @@ def family_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
                 yield Finding(c.path, "machine-family", text)
 
 
+def _unknown_text(unknown: Unknown) -> str:
+    """Why an unresolvable pin leaves the family unknown, and what to do about it."""
+    if unknown.kind == "node":
+        # The DaemonSet controller replaces the template's required affinity with the node's name
+        # (ReplaceDaemonSetPodNodeNameNodeAffinity): the hardware pins were judged on the template.
+        return f"{unknown.reason}, so its hardware was not checked (its DaemonSet template was)"
+    return f"{unknown.reason}, so its machine family is unknown; also pin {MACHINE_FAMILY}"
+
+
+def _not_pinned(ctx: PodContext, place: Placement) -> Finding:
+    """The generic "not pinned" warning, at the field the pod pins through (the affinity terms,
+    else its nodeSelector) or at the spec, where a nodeSelector would go."""
+    # A GPU pod's instance type pins its family and its GPU machine (an accelerator alone may
+    # still land on an unsupported shape: gpu-machine warns about that).
+    what = INSTANCE_TYPE if place.gpus.total else MACHINE_FAMILY
+    risk = "so restores may cold-start elsewhere"
+    # Short: warnings are cut at 256 chars with the path, and affinity paths are long.
+    fix = f"pin {what} in nodeSelector"
+    if place.selection.terms:
+        text = f"a required affinity term pins no machine series, {risk}; {fix}"
+        return Finding(place.selection.terms_path, "machine-unpinned", text, "warn")
+    text = f"not pinned to one machine series, {risk}; {fix}"
+    selector = ctx.spec_field("nodeSelector")
+    path = selector if isinstance(ctx.spec.get("nodeSelector"), dict) else ctx.spec_path
+    return Finding(path, "machine-unpinned", text, "warn")
+
+
 def unpinned_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``machine-unpinned`` (warn): the pod must be pinned to exactly one machine family, or a
     restore may be tried on another series and silently cold-start (domain.md section 3)."""
@@ -68,12 +97,9 @@ def unpinned_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     families = possible(constraints)
     if families is None and place.unknown:
         for unknown in place.unknown:
-            text = f"{unknown.reason}, so its machine family is unknown; also pin {MACHINE_FAMILY}"
-            yield Finding(unknown.path, "machine-unpinned", text, "warn")
+            yield Finding(unknown.path, "machine-unpinned", _unknown_text(unknown), "warn")
     elif families is None:
-        what = "cloud.google.com/gke-accelerator" if place.gpus.total else MACHINE_FAMILY
-        text = f"not pinned to one machine series, so restores may cold-start elsewhere; pin {what}"
-        yield Finding(ctx.spec_field("nodeSelector"), "machine-unpinned", text, "warn")
+        yield _not_pinned(ctx, place)
     elif len(families) > 1:
         path = next(c.path for c in constraints if c.exhaustive)
         names = clip_all(sorted(families))

@@ -5,6 +5,9 @@ A pod pinned to a node pool (``cloud.google.com/gke-nodepool``) or a ComputeClas
 ``ClusterState.node_pools`` / ``compute_classes`` (filled by ``kube.py`` from Node labels and
 ComputeClass objects) tell us. Offline (file source) they are empty and such pins become
 ``Unknown`` entries the rules report as warnings instead of guessing (domain.md section 5).
+A pod bound to named nodes (``matchFields`` ``metadata.name In``: every DaemonSet pod, see
+k8s pkg/controller/daemon/util ``ReplaceDaemonSetPodNodeNameNodeAffinity``) is placed by those
+nodes' labels (``ClusterState.nodes``), or gets ``Unknown`` entries of kind ``node``.
 Pure module: reads the PodContext only.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from webhook.config import RuleSettings
 from webhook.context import PodContext
@@ -24,13 +28,15 @@ from webhook.hardware import (
     INSTANCE_TYPE,
     MACHINE_FAMILY,
     MAX_SHARED_CLIENTS,
+    NODE_NAME,
     NODE_POOL,
     PARTITION_SIZE,
     SHARING_STRATEGY,
     TPU_RESOURCE,
     LabelPin,
+    NodeSelection,
     ResourceUsage,
-    node_pins,
+    node_selection,
     resource_usage,
 )
 from webhook.state import NodePoolFacts
@@ -64,10 +70,12 @@ class Constraint:
 
 @dataclass(frozen=True)
 class Unknown:
-    """A pin whose machine we cannot see (no pool facts, ComputeClass not served/not found)."""
+    """A pin whose machine we cannot see (no pool facts, ComputeClass not served/not found, a
+    named node not in ``ClusterState.nodes``); ``kind`` says which."""
 
     path: str
     reason: str
+    kind: Literal["pool", "class", "node"] = "pool"
 
 
 @dataclass(frozen=True)
@@ -78,8 +86,12 @@ class Placement:
         pins: raw node-label pins by key.
         families, instance_types, accelerators, accelerator_counts: constraints per property.
         partition_sizes, sharing: statements that MIG / GPU sharing is used (each one counts).
+        term_families: at most one exhaustive family statement derived term by term, for
+            affinity terms that each pin a family by a different label (family in one,
+            instance type or accelerator in another).
         unknown: pins that could not be resolved to machines.
         gpus, tpus: whole-pod ``nvidia.com/gpu`` and ``google.com/tpu`` usage.
+        selection: the raw node selection (per-term values, ``nodeSelectorTerms`` path).
     """
 
     pins: Mapping[str, LabelPin]
@@ -89,9 +101,11 @@ class Placement:
     accelerator_counts: tuple[Constraint, ...]
     partition_sizes: tuple[Constraint, ...]
     sharing: tuple[Constraint, ...]
+    term_families: tuple[Constraint, ...]
     unknown: tuple[Unknown, ...]
     gpus: ResourceUsage
     tpus: ResourceUsage
+    selection: NodeSelection
 
 
 @functools.lru_cache(maxsize=1024)
@@ -112,17 +126,52 @@ def possible(constraints: Iterable[Constraint]) -> frozenset[str] | None:
 
 
 def family_constraints(place: Placement, rules: RuleSettings) -> list[Constraint]:
-    """Family statements from every source: family pins and pool/class facts, instance types
-    (their family prefix) and supported accelerators (the families carrying them)."""
+    """Family statements from every source: family pins and pool/class/node facts, instance
+    types (their family prefix), supported accelerators (the families carrying them) and the
+    term-by-term reading of the affinity."""
     out = list(place.families)
     for c in place.instance_types:
         families = frozenset(instance_family(t) for t in c.values)
         out.append(Constraint(families, c.exhaustive, c.path, c.source))
     for c in place.accelerators:
-        if c.values and all(a in rules.gpu_accelerators for a in c.values):
-            families = frozenset(f for a in c.values for f in rules.gpu_accelerators[a])
-            out.append(Constraint(families, c.exhaustive, c.path, c.source))
+        carriers = accelerator_families(c.values, rules)
+        if carriers is not None:
+            out.append(Constraint(carriers, c.exhaustive, c.path, c.source))
+    out.extend(place.term_families)
     return out
+
+
+def accelerator_families(
+    accelerators: frozenset[str], rules: RuleSettings
+) -> frozenset[str] | None:
+    """Families carrying every one of ``accelerators`` (``rules.gpu_accelerators``); None when
+    there are none or one is not a supported accelerator (``gpu-machine`` reports it)."""
+    if not accelerators or not all(a in rules.gpu_accelerators for a in accelerators):
+        return None
+    return frozenset(f for a in accelerators for f in rules.gpu_accelerators[a])
+
+
+def _term_families(selection: NodeSelection, rules: RuleSettings) -> tuple[Constraint, ...]:
+    """One exhaustive family statement when every affinity term pins a family by some label.
+
+    Terms are ORed, so the pod may land on the union of the terms' families; inside a term the
+    family, instance-type and accelerator pins are ANDed (their families intersect). A term that
+    pins no family leaves the pod unpinned: then nothing is derived.
+    """
+    if not selection.terms:
+        return ()
+    union: set[str] = set()
+    for term in selection.terms:
+        stated = [term.get(MACHINE_FAMILY)]
+        if INSTANCE_TYPE in term:
+            stated.append(frozenset(instance_family(t) for t in term[INSTANCE_TYPE]))
+        if ACCELERATOR in term:
+            stated.append(accelerator_families(term[ACCELERATOR], rules))
+        known = [families for families in stated if families is not None]
+        if not known:
+            return ()
+        union |= known[0].intersection(*known[1:])
+    return (Constraint(frozenset(union), True, selection.terms_path, "node affinity"),)
 
 
 def _from_pin(pin: LabelPin | None) -> tuple[Constraint, ...]:
@@ -148,6 +197,18 @@ def _pool_facts(
     return known, unknown
 
 
+_NODE_LABELS = {
+    MACHINE_FAMILY: "machine_families",
+    INSTANCE_TYPE: "instance_types",
+    ACCELERATOR: "accelerators",
+    ACCELERATOR_COUNT: "accelerator_counts",
+    PARTITION_SIZE: "partition_sizes",
+    SHARING_STRATEGY: "sharing_strategies",
+}
+"""Node label -> the ``NodePoolFacts`` attribute holding its values (``facts.NODE_FACT_LABELS``)."""
+_PROPERTIES = tuple(_NODE_LABELS.values())
+
+
 def _pool_constraints(
     ctx: PodContext, pin: LabelPin | None
 ) -> tuple[dict[str, Constraint], list[Unknown]]:
@@ -161,16 +222,37 @@ def _pool_constraints(
     names = clip_all([f'"{clip(facts.name)}"' for facts in known], limit=2, width=24)
     source = f"node pool {names}"
     out: dict[str, Constraint] = {}
-    for prop in (
-        "machine_families",
-        "instance_types",
-        "accelerators",
-        "accelerator_counts",
-        "partition_sizes",
-        "sharing_strategies",
-    ):
+    for prop in _PROPERTIES:
         values = frozenset().union(*(getattr(facts, prop) for facts in known))
         out[prop] = Constraint(values, exhaustive, pin.path, source)
+    return out, unknown
+
+
+def _node_constraints(
+    ctx: PodContext, pin: LabelPin | None
+) -> tuple[dict[str, Constraint], list[Unknown]]:
+    """Per-property constraints from the labels of the nodes a pod is bound to by name (union
+    over the nodes); nodes not in ``ClusterState.nodes`` become ``Unknown`` of kind ``node``."""
+    if pin is None or not pin.values:
+        return {}, []
+    values: dict[str, set[str]] = {prop: set() for prop in _PROPERTIES}
+    known: list[str] = []
+    unknown: list[Unknown] = []
+    for name in sorted(pin.values):
+        view = ctx.cluster.nodes.get(name)
+        if view is None:
+            unknown.append(Unknown(pin.path, f'node "{clip(name)}" is not known here', "node"))
+            continue
+        known.append(name)
+        for key, value in view.labels:
+            prop = _NODE_LABELS.get(key)
+            if prop is not None:
+                values[prop].add(value)
+    if not known:
+        return {}, unknown
+    source = "node " + clip_all([f'"{clip(name)}"' for name in known], limit=2, width=24)
+    exhaustive = pin.exhaustive and not unknown
+    out = {p: Constraint(frozenset(v), exhaustive, pin.path, source) for p, v in values.items()}
     return out, unknown
 
 
@@ -187,7 +269,7 @@ def _class_constraints(
         facts = None if classes is None else classes.get(name)
         if facts is None:
             why = "ComputeClasses are not known here" if classes is None else "not found"
-            unknown.append(Unknown(pin.path, f'ComputeClass "{clip(name)}": {why}'))
+            unknown.append(Unknown(pin.path, f'ComputeClass "{clip(name)}": {why}', "class"))
             continue
         source = f'ComputeClass "{clip(name)}"'
         if facts.machine_families:
@@ -222,33 +304,37 @@ def describe(ctx: PodContext) -> Placement:
 
 
 def _resolve(ctx: PodContext) -> Placement:
-    pins = node_pins(ctx.spec, ctx.spec_path)
+    selection = node_selection(ctx.spec, ctx.spec_path)
+    pins = selection.pins
     pool, pool_unknown = _pool_constraints(ctx, pins.get(NODE_POOL))
+    node, node_unknown = _node_constraints(ctx, pins.get(NODE_NAME))
     klass, class_unknown = _class_constraints(ctx, pins.get(COMPUTE_CLASS))
+
+    def facts(prop: str) -> tuple[Constraint, ...]:
+        return (*_stated(pool.get(prop)), *_stated(node.get(prop)))
+
     return Placement(
         pins=pins,
         families=_tuple(
-            _from_pin(pins.get(MACHINE_FAMILY)),
-            _stated(pool.get("machine_families")),
-            klass["families"],
+            _from_pin(pins.get(MACHINE_FAMILY)), facts("machine_families"), klass["families"]
         ),
-        instance_types=_tuple(
-            _from_pin(pins.get(INSTANCE_TYPE)), _stated(pool.get("instance_types"))
-        ),
-        accelerators=_tuple(_from_pin(pins.get(ACCELERATOR)), _stated(pool.get("accelerators"))),
+        instance_types=_tuple(_from_pin(pins.get(INSTANCE_TYPE)), facts("instance_types")),
+        accelerators=_tuple(_from_pin(pins.get(ACCELERATOR)), facts("accelerators")),
         accelerator_counts=_tuple(
-            _from_pin(pins.get(ACCELERATOR_COUNT)), _stated(pool.get("accelerator_counts"))
+            _from_pin(pins.get(ACCELERATOR_COUNT)), facts("accelerator_counts")
         ),
         partition_sizes=_tuple(
-            _from_pin(pins.get(PARTITION_SIZE)), _stated(pool.get("partition_sizes")), klass["mig"]
+            _from_pin(pins.get(PARTITION_SIZE)), facts("partition_sizes"), klass["mig"]
         ),
         sharing=_tuple(
             _from_pin(pins.get(SHARING_STRATEGY)),
             _from_pin(pins.get(MAX_SHARED_CLIENTS)),
-            _stated(pool.get("sharing_strategies")),
+            facts("sharing_strategies"),
             klass["sharing"],
         ),
-        unknown=(*pool_unknown, *class_unknown),
+        term_families=_term_families(selection, ctx.settings.rules),
+        unknown=(*pool_unknown, *node_unknown, *class_unknown),
         gpus=resource_usage(ctx.spec, ctx.spec_path, GPU_RESOURCE),
         tpus=resource_usage(ctx.spec, ctx.spec_path, TPU_RESOURCE),
+        selection=selection,
     )
