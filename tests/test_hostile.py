@@ -7,6 +7,7 @@ concurrent requests and buffered body bytes are bounded.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import copy
@@ -21,7 +22,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, load_review, ssl_context, start_server, stop_server
+from tests.conftest import (
+    RunningServer,
+    load_review,
+    make_settings,
+    ssl_context,
+    start_server,
+    stop_server,
+)
+from webhook.app import create_app
+from webhook.server import build_engine
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 REVIEW_03 = load_review("03")  # selected by llm-policy: rules and mutation run
@@ -207,6 +217,8 @@ OBJECTS: list[Any] = [
     pytest.param(put((*SPEC, "deep"), nested(900)), id="nested-900-deep-in-spec"),
     pytest.param(put((*META, "annotations", "deep"), nested(600)), id="nested-600-deep-annotation"),
     pytest.param(put((*C0, "securityContext"), nested(950)), id="nested-950-deep-in-hashed-field"),
+    # Deeper than orjson writes (255) but within Python's recursion: was an internal error (500).
+    pytest.param(put((*C0, "securityContext"), nested(300)), id="nested-300-deep-in-hashed-field"),
     # 20k, not more: mutation costs ~0.1 ms per container (200k take ~13 s, reported).
     pytest.param(put((*SPEC, "containers"), [{}] * 20_000), id="20k-empty-containers"),
     pytest.param(
@@ -235,6 +247,18 @@ def test_huge_and_deep_objects_are_answered(
     assert_answered(answer)
     with https_server.client() as client:
         assert client.get("/healthz").status_code == 200
+
+
+def test_an_oversized_uid_is_not_echoed(https_server: RunningServer) -> None:
+    # The uid is echoed in the answer: a 1 MB one would let a client that never reads its
+    # answers hold that much memory per request (found by a user test).
+    review = copy.deepcopy(REVIEW_03)
+    review["request"]["uid"] = "u" * 1_000_000
+    answer = post(https_server, "/mutate", json.dumps(review).encode())
+    assert answer.status_code == 400
+    assert answer.json()["code"] == 400
+    assert "request.uid" in answer.json()["error"]
+    assert len(answer.content) < 1000
 
 
 def test_duplicate_keys_are_answered_with_the_last_value(https_server: RunningServer) -> None:
@@ -396,6 +420,39 @@ def test_body_bytes_beyond_the_in_flight_budget_get_503(small_server: RunningSer
         assert "in flight" in refused.json()["error"]
     time.sleep(0.2)  # the server notices the disconnect and gives the bytes back
     assert post(small_server, "/validate", padded).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("name", "endpoint"),
+    [
+        pytest.param("33", "/validate", id="storage-config-decided-in-a-worker-thread"),
+        pytest.param("03", "/mutate", id="pod-decided-on-the-event-loop"),
+    ],
+)
+def test_body_bytes_stay_in_the_budget_until_the_decision(name: str, endpoint: str) -> None:
+    # The parsed object lives until the decision; a review waiting for its worker thread (a
+    # slow GCS) used to have its bytes given back at once, so the budget bounded nothing there.
+    app = create_app(build_engine(make_settings(storage={"enabled": False})))
+    admission = app.state.admission
+    decide = admission._decide
+    seen: list[int] = []
+
+    def recording(review: Any, endpoint: Any) -> Any:
+        seen.append(admission.budget.used)
+        return decide(review, endpoint)
+
+    admission._decide = recording
+    body = json.dumps(load_review(name)).encode()
+
+    async def call() -> int:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="https://t") as client:
+            answer = await client.post(endpoint, content=body, headers=JSON_HEADERS)
+            return answer.status_code
+
+    assert asyncio.run(call()) == 200
+    assert seen == [len(body)]
+    assert admission.budget.used == 0
 
 
 # ---- request head size, idle connections and stalled TLS handshakes ---------------------------

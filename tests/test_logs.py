@@ -202,6 +202,17 @@ def admit_in_process(review: dict[str, Any], endpoint: str) -> None:
             {"name": "plain", "decision": "allowed", "rules": []},
             id="unselected-pod-allowed-without-policy",
         ),
+        pytest.param(
+            "03",
+            "/mutate",
+            {
+                "name": "llm-l4x4",
+                "decision": "patched",
+                "policy": "snap/llm-policy",
+                "mode": "enforce",
+            },
+            id="mutated-pod-names-its-policy-and-mode",
+        ),
     ],
 )
 def test_one_admission_line_with_identifiers(
@@ -305,3 +316,32 @@ def test_admission_lines_go_through_logging_when_another_handler_listens(
     assert [line["uid"] for line in lines] == [review.request.uid]
     stderr = [json.loads(line) for line in capfd.readouterr().err.splitlines()]
     assert [line["uid"] for line in stderr] == [review.request.uid]  # root handler, once
+
+
+def test_error_review_for_a_known_uid_is_logged(captured: io.StringIO) -> None:
+    # A broken review whose uid can be read gets an error review (HTTP 200); it must still leave
+    # a line saying it was refused and why (found by a user test: nothing was logged).
+    review = load_review("01")
+    review["request"]["operation"] = "NOPE"
+    app = create_app(build_engine(make_settings()), observer=log_admission)
+
+    async def call() -> dict[str, Any]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="https://t") as client:
+            answer = await client.post(
+                "/validate",
+                content=json.dumps(review).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            payload: dict[str, Any] = answer.json()
+            return payload
+
+    payload = asyncio.run(call())
+    assert payload["response"]["uid"] == review["request"]["uid"]
+    assert payload["response"]["allowed"] is False
+    lines = [json.loads(line) for line in captured.getvalue().splitlines()]
+    assert len(lines) == 1
+    assert lines[0]["msg"].startswith("rejected request: ")
+    assert "operation" in lines[0]["msg"]
+    assert lines[0]["uid"] == review["request"]["uid"]
+    assert lines[0]["code"] == 400

@@ -194,7 +194,7 @@ def decide(findings: list[Finding], ctx: PodContext) -> Decision:
     where = ", ".join(p.name for p in ctx.policies)
     subject = f"{ctx.kind} is not snapshot-ready for PodSnapshotPolicy {where}"
     decision = decide_findings(findings, ctx.mode, ctx.settings.rules.modes, subject)
-    decision.audit["policy"] = ",".join(f"{p.namespace}/{p.name}" for p in ctx.policies)
+    decision.audit["policy"] = ctx.policy_ids
     return decision
 
 

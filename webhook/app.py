@@ -34,6 +34,7 @@ from webhook.admission import Engine, admit
 from webhook.errors import BadRequest
 from webhook.responses import HTTP_INTERNAL_ERROR, Decision, allowed, denied, finalize
 from webhook.review import AdmissionReviewRequest, api_version_hint, parse_review
+from webhook.text import clip
 from webhook.types import Endpoint
 
 log = logging.getLogger("snapready.admission")
@@ -78,7 +79,8 @@ async def read_body(scope: Scope, receive: Receive, max_bytes: int, budget: Body
     """
     content_type = _header(scope, b"content-type") or ""
     if content_type.split(";", 1)[0].strip().lower() != JSON:
-        raise BadRequest(f"content type must be {JSON}, got {content_type or 'none'!r}")
+        got = clip(content_type) if content_type else "none"
+        raise BadRequest(f"content type must be {JSON}, got {got!r}")
     declared = _header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise BadRequest(f"body of {declared} bytes exceeds the {max_bytes}-byte limit", status=413)
@@ -183,7 +185,11 @@ class AdmissionApp:
         return ok, {"synced": state.synced, "shuttingDown": self.shutting_down, **state.details}
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, endpoint: Endpoint) -> None:
-        """Serve one review: 1. read (guards), 2. parse, 3. admit, 4. observe, 5. answer."""
+        """Serve one review: 1. read (guards), 2. parse, 3. admit, 4. observe, 5. answer.
+
+        The body's bytes stay counted in ``budget`` until the decision is made: the parsed
+        object lives as long (a review waiting for its worker thread holds both).
+        """
         started = time.perf_counter()
         server = self.engine.settings.server
         body: bytes | None = None
@@ -192,6 +198,11 @@ class AdmissionApp:
             # from the request's first byte to its last (webhook.lifecycle.HardenedHttpProtocol).
             body = await read_body(scope, receive, server.max_body_bytes, self.budget)
             review = parse_review(body)
+            if review.request.kind.group in BLOCKING_GROUPS and endpoint == "validate":
+                # Governance may call GCS (bounded by storage.timeout_seconds): off the loop.
+                decision = await run_in_threadpool(self._decide, review, endpoint)
+            else:
+                decision = self._decide(review, endpoint)
         except ClientGone:
             return
         except BadRequest as exc:
@@ -200,11 +211,6 @@ class AdmissionApp:
         finally:
             if body is not None:
                 self.budget.give(len(body))
-        if review.request.kind.group in BLOCKING_GROUPS and endpoint == "validate":
-            # Governance may call GCS (bounded by storage.timeout_seconds): keep it off the loop.
-            decision = await run_in_threadpool(self._decide, review, endpoint)
-        else:
-            decision = self._decide(review, endpoint)
         if self.observer is not None:
             try:
                 self.observer(endpoint, review, decision, time.perf_counter() - started)
@@ -233,8 +239,9 @@ class AdmissionApp:
         """Answer a broken request: an error review when its uid is known, else a JSON error."""
         if self.on_reject is not None:
             self.on_reject(endpoint, exc.status)
+        extra = {"endpoint": endpoint, "code": exc.status, "uid": exc.uid}
+        log.info("rejected request: %s", exc, extra=extra)
         if exc.uid is None or exc.status != 400 or body is None:
-            log.info("rejected request: %s", exc, extra={"endpoint": endpoint, "code": exc.status})
             # The body may be partly unread: close rather than parse the rest as a next request.
             await _error(send, exc.status, str(exc), close=body is None)
             return

@@ -26,11 +26,18 @@ def canonical_json(value: Any) -> bytes:
     and tab, six-character ones for other control characters, raw UTF-8 above). Anything else
     goes through ``rfc8785``. ``tests/test_canonical.py`` checks both paths agree on generated JSON.
 
+    Values nested deeper than orjson's limit (255 levels) also go through ``rfc8785``.
+
     Raises:
         ValueError: (``rfc8785.CanonicalizationError``) a value JCS cannot represent.
+        RecursionError: nested deeper than Python's recursion limit (the admission edge answers
+            that as a malformed request, 400).
     """
     if _orjson_is_jcs(value):
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:  # nested deeper than orjson's 255 levels
+            pass
     canonical: bytes = rfc8785.dumps(value)
     return canonical
 

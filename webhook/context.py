@@ -69,6 +69,11 @@ class PodContext:
         """
         return bool(self.policies) and all(p.scope == "rootfs-only" for p in self.policies)
 
+    @property
+    def policy_ids(self) -> str:
+        """The selecting policies as ``namespace/name``, comma-separated (logs and audit)."""
+        return ",".join(f"{p.namespace}/{p.name}" for p in self.policies)
+
     def spec_field(self, *parts: str | int) -> str:
         """Dotted field path under the spec, e.g. ``spec_field("containers", 1, "image")``."""
         return join_path(self.spec_path, *parts)

@@ -16,6 +16,10 @@ from webhook.errors import BadRequest
 from webhook.types import RawObject
 
 ADMISSION_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+MAX_UID_CHARS = 128
+"""Longest ``request.uid`` accepted. The API server sends a UUID (36 characters; k8s.io/apiserver
+admission ``AdmissionRequest.UID``); the uid is echoed in the answer, so an unbounded one would
+let a client grow every answer, and the memory of answers it never reads."""
 
 
 class GroupVersionKind(BaseModel):
@@ -40,7 +44,7 @@ class AdmissionRequest(BaseModel):
     """``AdmissionReview.request``; ``object``/``old_object`` are untouched raw dicts (or None)."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
-    uid: str = Field(min_length=1)
+    uid: str = Field(min_length=1, max_length=MAX_UID_CHARS)
     kind: GroupVersionKind
     resource: GroupVersionResource = GroupVersionResource()
     sub_resource: str | None = Field(None, alias="subResource")
@@ -66,7 +70,7 @@ class AdmissionReviewRequest(BaseModel):
 def _uid_of(document: Any) -> str | None:
     request = document.get("request") if isinstance(document, dict) else None
     uid = request.get("uid") if isinstance(request, dict) else None
-    return uid if isinstance(uid, str) and uid else None
+    return uid if isinstance(uid, str) and 0 < len(uid) <= MAX_UID_CHARS else None
 
 
 def _api_version_of(document: Any) -> str:

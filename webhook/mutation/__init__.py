@@ -71,8 +71,16 @@ def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:
 
     Returns:
         ``patched(ops)`` (no patch when nothing changed), or ``denied`` (403) listing every
-        collision with a user object in ``enforce`` mode.
+        collision with a user object in ``enforce`` mode. ``audit`` holds ``policy`` and
+        ``mode`` (for the admission log line), plus ``mutators`` and ``collisions`` when the
+        mutators ran.
     """
+    decision = _mutation_decision(pod, ctx)
+    decision.audit.update({"policy": ctx.policy_ids, "mode": ctx.mode})
+    return decision
+
+
+def _mutation_decision(pod: RawObject, ctx: PodContext) -> Decision:
     limit = ctx.settings.injection.max_containers
     if container_count(ctx.spec) > limit:
         return allowed(warnings=(too_many_containers_message(limit),))
