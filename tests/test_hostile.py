@@ -499,6 +499,18 @@ def test_request_head_over_the_cap_gets_431_and_a_close(
         assert client.get("/healthz").status_code == 200
 
 
+def test_a_complete_oversized_head_sent_at_once_gets_431(https_server: RunningServer) -> None:
+    # A user test sent a whole 70 KB head (blank line included) with its body in one write: the
+    # chunk completed the head, so it was never counted and the request was served.
+    body = json.dumps(load_review("01")).encode()
+    head = head_of_size("one-header", 70 * 1024) + b"\r\n"
+    head += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with tls_connect(https_server) as conn:
+        conn.sendall(head + body)
+        reply = read_until_closed(conn)
+    assert reply.startswith(b"HTTP/1.1 431"), reply[:200]
+
+
 def test_request_head_under_the_cap_is_served(https_server: RunningServer) -> None:
     body = json.dumps(load_review("01")).encode()
     with https_server.client() as client:

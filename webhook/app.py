@@ -13,7 +13,7 @@ FastAPI owns routing, 404/405 and the probes. The two admission routes are plain
 stack (~16 us of a ~43 us unselected-pod review in-process; README, "Performance").
 Hostile-input guards run before any parsing: content type, size cap (declared and streamed) and
 a process-wide budget of body bytes held in memory; the read deadline lives in the server's
-protocol (``webhook.lifecycle``), where it costs a timer instead of a task timeout.
+protocol (``webhook.protocol``), where it costs a timer instead of a task timeout.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ class AdmissionApp:
         body: bytes | None = None
         try:
             # No timeout here: the server's protocol enforces server.request_timeout_seconds
-            # from the request's first byte to its last (webhook.lifecycle.HardenedHttpProtocol).
+            # from the request's first byte to its last (webhook.protocol.HardenedHttpProtocol).
             body = await read_body(scope, receive, server.max_body_bytes, self.budget)
             review = parse_review(body)
             if review.request.kind.group in BLOCKING_GROUPS and endpoint == "validate":

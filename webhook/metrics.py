@@ -124,8 +124,11 @@ class Metrics:
         )
         self.rejected = Counter(
             "snapready_rejected_requests",
-            "Requests refused before admission (broken body, wrong type, too large, too slow), "
-            "by endpoint and HTTP status.",
+            "Requests refused before admission, by endpoint (mutate, validate, other, unknown "
+            "before the path arrived) and HTTP status: 400 broken body or wrong content type, "
+            "413 body too large, 503 body budget or connection limit reached, 408 request not "
+            "complete within the request timeout (also when nothing could be answered), 431 "
+            "request head too large.",
             ["endpoint", "code"],
             registry=reg,
         )
@@ -191,7 +194,11 @@ class Metrics:
                 self._child(self.findings, finding.rule, str(outcome)).inc()
 
     def reject(self, endpoint: str, code: int) -> None:
-        """Count a request refused before admission with HTTP ``code``."""
+        """Count a request refused before admission with HTTP ``code``.
+
+        ``endpoint`` must come from a fixed set (the app's ``mutate``/``validate``, the
+        protocol's ``other``/``unknown``): it becomes a label value.
+        """
         self._child(self.rejected, endpoint, str(code)).inc()
 
 

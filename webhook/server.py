@@ -19,14 +19,15 @@ from fastapi import FastAPI
 
 from webhook import certs
 from webhook.admission import Engine
-from webhook.app import Observer, create_app
+from webhook.app import Observer, RejectHook, create_app
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.gcs import BucketInspector
 from webhook.governance import Governance
-from webhook.lifecycle import GracefulServer, protocol_class
+from webhook.lifecycle import GracefulServer
 from webhook.logs import log_admission
 from webhook.metrics import Metrics, default_metrics, serve_metrics
+from webhook.protocol import protocol_class
 from webhook.responses import Decision
 from webhook.review import AdmissionReviewRequest
 from webhook.sources import load_policy_dir
@@ -106,11 +107,15 @@ def stop_source(engine: Engine) -> None:
 
 
 def uvicorn_config(
-    settings: Settings, engine: Engine, app: FastAPI | None = None
+    settings: Settings,
+    engine: Engine,
+    app: FastAPI | None = None,
+    on_reject: RejectHook | None = None,
 ) -> uvicorn.Config:
     """uvicorn settings: TLS files, uvloop + hardened httptools, timeouts and limits.
 
-    ``app`` defaults to ``create_app(engine)`` without observer.
+    ``app`` defaults to ``create_app(engine)`` without observer; ``on_reject`` counts the
+    requests the protocol refuses (408, 431, and 503 at ``server.max_concurrency``).
 
     Raises:
         ConfigError: the certificate or key cannot be loaded (unreadable, not PEM, or a key
@@ -124,7 +129,7 @@ def uvicorn_config(
         ssl_certfile=str(server.cert_file),
         ssl_keyfile=str(server.key_file),
         loop="uvloop",
-        http=protocol_class(settings),
+        http=protocol_class(settings, on_reject),
         timeout_keep_alive=server.keepalive_seconds,
         limit_concurrency=server.max_concurrency,
         timeout_graceful_shutdown=int(server.graceful_timeout_seconds),
@@ -221,7 +226,7 @@ def serve(settings: Settings) -> None:
         ensure_certificates(settings)
         metrics = default_metrics()
         app = create_app(engine, make_observer(metrics), metrics.reject)
-        config = uvicorn_config(settings, engine, app)
+        config = uvicorn_config(settings, engine, app, metrics.reject)
         listener = cleanup.enter_context(bind_listener(settings.server.host, settings.server.port))
         metrics_server = start_metrics(settings, engine, metrics)
         if metrics_server is not None:
