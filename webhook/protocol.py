@@ -71,7 +71,9 @@ class HardenedHttpProtocol(HttpToolsProtocol):
             head = len(data) if end < 0 else end + 4
             if self._head_bytes + head > self.max_header_bytes:
                 if not self.transport.is_closing():
-                    self._reject_head()
+                    # Nothing of this head was parsed: its request line gives the metric label.
+                    line = data.split(b"\r\n", 1)[0] if self._head_bytes == 0 else b""
+                    self._reject_head(_request_line_label(line))
                 return
         ends = self._ends
         super().data_received(data)
@@ -116,13 +118,14 @@ class HardenedHttpProtocol(HttpToolsProtocol):
         self._cancel_deadline()
         super().connection_lost(exc)
 
-    def _reject_head(self) -> None:
-        """431 (RFC 6585) and close; only the close when a response is already under way."""
+    def _reject_head(self, label: str | None = None) -> None:
+        """431 (RFC 6585) and close; only the close when a response is already under way.
+        ``label``: the metric's endpoint label when the parser has not seen the request line."""
         self._cancel_deadline()
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
             self.transport.write(HEADERS_TOO_LARGE_RESPONSE)
-        self._count_and_close(431)
+        self._count_and_close(431, label)
 
     def _arm_deadline(self) -> None:
         self._cancel_deadline()
@@ -145,7 +148,7 @@ class HardenedHttpProtocol(HttpToolsProtocol):
         # new connection): the client is refused for being too slow either way.
         self._count_and_close(408)
 
-    def _count_and_close(self, code: int) -> None:
+    def _count_and_close(self, code: int, label: str | None = None) -> None:
         """Count the refusal, then close: a client that sees the close can already scrape it.
 
         The close starts the TLS shutdown, bounded by ``TLS_SHUTDOWN_SECONDS`` (the listener's
@@ -153,7 +156,7 @@ class HardenedHttpProtocol(HttpToolsProtocol):
         latest, whether or not the client reads or answers.
         """
         try:
-            self.on_reject(self._endpoint_label(), code)
+            self.on_reject(label or self._endpoint_label(), code)
         finally:
             self.transport.close()
 
@@ -161,16 +164,27 @@ class HardenedHttpProtocol(HttpToolsProtocol):
         """``mutate``/``validate``/``other`` for the current request's path, ``unknown``
         before its URL is complete (the head is in, or at least one header is)."""
         if not self._awaiting_head:
-            path = str(self.scope.get("path", ""))
-        elif self.headers and self.url:  # a header was parsed: the request line is complete
-            try:
-                raw = httptools.parse_url(self.url).path or b""
-            except httptools.HttpParserInvalidURLError:
-                return "other"
-            path = urllib.parse.unquote(raw.decode("ascii", "replace"))
-        else:
-            return "unknown"
-        return ENDPOINT_LABELS.get(path, "other")
+            return ENDPOINT_LABELS.get(str(self.scope.get("path", "")), "other")
+        if self.headers and self.url:  # a header was parsed: the request line is complete
+            return _url_label(self.url)
+        return "unknown"
+
+
+def _url_label(url: bytes) -> str:
+    """The endpoint label of a request target (``/mutate?timeout=10s`` is ``mutate``)."""
+    try:
+        raw = httptools.parse_url(url).path or b""
+    except httptools.HttpParserInvalidURLError:
+        return "other"
+    path = urllib.parse.unquote(raw.decode("ascii", "replace"))
+    return ENDPOINT_LABELS.get(path, "other")
+
+
+def _request_line_label(line: bytes) -> str | None:
+    """The endpoint label of a raw request line (``POST /mutate HTTP/1.1``); None when it is
+    not one (incomplete or malformed)."""
+    parts = line.split(b" ")
+    return _url_label(parts[1]) if len(parts) == 3 and parts[2].startswith(b"HTTP/") else None
 
 
 def _json_error(status: bytes, body: bytes) -> bytes:
