@@ -249,6 +249,23 @@ def test_huge_and_deep_objects_are_answered(
         assert client.get("/healthz").status_code == 200
 
 
+def test_a_denial_listing_thousands_of_values_stays_readable(https_server: RunningServer) -> None:
+    # A user test pinned 5000 instance types in one affinity term: the denial was 1 MB.
+    types = [f"zz{i}-standard-4" for i in range(5000)]  # 5000 unknown machine families
+    term = {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                  "values": types}]}  # fmt: skip
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [term] * 50}}}  # fmt: skip
+    review = edited(put((*SPEC, "affinity"), affinity), put((*SPEC, "nodeSelector"), {}))
+    payload = assert_answered(post(https_server, "/validate", review))
+    response = payload["response"]
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert "[gpu-machine]" in message
+    assert "more problems" in message
+    assert len(message) <= 4096 + 512
+
+
 def test_an_oversized_uid_is_not_echoed(https_server: RunningServer) -> None:
     # The uid is echoed in the answer: a 1 MB one would let a client that never reads its
     # answers hold that much memory per request (found by a user test).

@@ -347,7 +347,11 @@ COLLISIONS = [
             {
                 "containers": [container()],
                 "initContainers": [
-                    {**HELPERS_INIT_CONTAINER, "image": "busybox@sha256:" + "2" * 64}
+                    {
+                        "name": "snapready-helpers",
+                        "image": "busybox@sha256:" + "2" * 64,
+                        "command": ["sh", "-c", "prepare-my-app"],
+                    }
                 ],
             },
             ("spec.initContainers[0]",),
@@ -530,6 +534,21 @@ def limit_ranger(pod: RawObject) -> None:
                 item["resources"][kind].setdefault("ephemeral-storage", "1Gi")
 
 
+def always_pull_images(pod: RawObject) -> None:
+    """The AlwaysPullImages admission plugin: ``imagePullPolicy: Always`` on every container."""
+    for key in ("initContainers", "containers"):
+        for item in pod["spec"].get(key, []):
+            item["imagePullPolicy"] = "Always"
+
+
+def policy_engine(pod: RawObject) -> None:
+    """A policy webhook that hardens every container: more dropped capabilities, more CPU."""
+    for key in ("initContainers", "containers"):
+        for item in pod["spec"].get(key, []):
+            item.setdefault("securityContext", {})["capabilities"] = {"drop": ["ALL", "NET_RAW"]}
+            item.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "100m"
+
+
 def registry_mirror(pod: RawObject) -> None:
     """A mutating webhook that rewrites every image to a mirror registry."""
     for key in ("initContainers", "containers"):
@@ -544,6 +563,8 @@ def registry_mirror(pod: RawObject) -> None:
         pytest.param((service_account_plugin,), id="service-account-token-mount-on-our-init"),
         pytest.param((service_account_plugin, limit_ranger), id="plus-limitrange-defaults"),
         pytest.param((registry_mirror,), id="image-rewritten-by-a-registry-mirror"),
+        pytest.param((always_pull_images,), id="always-pull-images-plugin"),
+        pytest.param((policy_engine,), id="policy-engine-rewrites-capabilities-and-cpu"),
     ],
 )
 def test_reinvocation_after_built_in_plugins_changed_our_init_container_is_not_a_collision(
@@ -568,15 +589,13 @@ def test_reinvocation_after_built_in_plugins_changed_our_init_container_is_not_a
     assert admitted["metadata"]["annotations"][HASH_KEY] == fingerprint(admitted)
 
 
-def test_a_rewritten_image_is_ours_only_on_a_pod_we_stamped(examples: Engine) -> None:
-    # Without our spec-hash annotation, a "snapready-helpers" init container with another image
-    # is somebody else's: still a collision.
-    review = load_review("03")
-    mutated = apply(review["request"]["object"], run(review, examples))
-    registry_mirror(mutated)
-    del mutated["metadata"]["annotations"][HASH_KEY]
-    review["request"]["object"] = mutated
-    decision = run(review, examples)
+def test_a_user_init_container_with_the_reserved_name_is_refused_even_with_our_image(
+    examples: Engine,
+) -> None:
+    # Our name and image but another command: not the container we inject.
+    own = {**HELPERS_INIT_CONTAINER, "command": ["sh", "-c", "cp -R /data/. /snapready/"]}
+    pod = make_pod({"initContainers": [own], "containers": [container()]})
+    decision = run(make_review(pod), examples)
     assert not decision.allowed
     assert "spec.initContainers[0]: container name 'snapready-helpers'" in (decision.message or "")
 

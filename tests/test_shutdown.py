@@ -90,6 +90,9 @@ def test_sigterm_drains_then_finishes_in_flight_and_exits_zero(
         during = client.post("/validate", content=body, headers=headers)
         assert during.status_code == 200
         assert during.json()["response"]["uid"] == review["request"]["uid"]
+        # Each answer during the drain closes its connection, so the client's next request
+        # does not race the listener's close on a kept-alive connection (found by a user test).
+        assert during.headers.get("connection") == "close"
     # 2. After the drain the listener closes: new connections are refused.
     port = port_of(server)
     bound = signalled + DRAIN_SECONDS + SLACK_SECONDS

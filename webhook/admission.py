@@ -14,7 +14,7 @@ from webhook.config import Settings
 from webhook.context import PodContext, join_path
 from webhook.matching import Policy
 from webhook.mutation import mutate_pod
-from webhook.responses import Decision, allowed, bounded_warnings, denied
+from webhook.responses import Decision, allowed, bounded_lines, bounded_warnings, denied
 from webhook.review import AdmissionRequest
 from webhook.rules import RULES, evaluate
 from webhook.rules.sandbox import EphemeralCompat
@@ -180,7 +180,9 @@ def decide_findings(
     warnings = [f for f, o in zip(findings, outcomes, strict=True) if o == "warn"]
     warning_lines = bounded_warnings([f"[{f.rule}] {f.path}: {f.message}" for f in warnings])
     if denials:
-        lines = "\n".join(f"- [{f.rule}] {f.path}: {f.message}" for f in denials)
+        lines = "\n".join(
+            bounded_lines([f"- [{f.rule}] {f.path}: {f.message}" for f in denials], more="problems")
+        )
         message = f"snapready: {subject} ({len(denials)} problem(s)):\n{lines}"
         decision = denied(message, warnings=warning_lines)
     else:

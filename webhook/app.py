@@ -217,7 +217,10 @@ class AdmissionApp:
             except Exception:
                 log.exception("observer failed on uid %s", review.request.uid)
         wire = finalize(decision, uid=review.request.uid, api_version=review.api_version)
-        await _respond(send, 200, wire)
+        # While draining, each answer closes its connection: the client's next request opens a
+        # new one, which the Service routes to another replica once our endpoint is removed,
+        # instead of racing the listener's close on a kept-alive connection.
+        await _respond(send, 200, wire, _CLOSE if self.shutting_down else None)
 
     def _decide(self, review: AdmissionReviewRequest, endpoint: Endpoint) -> Decision:
         try:

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from webhook.text import clip
 from webhook.types import JsonPatchOp
 
 MAX_WARNING_CHARS = 256
@@ -85,6 +86,29 @@ def bounded_warnings(lines: list[str]) -> tuple[str, ...]:
         kept.append(text)
         total += len(text)
     return tuple(kept)
+
+
+MAX_MESSAGE_LINE_CHARS = 512
+"""Longest line of a denial message: a finding that lists thousands of values (an affinity
+``In`` with 5000 instance types) stays readable."""
+MAX_MESSAGE_CHARS = 4096
+"""Longest list part of a denial message. ``status.message`` has no API limit, but kubectl and
+the controllers' events print it whole; like warnings (4096 in total), it must stay readable."""
+
+
+def bounded_lines(lines: list[str], *, more: str) -> list[str]:
+    """``lines`` each clipped to ``MAX_MESSAGE_LINE_CHARS``, as many as fit in
+    ``MAX_MESSAGE_CHARS``; when some are left out, a last line ``... and N more <more>``."""
+    kept: list[str] = []
+    total = 0
+    for index, line in enumerate(lines):
+        text = clip(line, MAX_MESSAGE_LINE_CHARS)
+        if total + len(text) > MAX_MESSAGE_CHARS - 64:
+            kept.append(f"... and {len(lines) - index} more {more}")
+            break
+        kept.append(text)
+        total += len(text) + 1
+    return kept
 
 
 def finalize(decision: Decision, *, uid: str, api_version: str) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
 from webhook.mutation.env import inject_env
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
 from webhook.mutation.patch import Draft
-from webhook.responses import Decision, allowed, bounded_warnings, denied, patched
+from webhook.responses import Decision, allowed, bounded_lines, bounded_warnings, denied, patched
 from webhook.state import ClusterState
 from webhook.types import RawObject
 
@@ -174,7 +174,7 @@ def collision_message(problems: list[str], inject_annotation: str) -> str:
     """The user-facing text for ``collisions`` (what is reserved and the two ways out)."""
     return (
         "snapready: cannot inject the rehydration helpers, these names are reserved: "
-        + "; ".join(problems)
+        + "; ".join(bounded_lines(problems, more="reserved names"))
         + ". Rename them (snapready adds its own 'snapready-helpers' volume and init container "
         f'and mounts /snapready), or annotate the pod {inject_annotation}: "false".'
     )

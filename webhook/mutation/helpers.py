@@ -24,7 +24,6 @@ from typing import Any
 
 from webhook.config import Settings
 from webhook.context import PodContext
-from webhook.distill import FINGERPRINT_PREFIX
 from webhook.mutation.patch import Draft
 from webhook.types import RawObject
 
@@ -41,6 +40,10 @@ copying two small files needs a few milliseconds of CPU and a few MiB)."""
 NONROOT_ID = 65532
 """The conventional "nonroot" uid/gid of distroless images: busybox would otherwise run as root,
 which ``runAsNonRoot`` refuses. The emptyDir is created world-writable (mode 0777)."""
+
+
+HELPERS_INIT_MOUNT = {"name": HELPERS_NAME, "mountPath": MOUNT_PATH}
+"""The init container's (writable) mount of the helpers volume."""
 
 
 def helpers_volume() -> RawObject:
@@ -60,7 +63,7 @@ def init_container(image: str) -> RawObject:
         "image": image,
         "command": list(COPY_COMMAND),
         "resources": {"limits": dict(RESOURCES), "requests": dict(RESOURCES)},
-        "volumeMounts": [{"name": HELPERS_NAME, "mountPath": MOUNT_PATH}],
+        "volumeMounts": [dict(HELPERS_INIT_MOUNT)],
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
         "imagePullPolicy": "IfNotPresent",
@@ -112,24 +115,26 @@ def is_ours(existing: Any, desired: Any) -> bool:
     return bool(existing == desired)
 
 
-def stamped(metadata: RawObject, settings: Settings) -> bool:
-    """Whether the pod carries our ``<prefix>spec-hash`` annotation: snapready mutated it already
-    (a reinvocation), or it is a copy of an admitted pod."""
-    annotations = metadata.get("annotations")
-    if not isinstance(annotations, dict):
-        return False
-    value = annotations.get(settings.annotation("spec-hash"))
-    return isinstance(value, str) and value.startswith(FINGERPRINT_PREFIX)
+def is_our_init_container(container: RawObject) -> bool:
+    """Whether ``container`` is the init container we inject: our name, our copy command and
+    our volume mounted at ``/snapready``.
 
-
-def is_our_init_container(container: RawObject, ctx: PodContext) -> bool:
-    """Whether ``container`` is the init container we inject (``is_ours``). On a ``stamped`` pod
-    its image may differ from the configured one: a later webhook (a registry mirror) may have
-    rewritten it since we injected it."""
-    image = ctx.settings.injection.helpers_image
-    if stamped(ctx.metadata, ctx.settings) and isinstance(container.get("image"), str):
-        image = container["image"]
-    return is_ours(container, init_container(image))
+    Nothing else is compared, because other admission steps legitimately rewrite the rest of it
+    between our first call and a reinvocation: the API server re-runs its built-in mutating
+    plugins after a webhook mutates (AlwaysPullImages sets ``imagePullPolicy: Always``, the
+    ServiceAccount plugin adds its token mount, LimitRanger adds resources), and other webhooks
+    rewrite images (registry mirrors) or harden ``securityContext`` (policy engines). A user
+    container that happens to share the reserved name will not also run our exact command into
+    our volume; one copied from an admitted pod is ours. This is a guard against accidental
+    clashes, not a security boundary: the rule table judges this container like any other.
+    """
+    mounts = container.get("volumeMounts")
+    return (
+        container.get("name") == HELPERS_NAME
+        and container.get("command") == list(COPY_COMMAND)
+        and isinstance(mounts, list)
+        and any(is_ours(mount, HELPERS_INIT_MOUNT) for mount in mounts)
+    )
 
 
 def indexed_dicts(value: Any) -> Iterator[tuple[int, RawObject]]:
@@ -165,7 +170,7 @@ def collisions(ctx: PodContext) -> list[str]:
             found.append(f"{ctx.spec_field('volumes', index)}: volume name {HELPERS_NAME!r}")
     for list_name in ("containers", "initContainers"):
         for index, container in indexed_dicts(spec.get(list_name)):
-            ours = list_name == "initContainers" and is_our_init_container(container, ctx)
+            ours = list_name == "initContainers" and is_our_init_container(container)
             if container.get("name") == HELPERS_NAME and not ours:
                 found.append(f"{ctx.spec_field(list_name, index)}: container name {HELPERS_NAME!r}")
             if ours or not gets_mount(list_name, container):
