@@ -567,6 +567,56 @@ def test_statefulset_hash_is_its_first_replica_pod(
     assert sts1 == pod1
 
 
+INDEXED_JOB = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "shard", "namespace": "snap"},
+    "spec": {
+        "completionMode": "Indexed",
+        "completions": 4,
+        "template": {
+            "metadata": {"labels": {"app": "llm"}},
+            "spec": {
+                "runtimeClassName": "gvisor",
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": f"img@{DIGEST}"}],
+            },
+        },
+    },
+}
+
+
+def job_pod(index: int) -> dict[str, Any]:
+    """The pod the Job controller creates for completion ``index``: the template plus the
+    ``batch.kubernetes.io/job-completion-index`` label (and an annotation, not hashed)."""
+    template = INDEXED_JOB["spec"]["template"]  # type: ignore[index]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": f"shard-{index}-",
+            "namespace": "snap",
+            "labels": {"app": "llm", "batch.kubernetes.io/job-completion-index": str(index)},
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+        },
+        "spec": template["spec"],
+    }
+
+
+def test_indexed_job_ordinal_is_its_completion_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A user test found --ordinal silently ignored for Indexed Jobs.
+    job = write_yaml(tmp_path / "job.yaml", INDEXED_JOB)
+    pods = [write_yaml(tmp_path / f"pod{i}.yaml", job_pod(i)) for i in (0, 2)]
+    (template, pod0, pod2), err = hash_lines(capsys, job, *pods)
+    assert len({template, pod0, pod2}) == 3
+    assert "use --ordinal N for index N" in err
+    (index2,), err = hash_lines(capsys, "--ordinal", "2", job)
+    assert index2 == pod2
+    assert "this value is index 2's" in err
+
+
 def test_statefulset_start_ordinal_is_the_first_replica(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -109,7 +109,8 @@ class PodView:
             When set, ``pod`` is not the template but the pod the StatefulSet controller creates
             for ``ordinal``: a new dict (sharing the unchanged parts with the object) whose
             ``spec.volumes`` start with one ``persistentVolumeClaim`` volume per claim template.
-        ordinal: the replica ``pod`` stands for (StatefulSets with claim templates), else None.
+        ordinal: the replica ``pod`` stands for (StatefulSets with claim templates), or the
+            completion index of an Indexed Job when one was asked for, else None.
         set_name: the StatefulSet's ``metadata.name`` (``?`` when unset), for claim names.
     """
 
@@ -220,7 +221,9 @@ def pod_views(obj: RawObject, ordinal: int | None = None) -> list[PodView]:
     Job and CronJob yield their template (paths from ``webhook.admission.TEMPLATE_PATHS``); a
     controller whose template is missing or not a mapping yields nothing. A StatefulSet with
     ``volumeClaimTemplates`` yields its controller's pod for ``ordinal`` (default: the first one,
-    ``spec.ordinals.start`` or 0; see ``statefulset_pod``); ``ordinal`` is ignored otherwise.
+    ``spec.ordinals.start`` or 0; see ``statefulset_pod``); an Indexed Job yields the pod of
+    completion index ``ordinal`` when it is given (``indexed_job_pod``), else its template;
+    ``ordinal`` is ignored otherwise.
     Never raises.
     """
     kind = obj.get("kind")
@@ -241,6 +244,8 @@ def pod_views(obj: RawObject, ordinal: int | None = None) -> list[PodView]:
         metadata_path=f"{base}.metadata",
         indexed_job=_is_indexed_job(obj),
     )
+    if view.indexed_job and ordinal is not None:
+        view = replace(view, ordinal=ordinal, pod=indexed_job_pod(node, ordinal))
     claims = _claim_templates(obj)
     if claims:
         name = _metadata(obj).get("name")
@@ -252,6 +257,19 @@ def pod_views(obj: RawObject, ordinal: int | None = None) -> list[PodView]:
         )
         view = replace(view, pod=statefulset_pod(view))
     return [view]
+
+
+def indexed_job_pod(template: RawObject, index: int) -> RawObject:
+    """The pod an Indexed Job creates from ``template`` for completion ``index``, as far as the
+    fingerprint sees it: the template with label ``INDEXED_JOB_LABEL: "<index>"`` (kubernetes
+    ``pkg/controller/job/indexed_job_utils.go``, ``addCompletionIndexLabel``). A new dict sharing
+    the unchanged parts with ``template``."""
+    metadata: Any = template.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    labels: Any = metadata.get("labels")
+    labels = labels if isinstance(labels, dict) else {}
+    labelled = {**labels, INDEXED_JOB_LABEL: str(index)}
+    return {**template, "metadata": {**metadata, "labels": labelled}}
 
 
 def statefulset_pod(view: PodView) -> RawObject:

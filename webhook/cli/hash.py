@@ -65,8 +65,9 @@ def add_ordinal_argument(parser: argparse.ArgumentParser) -> None:
         "--ordinal",
         type=_ordinal,
         metavar="N",
-        help="for StatefulSets with volumeClaimTemplates: fingerprint replica N's pod (its claim "
-        "volumes are <template>-<set>-N); default: the first replica (spec.ordinals.start or 0)",
+        help="fingerprint replica N's pod of a StatefulSet with volumeClaimTemplates (its claim "
+        "volumes are <template>-<set>-N), or the pod of completion index N of an Indexed Job; "
+        "default: the StatefulSet's first replica (spec.ordinals.start or 0), the Job's template",
     )
 
 
@@ -196,7 +197,7 @@ def entry_for(
 
 def notes_for(ref: str, view: PodView) -> list[str]:
     """Why the pods of ``view``'s controller may hash differently from the value printed."""
-    notes = [indexed_job_note(ref)] if view.indexed_job else []
+    notes = [indexed_job_note(ref, view.ordinal)] if view.indexed_job else []
     if view.claim_templates:
         notes.append(statefulset_note(ref, view))
     return notes
@@ -227,10 +228,16 @@ def statefulset_note(ref: str, view: PodView) -> str:
     return note
 
 
-def indexed_job_note(ref: str) -> str:
-    """Why an Indexed Job's template fingerprint differs from its pods' fingerprints."""
+def indexed_job_note(ref: str, index: int | None = None) -> str:
+    """Why an Indexed Job's pods hash differently from each other (``index``: the completion
+    index the printed value is for, None for the template)."""
+    which = (
+        f"this value is index {index}'s"
+        if index is not None
+        else "this value is the template's (without the label); use --ordinal N for index N"
+    )
     return (
         f"{ref} is an Indexed Job: the Job controller labels each pod with "
-        f"{INDEXED_JOB_LABEL}=<index>, and that label is part of the pod fingerprint; this value "
-        "is the template's (without the label), so every index hashes differently"
+        f"{INDEXED_JOB_LABEL}=<index>, and that label is part of the pod fingerprint, so every "
+        f"index hashes differently; {which}"
     )
