@@ -11,12 +11,18 @@
 - The legacy ``beta.kubernetes.io/instance-type`` label is still on nodes (k8s.io/cloud-provider
   node controller ``labelReconcileInfo`` keeps it equal to ``node.kubernetes.io/instance-type``).
 - Affinity terms that each pin the same family by different labels pin the pod to it.
+- Pins that leave only unsupported types (``gke-accelerator-count: "8"`` with H100: Compute
+  Engine has only ``a3-highgpu-8g``/``a3-edgegpu-8g``) are denied like pinning such a type.
+- Before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node takes all its GPUs (domain.md section
+  4): what a message tells to use must then pass ``gpu-whole-node`` too.
+- The API server cuts each warning at 256 characters (k8s.io/apiserver/pkg/warning): messages
+  fit with their fix. ``NotIn``/``Gt``/``Lt`` follow k8s.io/apimachinery ``labels.Requirement``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,7 @@ import pytest
 
 from tests.conftest import load_review, make_settings
 from tests.fake_apiserver import FakeApiServer
+from tests.test_controllers import admit_controller, controller
 from tests.test_rules_facts import engine_with, gpu_container, pinned
 from tests.test_rules_table import cpu_pod, judge, lines, outcomes, ready_pod
 from webhook.admission import Engine, admit
@@ -32,6 +39,7 @@ from webhook.hardware import (
     INSTANCE_TYPE,
     LEGACY_INSTANCE_TYPE,
     NODE_NAME,
+    Exclusion,
     node_pins,
     node_selection,
 )
@@ -282,23 +290,44 @@ def test_cluster_pools_decide_where_an_accelerator_pinned_pod_lands(
 
 
 @pytest.mark.parametrize(
-    ("pod", "use"),
+    ("pod", "settings", "use"),
     [
         pytest.param(
-            gpu_pod(2, {INSTANCE_TYPE: "g2-standard-24"}), L4_MULTI, id="two-gpus-on-g2-standard-24"
+            gpu_pod(2, {INSTANCE_TYPE: "g2-standard-24"}),
+            {},
+            L4_MULTI,
+            id="two-gpus-on-g2-standard-24",
         ),
         pytest.param(
             gpu_pod(1, {INSTANCE_TYPE: "g2-standard-24"}),
-            L4_ONE | L4_MULTI,
-            id="one-gpu-on-g2-standard-24",
+            {},
+            L4_ONE,  # version unknown: a 1-GPU pod must not take part of a 4/8-GPU node
+            id="one-gpu-on-g2-standard-24-old-gke",
         ),
         pytest.param(
-            gpu_pod(1, {INSTANCE_TYPE: "n2-standard-8"}), ALL_SUPPORTED, id="one-gpu-on-n2"
+            gpu_pod(1, {INSTANCE_TYPE: "g2-standard-24"}),
+            NEW_GKE,
+            L4_ONE | L4_MULTI,
+            id="one-gpu-on-g2-standard-24-new-gke",
+        ),
+        pytest.param(
+            gpu_pod(1, {INSTANCE_TYPE: "n2-standard-8"}),
+            {},
+            ALL_SUPPORTED - L4_MULTI,
+            id="one-gpu-on-n2-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(1, {INSTANCE_TYPE: "n2-standard-8"}),
+            NEW_GKE,
+            ALL_SUPPORTED,
+            id="one-gpu-on-n2-new-gke",
         ),
     ],
 )
-def test_denial_names_exact_supported_types_not_a_wildcard(pod: Pod, use: set[str]) -> None:
-    decision = judge(pod)
+def test_denial_names_exact_supported_types_not_a_wildcard(
+    pod: Pod, settings: dict[str, Any], use: set[str]
+) -> None:
+    decision = judge(pod, engine_with(settings=settings))
     [(_, message)] = [m for m in gpu_machine(decision) if "no GPU snapshots" in m[1]]
     assert not decision.allowed
     assert "*" not in message
@@ -576,3 +605,554 @@ def test_every_finding_path_of_these_pods_exists_in_the_pod() -> None:
     for pod in pods:
         for rule, path, _ in lines(judge(pod)):
             assert resolve(pod, path), (rule, path)
+
+
+# ---- 6. pins that leave only unsupported machine types (gke-accelerator-count, node pools)
+
+
+def terms_pod(gpus: int, selector: dict[str, str], *expressions: dict[str, Any]) -> Pod:
+    """A ``gpus``-GPU pod with nodeSelector ``selector`` and one required term of
+    ``expressions``."""
+    pod = with_terms(gpu_pod(gpus, {}), {"matchExpressions": list(expressions)})
+    pod["spec"]["nodeSelector"] = selector
+    return pod
+
+
+def pools_engine(*pools: NodePoolFacts, settings: dict[str, Any] | None = None) -> Engine:
+    return engine_with(node_pools={p.name: p for p in pools}, settings=settings or NEW_GKE)
+
+
+# Compute Engine "GPU machine types": H100 80GB with 8 GPUs is a3-highgpu-8g and a3-edgegpu-8g;
+# every a3 type with 8 GPUs adds a3-megagpu-8g (H100 Mega) and a3-ultragpu-8g (H200); the only
+# 2 x L4 shape is g2-standard-24.
+H100_8 = {"a3-highgpu-8g", "a3-edgegpu-8g"}
+A3_8 = H100_8 | {"a3-megagpu-8g", "a3-ultragpu-8g"}
+
+
+@pytest.mark.parametrize(
+    ("pod", "engine", "lands_on", "pin_instead", "path"),
+    [
+        pytest.param(
+            gpu_pod(1, {ACCELERATOR: "nvidia-h100-80gb", ACCELERATOR_COUNT: "8"}),
+            engine_with(settings=NEW_GKE),
+            H100_8,
+            {"a3-highgpu-1g"},
+            f'spec.nodeSelector["{ACCELERATOR_COUNT}"]',
+            id="denies-one-h100-pinned-to-eight-gpu-nodes",
+        ),
+        pytest.param(
+            gpu_pod(1, {ACCELERATOR: "nvidia-l4", ACCELERATOR_COUNT: "2"}),
+            engine_with(settings=NEW_GKE),
+            {"g2-standard-24"},
+            L4_ONE | L4_MULTI,
+            f'spec.nodeSelector["{ACCELERATOR_COUNT}"]',
+            id="denies-one-l4-pinned-to-two-gpu-nodes",
+        ),
+        pytest.param(
+            gpu_pod(2, {ACCELERATOR: "nvidia-l4", ACCELERATOR_COUNT: "2"}),
+            engine_with(settings=NEW_GKE),
+            {"g2-standard-24"},
+            L4_MULTI,
+            f'spec.nodeSelector["{ACCELERATOR_COUNT}"]',
+            id="denies-two-l4-pinned-to-two-gpu-nodes",
+        ),
+        pytest.param(
+            gpu_pod(1, {FAMILY: "g2", ACCELERATOR_COUNT: "2"}),
+            engine_with(),
+            {"g2-standard-24"},
+            L4_ONE,  # old GKE: a 1-GPU pod on a 4/8-GPU node is refused by gpu-whole-node
+            f'spec.nodeSelector["{ACCELERATOR_COUNT}"]',
+            id="denies-g2-family-pinned-to-two-gpu-nodes-on-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(1, {FAMILY: "a3", ACCELERATOR_COUNT: "8"}),
+            engine_with(settings=NEW_GKE),
+            A3_8,
+            {"a3-highgpu-1g"},
+            f'spec.nodeSelector["{ACCELERATOR_COUNT}"]',
+            id="denies-a3-family-pinned-to-eight-gpu-nodes",
+        ),
+        pytest.param(
+            terms_pod(
+                1,
+                {ACCELERATOR: "nvidia-h100-80gb"},
+                expr("kubernetes.io/arch", "In", "amd64"),
+                expr(ACCELERATOR_COUNT, "In", "8"),
+            ),
+            engine_with(settings=NEW_GKE),
+            H100_8,
+            {"a3-highgpu-1g"},
+            f"{TERMS}[0].matchExpressions[1]",
+            id="denies-count-pinned-in-an-affinity-term",
+        ),
+        pytest.param(
+            gpu_pod(1, {ACCELERATOR: "nvidia-l4"}),
+            pools_engine(L4_24, CPU_POOL),
+            {"g2-standard-24"},
+            L4_ONE | L4_MULTI,
+            f'spec.nodeSelector["{ACCELERATOR}"]',
+            id="denies-l4-pod-whose-only-l4-pool-is-g2-standard-24",
+        ),
+        pytest.param(
+            gpu_pod(2, {ACCELERATOR: "nvidia-l4"}),
+            pools_engine(L4_8, L4_24),
+            {"g2-standard-24"},
+            L4_MULTI,
+            f'spec.nodeSelector["{ACCELERATOR}"]',
+            id="denies-two-l4-pod-that-fits-only-the-g2-standard-24-pool",
+        ),
+    ],
+)
+def test_pins_that_leave_only_unsupported_types_are_denied(
+    pod: Pod, engine: Engine, lands_on: set[str], pin_instead: set[str], path: str
+) -> None:
+    decision = judge(pod, engine)
+    assert not decision.allowed
+    assert outcomes(decision)["deny"] == {"gpu-machine"}  # as when pinning such a type by name
+    [(found, message)] = gpu_machine(decision)
+    assert found == path
+    assert named_types(message) - suggestion(message) == lands_on
+    assert suggestion(message) == pin_instead
+    assert ("drop the count pin" in message) is (path != f'spec.nodeSelector["{ACCELERATOR}"]')
+
+
+@pytest.mark.parametrize(
+    ("pod", "engine"),
+    [
+        pytest.param(
+            gpu_pod(1, {ACCELERATOR: "nvidia-l4"}),
+            pools_engine(L4_8, L4_24),
+            id="one-l4-fits-a-supported-pool-too",
+        ),
+        pytest.param(
+            terms_pod(1, {ACCELERATOR: "nvidia-l4"}, expr(ACCELERATOR_COUNT, "In", "1", "2")),
+            engine_with(settings=NEW_GKE),
+            id="count-pin-that-admits-one-gpu-nodes-too",
+        ),
+    ],
+)
+def test_pins_that_also_admit_supported_types_only_warn(pod: Pod, engine: Engine) -> None:
+    decision = judge(pod, engine)
+    assert decision.allowed
+    assert outcomes(decision)["warn"] == {"gpu-machine"}
+
+
+# ---- 7. on old GKE, what a message tells to use is accepted (gpu-whole-node agrees)
+
+
+def offers(message: str, gpus: int) -> dict[str, int]:
+    """Machine type -> GPUs to request, from what the message tells to use: ``X (request all 4
+    GPUs)`` and ``Y (all 8)`` name the count; a bare type keeps the pod's ``gpus``."""
+    tail = re.split(r"; use |node\.kubernetes\.io/instance-type: ", message)[-1]
+    found: dict[str, int] = {}
+    for segment in re.split(r", | or ", tail):
+        count = re.search(r"\ball (\d+)\b", segment)
+        for name in named_types(segment):
+            found[name] = int(count.group(1)) if count else gpus
+    return found
+
+
+@pytest.mark.parametrize(
+    ("pod", "settings", "rule", "expected"),
+    [
+        pytest.param(
+            gpu_pod(2, {ACCELERATOR: "nvidia-l4"}),
+            {},
+            "gpu-machine",
+            {"g2-standard-48": 4, "g2-standard-96": 8},
+            id="two-l4-by-accelerator-is-told-to-request-all-gpus-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(2, {INSTANCE_TYPE: "g2-standard-24"}),
+            {},
+            "gpu-machine",
+            {"g2-standard-48": 4, "g2-standard-96": 8},
+            id="two-l4-on-g2-standard-24-is-told-to-request-all-gpus-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(1, {INSTANCE_TYPE: "g2-standard-24"}),
+            {},
+            "gpu-machine",
+            dict.fromkeys(L4_ONE, 1),
+            id="one-l4-on-g2-standard-24-is-offered-one-gpu-types-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(2, {ACCELERATOR: "nvidia-h100-80gb"}),
+            {},
+            "gpu-multi-l4",
+            {"g2-standard-48": 4, "g2-standard-96": 8},
+            id="two-h100-is-told-to-request-all-l4-gpus-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(2, {}),
+            {},
+            "gpu-multi-l4",
+            {"g2-standard-48": 4, "g2-standard-96": 8},
+            id="two-unpinned-gpus-are-told-to-request-all-gpus-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(3, {INSTANCE_TYPE: "g2-standard-8"}),
+            {},
+            "gpu-multi-l4",
+            {"g2-standard-48": 4, "g2-standard-96": 8},
+            id="three-l4-on-one-gpu-type-is-told-to-request-all-gpus-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(1, {ACCELERATOR: "nvidia-l4", ACCELERATOR_COUNT: "2"}),
+            {},
+            "gpu-machine",
+            dict.fromkeys(L4_ONE, 1),
+            id="one-l4-pinned-to-two-gpu-nodes-is-offered-one-gpu-types-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(2, {INSTANCE_TYPE: "g2-standard-24"}),
+            NEW_GKE,
+            "gpu-machine",
+            {"g2-standard-48": 2, "g2-standard-96": 2},
+            id="two-l4-on-g2-standard-24-may-use-a-subset-on-new-gke",
+        ),
+    ],
+)
+def test_suggested_types_are_accepted_when_pinned(
+    pod: Pod, settings: dict[str, Any], rule: str, expected: dict[str, int]
+) -> None:
+    engine = engine_with(settings=settings)
+    gpus = sum(int(c["resources"]["limits"]["nvidia.com/gpu"]) for c in pod["spec"]["containers"])
+    [message] = [m for r, _, m in lines(judge(pod, engine)) if r == rule]
+    assert offers(message, gpus) == expected
+    for machine_type, count in expected.items():
+        decision = judge(gpu_pod(count, {INSTANCE_TYPE: machine_type}), engine)
+        assert outcomes(decision)["deny"] == set(), (machine_type, count, decision.message)
+
+
+# ---- 8. every message fits the API server's 256-character warning line, fix included
+
+PARTITION = "cloud.google.com/gke-gpu-partition-size"
+SHARING = "cloud.google.com/gke-gpu-sharing-strategy"
+ARCH = expr("kubernetes.io/arch", "In", "amd64")
+POOL_NAME = "l4-24-" + "x" * 60
+LONG_POOL = NodePoolFacts(
+    name=POOL_NAME,
+    node_count=1,
+    instance_types=frozenset({"g2-standard-24"}),
+    machine_families=frozenset({"g2"}),
+    accelerators=frozenset({"nvidia-l4"}),
+    accelerator_counts=frozenset({"2"}),
+)
+
+
+def affinity_pod(gpus: int, *expressions: dict[str, Any]) -> Pod:
+    """A ``gpus``-GPU pod (a CPU pod for 0) pinned only by one term: arch first, so the pins
+    sit at ``matchExpressions[1]`` and later (longer paths)."""
+    pod = cpu_pod() if gpus == 0 else gpu_pod(gpus, {})
+    return with_terms(pod, {"matchExpressions": [ARCH, *expressions]})
+
+
+FIT_CASES = [
+    pytest.param(
+        lambda: gpu_pod(1, {FAMILY: "a2"}),
+        NEW_GKE,
+        "gpu-machine",
+        f"pin {INSTANCE_TYPE}: a2-highgpu-1g",
+        id="a2-family-selector",
+    ),
+    pytest.param(
+        lambda: affinity_pod(1, expr(FAMILY, "In", "a2")),
+        NEW_GKE,
+        "gpu-machine",
+        f"pin {INSTANCE_TYPE}: a2-highgpu-1g",
+        id="a2-family-affinity",
+    ),
+    pytest.param(
+        lambda: affinity_pod(
+            1, expr(ACCELERATOR, "In", "nvidia-h100-80gb"), expr(ACCELERATOR_COUNT, "In", "8")
+        ),
+        NEW_GKE,
+        "gpu-machine",
+        f"pin {INSTANCE_TYPE}: a3-highgpu-1g",
+        id="h100-count-eight-affinity",
+    ),
+    pytest.param(
+        lambda: affinity_pod(2, expr(ACCELERATOR, "In", "nvidia-l4")),
+        {},
+        "gpu-machine",
+        f"pin {INSTANCE_TYPE}: g2-standard-48 (request all 4 GPUs)",
+        id="two-l4-accelerator-affinity-old-gke",
+    ),
+    pytest.param(
+        lambda: affinity_pod(2, expr(INSTANCE_TYPE, "In", "g2-standard-24")),
+        {},
+        "gpu-machine",
+        "use g2-standard-48 (request all 4 GPUs)",
+        id="two-l4-on-g2-standard-24-affinity-old-gke",
+    ),
+    pytest.param(
+        lambda: affinity_pod(2, expr(ACCELERATOR, "In", "nvidia-h100-80gb")),
+        {},
+        "gpu-multi-l4",
+        "use g2-standard-48 (request all 4 GPUs)",
+        id="two-h100-affinity-old-gke",
+    ),
+    pytest.param(
+        lambda: affinity_pod(1, expr(INSTANCE_TYPE, "In", "g2-standard-48")),
+        {},
+        "gpu-whole-node",
+        "request",
+        id="one-l4-on-g2-standard-48-affinity-old-gke",
+    ),
+    pytest.param(
+        lambda: affinity_pod(
+            1, expr(ACCELERATOR, "In", "nvidia-tesla-a100"), expr(PARTITION, "In", "1g.5gb")
+        ),
+        NEW_GKE,
+        "gpu-mig",
+        f"remove the {PARTITION} affinity term and request whole GPUs",
+        id="mig-affinity",
+    ),
+    pytest.param(
+        lambda: affinity_pod(
+            1, expr(ACCELERATOR, "In", "nvidia-l4"), expr(SHARING, "In", "time-sharing")
+        ),
+        NEW_GKE,
+        "gpu-sharing",
+        "prefer a whole GPU",
+        id="sharing-affinity",
+    ),
+    pytest.param(
+        lambda: affinity_pod(1, expr(ACCELERATOR, "In", "nvidia-tesla-t4")),
+        NEW_GKE,
+        "gpu-machine",
+        "use nvidia-l4",
+        id="unsupported-accelerator-affinity",
+    ),
+    pytest.param(
+        lambda: affinity_pod(1, expr(FAMILY, "In", "n1")),
+        NEW_GKE,
+        "gpu-machine",
+        "use a2, a3, g2",
+        id="gpu-on-n1-affinity",
+    ),
+    pytest.param(
+        lambda: affinity_pod(0, expr(FAMILY, "In", "e2")),
+        NEW_GKE,
+        "machine-family",
+        "use any other series",
+        id="e2-affinity",
+    ),
+    pytest.param(
+        lambda: affinity_pod(0, expr(FAMILY, "In", "zz" + "9" * 30)),
+        NEW_GKE,
+        "machine-family",
+        "add it to rules.known_machine_families",
+        id="unknown-family-affinity",
+    ),
+    pytest.param(
+        lambda: affinity_pod(0, expr(FAMILY, "In", "n2", "c3")),
+        NEW_GKE,
+        "machine-unpinned",
+        "pin one",
+        id="two-families-affinity",
+    ),
+    pytest.param(
+        lambda: affinity_pod(0, expr(FAMILY, "NotIn", "e2")),
+        NEW_GKE,
+        "machine-unpinned",
+        f"pin {FAMILY} in nodeSelector",
+        id="unpinned-affinity",
+    ),
+    pytest.param(
+        lambda: affinity_pod(1, expr(ACCELERATOR, "In", "nvidia-l4")),
+        {**NEW_GKE, "pools": (LONG_POOL,)},
+        "gpu-machine",
+        f"pin {INSTANCE_TYPE}: g2-standard-",
+        id="only-a-long-named-g2-standard-24-pool",
+    ),
+]
+
+
+def admit_as(kind: str, pod: Pod, engine: Engine) -> Decision:
+    """``pod`` admitted as itself or as the pod template of a ``kind`` controller."""
+    if kind == "Pod":
+        return judge(pod, engine)
+    template = {"metadata": {"labels": pod["metadata"]["labels"]}, "spec": pod["spec"]}
+    return admit_controller(kind, controller(kind, template), engine)
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Deployment", "CronJob"])
+@pytest.mark.parametrize(("build", "case", "rule", "fix"), FIT_CASES)
+def test_placement_messages_fit_a_warning_line_with_their_fix(
+    kind: str, build: Callable[[], Pod], case: dict[str, Any], rule: str, fix: str
+) -> None:
+    """``case``: settings, plus ``pools`` (cluster node pool facts)."""
+    settings = {key: value for key, value in case.items() if key != "pools"}
+    pools = {p.name: p for p in case.get("pools", ())}
+    engine = engine_with(settings=settings, node_pools=pools)
+    findings = admit_as(kind, build(), engine).audit["findings"]
+    ours = [f for f in findings if f.rule.startswith(("gpu-", "machine-"))]
+    for f in ours:
+        line = f"[{f.rule}] {f.path}: {f.message}"  # how admission shows it as a warning
+        assert len(line) <= 256, line
+    assert any(f.rule == rule and fix in f.message for f in ours), [f.message for f in ours]
+
+
+# ---- 9. NotIn / Gt / Lt exclusions in affinity terms
+
+
+@pytest.mark.parametrize(
+    ("operator", "values", "label", "admits"),
+    [
+        pytest.param("NotIn", ("2",), "1", True, id="notin-passes-another-value"),
+        pytest.param("NotIn", ("2",), "2", False, id="notin-refuses-a-listed-value"),
+        pytest.param("NotIn", ("2",), None, True, id="notin-passes-a-node-without-the-label"),
+        pytest.param("NotIn", (), "1", False, id="notin-without-values-matches-nothing"),
+        pytest.param("Lt", ("2",), "1", True, id="lt-passes-a-smaller-count"),
+        pytest.param("Lt", ("2",), "2", False, id="lt-refuses-an-equal-count"),
+        pytest.param("Gt", ("1",), "8", True, id="gt-passes-a-larger-count"),
+        pytest.param("Gt", ("1",), None, False, id="gt-refuses-a-node-without-the-label"),
+        pytest.param("Gt", ("1",), "x", False, id="gt-refuses-a-non-integer-label"),
+        pytest.param("Gt", ("x",), "8", False, id="gt-with-a-non-integer-bound-matches-nothing"),
+        pytest.param("Gt", ("1", "2"), "8", False, id="gt-with-two-values-matches-nothing"),
+        pytest.param("Lt", ("+3",), "-1", True, id="signed-integers-compare-like-parseint"),
+        pytest.param("Lt", ("9" * 5000,), "1", False, id="bound-beyond-int64-matches-nothing"),
+        pytest.param("Gt", ("0",), "\u00b2", False, id="superscript-two-is-not-an-integer"),
+        pytest.param("DoesNotExist", (), None, True, id="does-not-exist-passes-no-label"),
+        pytest.param("DoesNotExist", (), "1", False, id="does-not-exist-refuses-the-label"),
+    ],
+)
+def test_exclusions_follow_kubernetes_label_requirements(
+    operator: Any, values: tuple[str, ...], label: str | None, admits: bool
+) -> None:
+    assert Exclusion(operator, values).admits(label) is admits
+
+
+@pytest.mark.parametrize(
+    ("pod", "settings", "outcome"),
+    [
+        pytest.param(
+            terms_pod(
+                1, {ACCELERATOR: "nvidia-l4"}, expr(INSTANCE_TYPE, "NotIn", "g2-standard-24")
+            ),
+            NEW_GKE,
+            None,
+            id="instance-type-notin-g2-standard-24-leaves-only-supported-types",
+        ),
+        pytest.param(
+            terms_pod(
+                1, {ACCELERATOR: "nvidia-l4"}, expr(LEGACY_INSTANCE_TYPE, "NotIn", "g2-standard-24")
+            ),
+            NEW_GKE,
+            None,
+            id="legacy-instance-type-notin-counts-too",
+        ),
+        pytest.param(
+            terms_pod(1, {ACCELERATOR: "nvidia-l4"}, expr(ACCELERATOR_COUNT, "Lt", "2")),
+            NEW_GKE,
+            None,
+            id="count-lt-2-means-one-gpu-nodes",
+        ),
+        pytest.param(
+            terms_pod(1, {ACCELERATOR: "nvidia-l4"}, expr(ACCELERATOR_COUNT, "NotIn", "2")),
+            NEW_GKE,
+            None,
+            id="count-notin-2-excludes-g2-standard-24",
+        ),
+        pytest.param(
+            terms_pod(1, {FAMILY: "a3"}, expr(ACCELERATOR_COUNT, "Lt", "2")),
+            NEW_GKE,
+            None,
+            id="a3-family-with-count-lt-2-is-only-a3-highgpu-1g",
+        ),
+        pytest.param(
+            terms_pod(1, {ACCELERATOR: "nvidia-l4"}, expr(ACCELERATOR_COUNT, "Gt", "1")),
+            NEW_GKE,
+            "warn",
+            id="count-gt-1-still-admits-g2-standard-24",
+        ),
+        pytest.param(
+            terms_pod(1, {ACCELERATOR: "nvidia-l4"}, expr(INSTANCE_TYPE, "NotIn", "g2-standard-8")),
+            NEW_GKE,
+            "warn",
+            id="notin-another-type-still-admits-g2-standard-24",
+        ),
+        pytest.param(
+            pinned(
+                with_terms(
+                    gpu_pod(1, {}),
+                    {"matchExpressions": [expr(ACCELERATOR_COUNT, "Lt", "2")]},
+                    {"matchExpressions": [expr(INSTANCE_TYPE, "Exists")]},
+                ),
+                {ACCELERATOR: "nvidia-l4"},
+            ),
+            NEW_GKE,
+            "warn",
+            id="an-ored-term-without-the-exclusion-still-admits-g2-standard-24",
+        ),
+        pytest.param(
+            terms_pod(
+                1, {ACCELERATOR: "nvidia-h100-80gb"}, expr(INSTANCE_TYPE, "NotIn", "a3-highgpu-1g")
+            ),
+            NEW_GKE,
+            "deny",
+            id="h100-pod-excluding-a3-highgpu-1g-can-only-land-on-unsupported-types",
+        ),
+    ],
+)
+def test_affinity_exclusions_decide_where_the_pod_may_land(
+    pod: Pod, settings: dict[str, Any], outcome: str | None
+) -> None:
+    decision = judge(pod, engine_with(settings=settings))
+    found = {k for k, rules in outcomes(decision).items() if "gpu-machine" in rules}
+    assert found == ({outcome} if outcome else set())
+
+
+@pytest.mark.parametrize(
+    ("pod", "warned"),
+    [
+        pytest.param(gpu_pod(1, {ACCELERATOR: "nvidia-l4"}), True, id="l4-may-land-on-4-gpu-nodes"),
+        pytest.param(
+            terms_pod(1, {ACCELERATOR: "nvidia-l4"}, expr(ACCELERATOR_COUNT, "Lt", "2")),
+            False,
+            id="count-lt-2-rules-out-multi-gpu-nodes",
+        ),
+    ],
+)
+def test_whole_node_warning_applies_count_exclusions_on_old_gke(pod: Pod, warned: bool) -> None:
+    decision = judge(pod)
+    assert ("gpu-whole-node" in outcomes(decision)["warn"]) is warned
+
+
+# ---- 10. one finding per cause
+
+
+@pytest.mark.parametrize(
+    ("pod", "engine", "expected"),
+    [
+        pytest.param(
+            daemon_pod("gke-l4-48", 1),
+            engine_with(nodes=NODES),
+            [("gpu-whole-node", "deny")],
+            id="daemonset-pod-on-known-g2-standard-48-node-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(1, {INSTANCE_TYPE: "g2-standard-48", ACCELERATOR_COUNT: "4"}),
+            engine_with(),
+            [("gpu-whole-node", "deny")],
+            id="instance-type-and-count-pins-of-one-node-old-gke",
+        ),
+        pytest.param(
+            gpu_pod(1, {ACCELERATOR: "nvidia-l4", ACCELERATOR_COUNT: "2"}),
+            engine_with(),
+            [("gpu-machine", "deny")],  # g2-standard-24 is unsupported: requesting 2 won't help
+            id="count-pin-of-unsupported-nodes-is-one-gpu-machine-denial-old-gke",
+        ),
+    ],
+)
+def test_one_finding_per_cause(pod: Pod, engine: Engine, expected: list[tuple[str, str]]) -> None:
+    decision = judge(pod, engine)
+    audit = decision.audit
+    found = [
+        (f.rule, f.severity)
+        for f in audit["findings"]
+        if f.rule in ("gpu-whole-node", "gpu-machine")
+    ]
+    assert found == expected

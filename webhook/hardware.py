@@ -7,7 +7,11 @@ Two readings, both used by the readiness rules (``webhook/rules``):
   semantics (k8s.io/component-helpers/scheduling/corev1/nodeaffinity): nodeSelector AND affinity;
   the affinity's ``nodeSelectorTerms`` are ORed, the expressions inside one term ANDed. Only
   ``In`` (and a nodeSelector pair) restricts values; ``Exists`` requires the label; ``NotIn``,
-  ``DoesNotExist``, ``Gt``, ``Lt`` never pin a pod to anything. The legacy label
+  ``DoesNotExist``, ``Gt``, ``Lt`` never pin a pod to anything, but they do rule nodes out: they
+  are kept per term as ``Exclusion`` entries (k8s.io/apimachinery labels ``Requirement.Matches``:
+  ``NotIn`` admits a node without the label, ``Gt``/``Lt`` need the label and compare int64s; a
+  term with a malformed requirement matches no node, component-helpers ``nodeSelectorTerm``
+  ``parseErrs``). The legacy label
   ``beta.kubernetes.io/instance-type`` reads as ``node.kubernetes.io/instance-type``: nodes carry
   both with one value (k8s.io/cloud-provider controllers/node ``labelReconcileInfo``), so a pod
   naming both needs both values at once. ``matchFields`` ``metadata.name In`` (how the DaemonSet
@@ -22,9 +26,10 @@ Two readings, both used by the readiness rules (``webhook/rules``):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from webhook.context import join_path, list_of_dicts
 from webhook.quantity import parse_quantity
@@ -53,6 +58,52 @@ LABEL_ALIASES: dict[str, str] = {LEGACY_INSTANCE_TYPE: INSTANCE_TYPE}
 """Legacy node labels read as their GA key (the kubelet and cloud node controller set both)."""
 
 ContainerRole = Literal["app", "sidecar", "init"]
+ExclusionOperator = Literal["NotIn", "Gt", "Lt", "DoesNotExist"]
+_EXCLUDING: frozenset[str] = frozenset(get_args(ExclusionOperator))
+_INTEGER = re.compile(r"([+-]?)0*([0-9]+)")
+_INT64_DIGITS = 19  # len(str(2**63 - 1))
+
+
+def _int64(text: str) -> int | None:
+    """``text`` as Go's ``strconv.ParseInt(text, 10, 64)`` reads it; None when that fails."""
+    match = _INTEGER.fullmatch(text)
+    if match is None or len(match.group(2)) > _INT64_DIGITS:
+        return None  # checked before int(): Python refuses to parse 4300+ digits
+    value = int(match.group(2)) * (-1 if match.group(1) == "-" else 1)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """A ``NotIn``, ``Gt``, ``Lt`` or ``DoesNotExist`` expression of one affinity term.
+
+    Attributes:
+        operator: the expression's operator.
+        values: its string values as written (``Gt``/``Lt`` take exactly one integer).
+    """
+
+    operator: ExclusionOperator
+    values: tuple[str, ...]
+
+    def admits(self, value: str | None) -> bool:
+        """Whether a node whose label has ``value`` (None: no such label) passes.
+
+        Kubernetes semantics (k8s.io/apimachinery/pkg/labels ``Requirement.Matches`` and
+        ``NewRequirement``): ``NotIn`` passes nodes without the label; ``DoesNotExist`` only
+        those; ``Gt``/``Lt`` need the label and compare it as an int64 with the single value.
+        A requirement ``NewRequirement`` refuses (``NotIn`` without values, ``Gt`` with two,
+        a non-integer bound, ``DoesNotExist`` with values) matches no node: the scheduler
+        drops the whole term (component-helpers ``nodeSelectorTerm.parseErrs``).
+        """
+        if self.operator == "DoesNotExist":
+            return value is None and not self.values
+        if self.operator == "NotIn":
+            return bool(self.values) and (value is None or value not in self.values)
+        bound = _int64(self.values[0]) if len(self.values) == 1 else None
+        number = None if value is None else _int64(value)
+        if bound is None or number is None:
+            return False
+        return number > bound if self.operator == "Gt" else number < bound
 
 
 @dataclass(frozen=True)
@@ -90,11 +141,14 @@ class NodeSelection:
         terms: per required-affinity term, the ``In`` values it allows by key (aliases folded,
             ``NODE_NAME`` included); empty when the pod has no required node affinity.
         terms_path: field path of ``nodeSelectorTerms`` (empty when there are none).
+        exclusions: per term (same order as ``terms``), its ``Exclusion`` expressions by label
+            key (aliases folded).
     """
 
     pins: dict[str, LabelPin]
     terms: tuple[dict[str, frozenset[str]], ...] = ()
     terms_path: str = ""
+    exclusions: tuple[dict[str, tuple[Exclusion, ...]], ...] = ()
 
 
 @dataclass
@@ -125,10 +179,25 @@ def _restrict(pin: _TermPin, expression: RawObject, path: str, legacy: bool) -> 
     pin.values = values if pin.values is None else pin.values & values
 
 
+def _exclusions(term: RawObject) -> dict[str, tuple[Exclusion, ...]]:
+    """One term's ``NotIn``/``Gt``/``Lt``/``DoesNotExist`` expressions by label key (GA keys
+    for aliases: a node carries both with one value)."""
+    out: dict[str, tuple[Exclusion, ...]] = {}
+    for expression in list_of_dicts(term.get("matchExpressions")):
+        key, operator = expression.get("key"), expression.get("operator")
+        if not isinstance(key, str) or operator not in _EXCLUDING:
+            continue
+        raw = expression.get("values")
+        values = tuple(v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str))
+        canonical = LABEL_ALIASES.get(key, key)
+        out[canonical] = (*out.get(canonical, ()), Exclusion(operator, values))
+    return out
+
+
 def _term_pins(term: RawObject, term_path: str) -> dict[str, _TermPin]:
-    """Keys one term restricts: ``In`` values intersected, ``Exists`` noted, others ignored;
-    ``matchFields`` ``metadata.name In`` (the only field nodes can be selected by) as
-    ``NODE_NAME``."""
+    """Keys one term restricts: ``In`` values intersected, ``Exists`` noted, others ignored
+    (``_exclusions`` reads them); ``matchFields`` ``metadata.name In`` (the only field nodes
+    can be selected by) as ``NODE_NAME``."""
     pins: dict[str, _TermPin] = {}
     for index, expression in enumerate(list_of_dicts(term.get("matchExpressions"))):
         key, operator = expression.get("key"), expression.get("operator")
@@ -179,6 +248,7 @@ def node_selection(spec: RawObject, spec_path: str) -> NodeSelection:
     raw_terms = _affinity_terms(spec)
     base = ""
     terms: list[dict[str, _TermPin]] = []
+    exclusions = tuple(_exclusions(term) for term in raw_terms)
     if raw_terms:
         base = join_path(
             spec_path,
@@ -211,7 +281,7 @@ def node_selection(spec: RawObject, spec_path: str) -> NodeSelection:
     per_term = tuple(
         {key: pin.values for key, pin in term.items() if pin.values is not None} for term in terms
     )
-    return NodeSelection(pins, per_term, base)
+    return NodeSelection(pins, per_term, base, exclusions)
 
 
 def _legacy_last(pair: tuple[Any, Any]) -> bool:

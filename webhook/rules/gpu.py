@@ -2,28 +2,31 @@
 
 Facts (GKE "About GKE Pod snapshots", domain.md section 4): GPU snapshots work on the supported GPU
 machine types only (``settings.rules.gpu_machine_types``; a pod pinning only its accelerator or
-family may land on other types of that series: ``rules/landing.py``, a warning); more than one
-GPU per pod only on L4;
-before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node had to use all of its GPUs; MIG is not
+family may land on other types of that series: ``rules/landing.py``, a warning, or a denial
+when its pins leave no supported type); more than one GPU per pod only on L4;
+before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node had to use all of its GPUs (so every
+rule's suggestion then says how many GPUs to request: ``_offer``); MIG is not
 supported; time-sharing and MPS are not named (unconfirmed: warn). All of them are whole-pod
 restrictions, relaxed for ``rootfs-only`` policies. Only pods that use GPUs are judged.
+Messages fit the API server's 256-character warning line with their fix (``placement.fit``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from webhook.config import GKE_VERSION_PATTERN, RuleSettings
 from webhook.context import PodContext
 from webhook.hardware import INSTANCE_TYPE, PARTITION_SIZE
-from webhook.rules.landing import landing
+from webhook.rules.landing import affinity_admits, landing
 from webhook.rules.placement import (
     Constraint,
     Placement,
     describe,
     family_constraints,
+    fit,
     instance_family,
     possible,
 )
@@ -71,13 +74,56 @@ def _summary(names: tuple[str, ...], limit: int) -> str:
     return " or ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else "".join(parts)
 
 
-def _alternatives(rules: RuleSettings, machine_type: str, gpus: int) -> list[str]:
-    """Supported types to use instead of ``machine_type``: of its family when it has any with
-    enough GPUs, else of any family with enough GPUs, else all of them."""
-    enough = [t for t, n in rules.gpu_machine_types.items() if n >= gpus]
+def _offer(types: Sequence[tuple[str, int]], gpus: int, exact: bool, short: bool = False) -> str:
+    """Supported machine types to use, from ``(type, GPUs)`` pairs, as message text.
+
+    Before GKE ``rules.gpu_subset_min_version`` (``exact``) a pod must take all GPUs of its node
+    (``gpu-whole-node``), so the offer is the types with exactly ``gpus`` GPUs when there are
+    any, else each type with the count to request: ``g2-standard-48 (request all 4 GPUs) or
+    g2-standard-96 (all 8)``. ``short``: the first type only (still a complete fix). When no
+    type has ``gpus`` GPUs, all of ``types`` (``gpu-multi-l4`` says how many fit).
+    """
+    fits = [(t, n) for t, n in types if n >= gpus]
+    whole = [(t, n) for t, n in fits if n == gpus]
+    if exact and whole:
+        fits = whole
+    if not fits or not exact or whole:
+        names = [t for t, _ in (fits or types)]
+        return _type_summary(names[:1] if short else names)
+    counts: dict[int, list[str]] = {}
+    for name, count in sorted(fits, key=lambda item: item[1]):
+        counts.setdefault(count, []).append(name)
+    groups = list(counts.items())
+    parts: list[str] = []
+    for n, names in groups[:1] if short else groups:
+        shown = _type_summary(names[:1] if short else names, 4)
+        parts.append(f"{shown} (all {n})" if parts else f"{shown} (request all {n} GPUs)")
+    return " or ".join([", ".join(parts[:-1]), parts[-1]]) if len(parts) > 1 else parts[0]
+
+
+def _alternatives(rules: RuleSettings, machine_type: str, gpus: int) -> list[tuple[str, int]]:
+    """Supported ``(type, GPUs)`` to use instead of ``machine_type``: of its family when it has
+    any with enough GPUs, else of any family with enough GPUs, else all of them."""
+    enough = [(t, n) for t, n in rules.gpu_machine_types.items() if n >= gpus]
     family = instance_family(machine_type)
-    same = [t for t in enough if instance_family(t) == family]
-    return same or enough or list(rules.gpu_machine_types)
+    same = [(t, n) for t, n in enough if instance_family(t) == family]
+    return same or enough or list(rules.gpu_machine_types.items())
+
+
+def _unsupported_type(c: Constraint, name: str, ctx: PodContext, gpus: int) -> Finding:
+    """``gpu-machine`` for one pinned machine type that has no GPU snapshots."""
+    types, exact = _alternatives(ctx.settings.rules, name, gpus), not _subset_allowed(ctx)
+    problem = f"no GPU snapshots on {clip(name)}"
+    use, short = _offer(types, gpus, exact), _offer(types, gpus, exact, short=True)
+    text = fit(
+        "gpu-machine",
+        c.path,
+        f"{problem}{c.where}; use {use}",
+        f"{problem}; use {use}",
+        f"{problem}; use {short}",
+        f"use {short}",
+    )
+    return Finding(c.path, "gpu-machine", text)
 
 
 def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
@@ -87,39 +133,57 @@ def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     gpu_families = {instance_family(t) for t in rules.gpu_machine_types}
     for c in place.instance_types:
         for name in sorted(c.values - set(rules.gpu_machine_types)):
-            types = _type_summary(_alternatives(rules, name, gpus))
-            text = f"no GPU snapshots on {clip(name)}{c.where}; use {types}"
-            yield Finding(c.path, "gpu-machine", text)
-    for c in place.families:
-        for family in sorted(c.values - gpu_families):
-            accept = ", ".join(sorted(gpu_families))
-            text = f"no GPU snapshots on family {clip(family)}{c.where}; use {accept}"
-            yield Finding(c.path, "gpu-machine", text)
-    for c in place.accelerators:
-        for name in sorted(c.values - set(rules.gpu_accelerators)):
-            accept = ", ".join(rules.gpu_accelerators)
-            text = f"no GPU snapshots on {clip(name)}{c.where}; use {accept}"
-            yield Finding(c.path, "gpu-machine", text)
+            yield _unsupported_type(c, name, ctx, gpus)
+    checks = (
+        (place.families, gpu_families, "family ", ", ".join(sorted(gpu_families))),
+        (place.accelerators, set(rules.gpu_accelerators), "", ", ".join(rules.gpu_accelerators)),
+    )
+    for constraints, accepted, kind, accept in checks:
+        for c in constraints:
+            for name in sorted(c.values - accepted):
+                problem = f"no GPU snapshots on {kind}{clip(name)}"
+                text = fit(
+                    "gpu-machine",
+                    c.path,
+                    f"{problem}{c.where}; use {accept}",
+                    f"{problem}; use {accept}",
+                    f"use {accept}",
+                )
+                yield Finding(c.path, "gpu-machine", text)
 
 
 def landing_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
-    """``gpu-machine`` (warn): a pod pinned by accelerator or family, not machine type, that may
-    land on a machine type snapshots do not support (``g2-standard-24``, ``a3-highgpu-8g``...).
-    """
+    """``gpu-machine``: a pod pinned by accelerator or family, not machine type, that may land
+    on a machine type snapshots do not support (``g2-standard-24``, ``a3-highgpu-8g``...): a
+    warning; when it can land on no supported type (e.g. ``gke-accelerator-count: "8"`` with
+    H100), a denial like pinning such a type."""
     if place.partition_sizes:
         return  # a MIG pod is denied by gpu-mig; no machine type would make it snapshot-ready
-    found = landing(ctx, place, exact=not _subset_allowed(ctx))
+    found = landing(ctx, place)
     if found is None:
         return
+    gpus, exact = place.gpus.total, not _subset_allowed(ctx)
     where = ""
     if found.pools:
         where = " in node pool " + clip_all([f'"{clip(n)}"' for n in found.pools], limit=2)
-    # Short: warnings are cut at 256 chars with the path, and affinity paths are long.
-    text = (
-        f"may also land on {_type_summary(found.unsupported, 8)}{where} (no GPU snapshots "
-        f"there); pin {INSTANCE_TYPE}: {_type_summary(found.supported, 8)}"
+    lead, brief = ("can only land on", "only on") if found.only else ("may also land on", "also on")
+    many, few = _type_summary(found.unsupported, 8), _type_summary(found.unsupported, 1)
+    pin = f"{'drop the count pin; ' if found.drop_count else ''}pin {INSTANCE_TYPE}: "
+    fix = pin + _offer(found.supported, gpus, exact)
+    short = pin + _offer(found.supported, gpus, exact, short=True)
+    path = found.pin.path
+    text = fit(
+        "gpu-machine",
+        path,
+        f"{lead} {many}{where} (no GPU snapshots there); {fix}",
+        f"{lead} {few}{where} (no GPU snapshots there); {fix}",
+        f"{brief} {many} (unsupported); {fix}",
+        f"{brief} {few} (unsupported); {fix}",
+        f"{fix}, not {few}",
+        fix,
+        short,
     )
-    yield Finding(found.pin.path, "gpu-machine", text, "warn")
+    yield Finding(path, "gpu-machine", text, "deny" if found.only else "warn")
 
 
 def _multi_counts(rules: RuleSettings) -> list[tuple[str, int]]:
@@ -129,37 +193,47 @@ def _multi_counts(rules: RuleSettings) -> list[tuple[str, int]]:
     return sorted(fits, key=lambda item: (item[1], item[0]))
 
 
-def _multi_types(rules: RuleSettings, gpus: int) -> list[str]:
-    """Supported machine types of the multi-GPU accelerators with at least ``gpus`` GPUs."""
-    return [t for t, n in _multi_counts(rules) if n >= gpus]
-
-
 def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-multi-l4``: a pod with more than one GPU must be pinned to L4 machines that have
     enough GPUs (``g2-standard-48``/``-96``). Values already unsupported are left to gpu-machine."""
     rules, gpus = ctx.settings.rules, place.gpus.total
-    fits = _multi_types(rules, gpus)
-    if not fits:
+    types = [(t, n) for t, n in _multi_counts(rules) if n >= gpus]
+    first = place.gpus.containers[0].path
+    if not types:
         text = f"no supported machine has {clip(gpus)} GPUs; use at most {_max_gpus(rules)} per pod"
-        yield Finding(place.gpus.containers[0].path, "gpu-multi-l4", text)
+        yield Finding(first, "gpu-multi-l4", text)
         return
-    accept = " or ".join(fits)
+    exact = not _subset_allowed(ctx)
+    accept, short = _offer(types, gpus, exact), _offer(types, gpus, exact, short=True)
     multi = {f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())}
     one = f"allows 1 GPU per snapshot pod, not {clip(gpus)}"
+    fits = {t for t, _ in types}
     checks = (
         (place.accelerators, set(rules.gpu_accelerators) - set(rules.multi_gpu_accelerators), one),
         (place.families, {instance_family(t) for t in rules.gpu_machine_types} - multi, one),
-        (place.instance_types, set(rules.gpu_machine_types) - set(fits), "has too few GPUs"),
+        (place.instance_types, set(rules.gpu_machine_types) - fits, "has too few GPUs"),
     )
     for constraints, unfit, problem in checks:
         for c in constraints:
             for name in sorted(c.values & unfit):
-                text = f"{clip(name)}{c.where} {problem}; use {accept}"
+                text = fit(
+                    "gpu-multi-l4",
+                    c.path,
+                    f"{clip(name)}{c.where} {problem}; use {accept}",
+                    f"{clip(name)} {problem}; use {accept}",
+                    f"{clip(name)} {problem}; use {short}",
+                    f"use {short}",
+                )
                 yield Finding(c.path, "gpu-multi-l4", text)
     stated = (*place.accelerators, *place.instance_types, *place.families)
     if not any(c.exhaustive for c in stated) and not place.unknown:
-        text = f"a {clip(gpus)}-GPU pod needs L4: pin {INSTANCE_TYPE}: {accept}"
-        yield Finding(place.gpus.containers[0].path, "gpu-multi-l4", text)
+        text = fit(
+            "gpu-multi-l4",
+            first,
+            f"a {clip(gpus)}-GPU pod needs L4: pin {INSTANCE_TYPE}: {accept}",
+            f"a {clip(gpus)}-GPU pod needs L4: pin {INSTANCE_TYPE}: {short}",
+        )
+        yield Finding(first, "gpu-multi-l4", text)
 
 
 def _max_gpus(rules: RuleSettings) -> int:
@@ -168,28 +242,43 @@ def _max_gpus(rules: RuleSettings) -> int:
 
 
 def _node_counts(place: Placement, rules: RuleSettings) -> Iterator[tuple[Constraint, int, str]]:
-    """GPU counts of the nodes the pod is pinned to: ``(constraint, count, node description)``."""
+    """GPU counts of the nodes the pod is pinned to: ``(constraint, count, node description)``,
+    one per count (a node's instance type and its ``gke-accelerator-count`` are one cause;
+    the instance type names it best). A count no supported type of the pod's pinned families
+    has (2 on G2) is skipped: those nodes are unsupported, which ``gpu-machine`` reports, so
+    requesting all their GPUs would not help."""
+    seen: set[int] = set()
     for c in place.instance_types:
         for name in sorted(c.values):
-            if name in rules.gpu_machine_types:
-                yield c, rules.gpu_machine_types[name], name
+            count = rules.gpu_machine_types.get(name)
+            if count is not None and count not in seen:
+                seen.add(count)
+                yield c, count, name
+    families = possible(family_constraints(place, rules))
+    table = rules.gpu_machine_types
+    carried = {n for t, n in table.items() if families is None or instance_family(t) in families}
     for c in place.accelerator_counts:
         for value in sorted(c.values):
             # ASCII digits, bounded: isdigit() also accepts "²", and int() refuses 4300+ digits.
-            if _COUNT.fullmatch(value):
+            if not _COUNT.fullmatch(value) or int(value) in seen:
+                continue
+            if families is None or int(value) in carried:
+                seen.add(int(value))
                 yield c, int(value), f"a {value}-GPU node"
 
 
 def _candidate_counts(place: Placement, rules: RuleSettings) -> set[int]:
-    """GPU counts of every supported machine type in the families the pod may land on (all of
-    them when the pod pins no family, accelerator or instance type; none when it pins only an
-    unsupported accelerator, which ``gpu-machine`` reports)."""
+    """GPU counts of every supported machine type the pod may land on: in its families (all of
+    them when it pins no family, accelerator or instance type; none when it pins only an
+    unsupported accelerator, which ``gpu-machine`` reports) and admitted by its affinity
+    terms' exclusions (``gke-accelerator-count Lt 2`` rules out 4- and 8-GPU nodes)."""
     families = possible(family_constraints(place, rules))
     if families is None and any(c.exhaustive for c in place.accelerators):
         return set()
+    table = rules.gpu_machine_types
     return {
-        count
-        for name, count in rules.gpu_machine_types.items()
+        table[name]
+        for name in affinity_admits(place.selection, table)
         if families is None or instance_family(name) in families
     }
 
@@ -217,15 +306,27 @@ def whole_node_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     pinned = named or any(c.exhaustive for c in (*place.instance_types, *place.accelerator_counts))
     for c, count, node in _node_counts(place, rules):
         if count > gpus:
-            text = (
-                f"{node} has {count} GPUs; before GKE {gate} a pod needs all: request {count}{hint}"
+            rest = f"; before GKE {gate} a pod needs all: request {count}{hint}"
+            text = fit(
+                "gpu-whole-node",
+                c.path,
+                f"{node} has {count} GPUs{c.where}{rest}",
+                f"{node} has {count} GPUs{rest}",
+                f"request all {count} GPUs of {node}{hint}",
+                f"request {count} GPUs{hint}",
             )
             yield Finding(c.path, "gpu-whole-node", text)
     risky = sorted(n for n in _candidate_counts(place, rules) if n > gpus)
     if not pinned and risky:
         sizes = " or ".join(f"{n}-GPU" for n in risky)
-        text = f"{sizes} nodes need all GPUs before GKE {gate}; pin the instance type{hint}"
-        yield Finding(place.gpus.containers[0].path, "gpu-whole-node", text, "warn")
+        path = place.gpus.containers[0].path
+        text = fit(
+            "gpu-whole-node",
+            path,
+            f"{sizes} nodes need all GPUs before GKE {gate}; pin the instance type{hint}",
+            f"pin the instance type: {sizes} nodes need all GPUs{hint}",
+        )
+        yield Finding(path, "gpu-whole-node", text, "warn")
 
 
 def _values(c: Constraint) -> str:
@@ -248,8 +349,15 @@ def _mig_fix(c: Constraint) -> str:
 def mig_findings(place: Placement) -> Iterator[Finding]:
     """``gpu-mig``: MIG partitions by selector, pinned node pool or ComputeClass."""
     for c in place.partition_sizes:
-        text = f"MIG partitions{_values(c)}{c.where} are not supported by Pod snapshots; "
-        text += _mig_fix(c)
+        fix = _mig_fix(c)
+        text = fit(
+            "gpu-mig",
+            c.path,
+            f"MIG partitions{_values(c)}{c.where} are not supported by Pod snapshots; {fix}",
+            f"MIG{_values(c)}{c.where} is unsupported; {fix}",
+            f"MIG{_values(c)} is unsupported; {fix}",
+            fix,
+        )
         yield Finding(c.path, "gpu-mig", text)
 
 
@@ -257,8 +365,13 @@ def sharing_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-sharing``: time-sharing/MPS (severity ``rules.gpu_sharing_severity``, warn)."""
     severity = ctx.settings.rules.gpu_sharing_severity
     for c in place.sharing:
-        text = f"GPU sharing{_values(c)}{c.where} is unconfirmed for Pod snapshots; "
-        text += "prefer a whole GPU"
+        fix = "prefer a whole GPU"
+        text = fit(
+            "gpu-sharing",
+            c.path,
+            f"GPU sharing{_values(c)}{c.where} is unconfirmed for Pod snapshots; {fix}",
+            f"GPU sharing is unconfirmed for Pod snapshots; {fix}",
+        )
         yield Finding(c.path, "gpu-sharing", text, severity)
 
 

@@ -25,6 +25,7 @@ from webhook.rules.placement import (
     Unknown,
     describe,
     family_constraints,
+    fit,
     instance_family,
     possible,
 )
@@ -32,13 +33,27 @@ from webhook.text import clip, clip_all
 from webhook.types import Finding
 
 
-def _family_problem(family: str, rules: RuleSettings) -> str | None:
+def _family_problem(family: str, rules: RuleSettings) -> tuple[str, str] | None:
+    """``(problem, fix)`` for a family the pod may land on; None when it is fine."""
     if family in rules.unsupported_machine_families:
         banned = ", ".join(rules.unsupported_machine_families).upper()
-        return f"not supported by Pod snapshots; use any other series (not {banned})"
+        return "not supported by Pod snapshots", f"use any other series (not {banned})"
     if family not in rules.known_machine_families:
-        return "not a known machine family; fix it or add it to rules.known_machine_families"
+        return "not a known machine family", "fix it or add it to rules.known_machine_families"
     return None
+
+
+def _family_finding(path: str, subject: str, where: str, found: tuple[str, str]) -> Finding:
+    """``machine-family`` for ``subject`` (``family e2``), cut to fit a warning line."""
+    problem, fix = found
+    text = fit(
+        "machine-family",
+        path,
+        f"{subject}{where} is {problem}; {fix}",
+        f"{subject} is {problem}; {fix}",
+        f"{problem}; {fix}",
+    )
+    return Finding(path, "machine-family", text)
 
 
 def family_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
@@ -51,16 +66,14 @@ def family_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
             problem = _family_problem(family, rules)
             if problem:
                 flagged.add((c.path, family))
-                yield Finding(
-                    c.path, "machine-family", f"family {clip(family)}{c.where} is {problem}"
-                )
+                yield _family_finding(c.path, f"family {clip(family)}", c.where, problem)
     for c in place.instance_types:
         for instance_type in sorted(c.values):
             family = instance_family(instance_type)
             problem = _family_problem(family, rules)
             if problem and (c.path, family) not in flagged:
-                text = f"instance type {clip(instance_type)}{c.where} is {problem}"
-                yield Finding(c.path, "machine-family", text)
+                subject = f"instance type {clip(instance_type)}"
+                yield _family_finding(c.path, subject, c.where, problem)
 
 
 def _unknown_text(unknown: Unknown) -> str:
@@ -69,7 +82,12 @@ def _unknown_text(unknown: Unknown) -> str:
         # The DaemonSet controller replaces the template's required affinity with the node's name
         # (ReplaceDaemonSetPodNodeNameNodeAffinity): the hardware pins were judged on the template.
         return f"{unknown.reason}, so its hardware was not checked (its DaemonSet template was)"
-    return f"{unknown.reason}, so its machine family is unknown; also pin {MACHINE_FAMILY}"
+    return fit(
+        "machine-unpinned",
+        unknown.path,
+        f"{unknown.reason}, so its machine family is unknown; also pin {MACHINE_FAMILY}",
+        f"machine family unknown; also pin {MACHINE_FAMILY}",
+    )
 
 
 def _not_pinned(ctx: PodContext, place: Placement) -> Finding:
@@ -82,8 +100,14 @@ def _not_pinned(ctx: PodContext, place: Placement) -> Finding:
     # Short: warnings are cut at 256 chars with the path, and affinity paths are long.
     fix = f"pin {what} in nodeSelector"
     if place.selection.terms:
-        text = f"a required affinity term pins no machine series, {risk}; {fix}"
-        return Finding(place.selection.terms_path, "machine-unpinned", text, "warn")
+        path = place.selection.terms_path
+        text = fit(
+            "machine-unpinned",
+            path,
+            f"a required affinity term pins no machine series, {risk}; {fix}",
+            f"an affinity term pins no machine series; {fix}",
+        )
+        return Finding(path, "machine-unpinned", text, "warn")
     text = f"not pinned to one machine series, {risk}; {fix}"
     selector = ctx.spec_field("nodeSelector")
     path = selector if isinstance(ctx.spec.get("nodeSelector"), dict) else ctx.spec_path
@@ -103,7 +127,13 @@ def unpinned_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     elif len(families) > 1:
         path = next(c.path for c in constraints if c.exhaustive)
         names = clip_all(sorted(families))
-        text = f"may run on families {names}; snapshots restore only on the same series: pin one"
+        text = fit(
+            "machine-unpinned",
+            path,
+            f"may run on families {names}; snapshots restore only on the same series: pin one",
+            f"may run on families {names}: pin one",
+            "may run on several families: pin one",
+        )
         yield Finding(path, "machine-unpinned", text, "warn")
 
 

@@ -39,10 +39,24 @@ from webhook.hardware import (
     node_selection,
     resource_usage,
 )
+from webhook.responses import MAX_WARNING_CHARS
 from webhook.state import NodePoolFacts
 from webhook.text import clip, clip_all
 
 POD_SOURCES = ("nodeSelector", "node affinity")
+
+
+def fit(rule: str, path: str, *variants: str) -> str:
+    """The first of ``variants`` (most detailed first, each with its fix) whose warning line
+    fits, else the last one.
+
+    A finding becomes the line ``[rule] path: message`` (``admission.decide_findings``) and the
+    API server cuts each warning at 256 characters (``responses.MAX_WARNING_CHARS``,
+    k8s.io/apiserver/pkg/warning): a cut would take the fix, which messages put last. Paths
+    under a CronJob's affinity alone take ~145 characters.
+    """
+    room = MAX_WARNING_CHARS - len(rule) - len(path) - 5  # "[", "] ", ": "
+    return next((text for text in variants if len(text) <= room), variants[-1])
 
 
 @dataclass(frozen=True)
