@@ -13,7 +13,6 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from webhook.errors import BadRequest
-from webhook.types import RawObject
 
 ADMISSION_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 MAX_UID_CHARS = 128
@@ -119,9 +118,3 @@ def api_version_hint(body: bytes) -> str:
         return _api_version_of(orjson.loads(body))
     except orjson.JSONDecodeError:
         return ADMISSION_API_VERSIONS[0]
-
-
-def raw_object(review: AdmissionReviewRequest) -> RawObject | None:
-    """``request.object`` as a raw dict, or None (DELETE, CONNECT)."""
-    obj = review.request.object
-    return obj if isinstance(obj, dict) else None
