@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -890,7 +891,7 @@ FIT_CASES = [
         lambda: affinity_pod(2, expr(ACCELERATOR, "In", "nvidia-h100-80gb")),
         {},
         "gpu-multi-l4",
-        "use g2-standard-48 (request all 4 GPUs)",
+        "replace nvidia-h100-80gb with nvidia-l4",
         id="two-h100-affinity-old-gke",
     ),
     pytest.param(
@@ -1156,3 +1157,184 @@ def test_one_finding_per_cause(pod: Pod, engine: Engine, expected: list[tuple[st
         if f.rule in ("gpu-whole-node", "gpu-machine")
     ]
     assert found == expected
+
+
+# ---- 11. following a message literally gives an admitted pod; refused values are pointed at
+
+OLD_GKE = {"rules": {"gke_version": "1.34.1-gke.1000000"}}
+
+
+def with_gpus(pod: Pod, gpus: int) -> Pod:
+    pod["spec"]["containers"] = [gpu_container(str(gpus))]
+    return pod
+
+
+def follow_swap(pod: Pod, message: str, gpus: int) -> Pod:
+    """``pod`` after doing what a ``replace X with Y ... instance-type: T`` message says: X
+    replaced by Y wherever the pod states it, the first offered type pinned by nodeSelector
+    and the GPUs the offer asks for."""
+    swap = re.search(r"replace (?:\S+: )?(\S+) with ([a-z0-9-]+)", message)
+    assert swap is not None, message
+    old, new = swap.groups()
+    # "X allows 1 GPU...; replace it with Y": "it" is the value the message opens with.
+    old = message.split(maxsplit=1)[0] if old == "it" else old
+    spec = pod["spec"]
+    selector = spec.setdefault("nodeSelector", {})
+    for key, value in list(selector.items()):
+        if value == old:
+            selector[key] = new
+    required = spec.get("affinity", {}).get("nodeAffinity", {})
+    terms = required.get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    for term in terms.get("nodeSelectorTerms", []):
+        for expression in term.get("matchExpressions", []):
+            expression["values"] = [new if v == old else v for v in expression.get("values", [])]
+    [(machine_type, count), *_] = offers(message, gpus).items()
+    selector[INSTANCE_TYPE] = machine_type
+    return with_gpus(pod, count)
+
+
+@pytest.mark.parametrize("settings", [NEW_GKE, OLD_GKE, {}], ids=["new-gke", "old-gke", "unknown"])
+@pytest.mark.parametrize(
+    ("pod", "pin"),
+    [
+        pytest.param(
+            gpu_pod(2, {ACCELERATOR: "nvidia-h100-80gb"}), "nvidia-h100-80gb", id="h100-selector"
+        ),
+        pytest.param(
+            gpu_pod(2, {ACCELERATOR: "nvidia-h100-80gb", INSTANCE_TYPE: "g2-standard-48"}),
+            "nvidia-h100-80gb",
+            id="h100-selector-kept-beside-an-l4-type",
+        ),
+        pytest.param(gpu_pod(2, {FAMILY: "a3"}), "a3", id="a3-family-selector"),
+        pytest.param(gpu_pod(2, {FAMILY: "a2"}), "a2", id="a2-family-selector"),
+        pytest.param(
+            with_terms(gpu_pod(2, {}), {"matchExpressions": [expr(FAMILY, "In", "g2", "a3")]}),
+            "a3",
+            id="g2-or-a3-family-affinity",
+        ),
+    ],
+)
+def test_multi_gpu_message_replaces_the_one_gpu_pin_and_then_admits(
+    pod: Pod, pin: str, settings: dict[str, Any]
+) -> None:
+    """GKE: more than one GPU per snapshot pod only on L4 (G2); pinning a G2 type while keeping
+    an H100/A3 pin contradicts it, so the message must say to replace that pin."""
+    engine, pod = engine_with(settings=settings), copy.deepcopy(pod)
+    [message] = [m for r, _, m in lines(judge(pod, engine)) if r == "gpu-multi-l4"]
+    assert re.search(rf"\b{pin}\b.*\breplace\b|\breplace {pin}\b", message), message
+    followed = judge(follow_swap(pod, message, 2), engine)
+    assert outcomes(followed)["deny"] == set(), followed.message
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        pytest.param(
+            terms_pod(
+                2,
+                {INSTANCE_TYPE: "g2-standard-48"},
+                expr(ACCELERATOR, "In", "nvidia-l4", "nvidia-h100-80gb"),
+            ),
+            id="g2-standard-48-with-l4-or-h100-affinity",
+        ),
+        pytest.param(
+            terms_pod(2, {INSTANCE_TYPE: "g2-standard-96"}, expr(FAMILY, "In", "g2", "a3")),
+            id="g2-standard-96-with-g2-or-a3-family-affinity",
+        ),
+    ],
+)
+def test_accelerators_its_instance_type_rules_out_are_not_held_against_a_multi_gpu_pod(
+    pod: Pod,
+) -> None:
+    """Selector and affinity are ANDed: a g2 node carries nvidia-l4 only (Compute Engine "GPU
+    machine types"), so the H100/A3 alternative can never be reached."""
+    decision = judge(pod, engine_with(settings=NEW_GKE))
+    assert outcomes(decision)["deny"] == set(), decision.message
+
+
+def follow_whole_node(pod: Pod, message: str) -> Pod:
+    """``pod`` after ``request N [GPUs] ... and drop a, b`` / ``and pin only T``."""
+    count = re.search(r"request (?:all )?(\d+)", message)
+    assert count is not None, message
+    pod = with_gpus(pod, int(count.group(1)))
+    drop = re.search(r" and drop (.+?)(?: \(|$)", message)
+    only = re.search(r" and pin only (\S+)", message)
+    assert drop or only, message
+    for term in pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]:
+        for expression in term["matchExpressions"]:
+            if expression["key"] == INSTANCE_TYPE:
+                values = expression["values"]
+                keep = {only.group(1)} if only else set(values)
+                gone = set(drop.group(1).split(", ")) if drop else set(values) - keep
+                expression["values"] = [v for v in values if v not in gone]
+    return pod
+
+
+@pytest.mark.parametrize("settings", [OLD_GKE, {}], ids=["old-gke", "unknown"])
+@pytest.mark.parametrize(
+    ("gpus", "types"),
+    [
+        pytest.param(1, ("g2-standard-4", "g2-standard-48"), id="one-gpu-on-g2-standard-4-or-48"),
+        pytest.param(4, ("g2-standard-48", "g2-standard-96"), id="four-gpus-on-g2-48-or-96"),
+        pytest.param(
+            1,
+            (
+                "g2-standard-4",
+                "g2-standard-8",
+                "g2-standard-12",
+                "g2-standard-16",
+                "g2-standard-48",
+            ),
+            id="one-gpu-on-many-one-gpu-types-or-48",
+        ),
+    ],
+)
+def test_whole_node_message_drops_the_types_that_cannot_hold_the_count(
+    gpus: int, types: tuple[str, ...], settings: dict[str, Any]
+) -> None:
+    """Before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node takes all its GPUs: "request 4"
+    alone would be refused on the 1-GPU types still pinned."""
+    engine = engine_with(settings=settings)
+    pod = affinity_pod(gpus, expr(INSTANCE_TYPE, "In", *types))
+    [message] = [m for r, _, m in lines(judge(pod, engine)) if r == "gpu-whole-node"]
+    followed = judge(follow_whole_node(pod, message), engine)
+    assert outcomes(followed)["deny"] == set(), followed.message
+
+
+def two_terms(gpus: int, key: str, first: str, second: str) -> Pod:
+    term = [{"matchExpressions": [expr(key, "In", value)]} for value in (first, second)]
+    return with_terms(gpu_pod(gpus, {}), *term)
+
+
+@pytest.mark.parametrize(
+    ("pod", "settings", "rule"),
+    [
+        pytest.param(
+            two_terms(1, INSTANCE_TYPE, "g2-standard-4", "a3-highgpu-8g"),
+            NEW_GKE,
+            "gpu-machine",
+            id="unsupported-type-in-the-second-term",
+        ),
+        pytest.param(
+            two_terms(2, ACCELERATOR, "nvidia-l4", "nvidia-h100-80gb"),
+            NEW_GKE,
+            "gpu-multi-l4",
+            id="one-gpu-accelerator-in-the-second-term",
+        ),
+        pytest.param(
+            two_terms(1, INSTANCE_TYPE, "g2-standard-4", "g2-standard-48"),
+            OLD_GKE,
+            "gpu-whole-node",
+            id="four-gpu-type-in-the-second-term-old-gke",
+        ),
+    ],
+)
+def test_refused_value_is_pointed_at_in_the_term_that_allows_it(
+    pod: Pod, settings: dict[str, Any], rule: str
+) -> None:
+    """nodeSelectorTerms are ORed: the fix belongs in the term naming the refused value."""
+    decision = judge(pod, engine_with(settings=settings))
+    paths = {p for r, p, _ in lines(decision) if r == rule}
+    assert paths == {f"{TERMS}[1].matchExpressions[0]"}, decision.message

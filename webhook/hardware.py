@@ -118,6 +118,9 @@ class LabelPin:
         required: every path needs the label to exist (``In`` or ``Exists``).
         path: field path of the first place that states it (nodeSelector first, GA key before
             its legacy alias).
+        value_paths: ``(value, path)`` for values first allowed by a later affinity term than
+            ``path`` (terms are ORed: a finding about such a value points at the term that
+            allows it); empty when ``path`` states every value.
     """
 
     key: str
@@ -125,6 +128,11 @@ class LabelPin:
     exhaustive: bool
     required: bool
     path: str
+    value_paths: tuple[tuple[str, str], ...] = ()
+
+    def path_of(self, value: str) -> str:
+        """Field path of the first statement that allows ``value`` (``path`` by default)."""
+        return next((where for v, where in self.value_paths if v == value), self.path)
 
     @property
     def mentioned(self) -> bool:
@@ -222,12 +230,20 @@ def _aggregate(terms: list[dict[str, _TermPin]]) -> dict[str, LabelPin]:
         stated = [term.get(key) for term in terms]
         present = [pin for pin in stated if pin is not None]
         values = frozenset().union(*(p.values for p in present if p.values is not None))
+        first = present[0]
+        # Terms are ORed: a value the first term does not allow is allowed (and must be fixed)
+        # in the first later term that names it.
+        later = {
+            value: next(p.path for p in present if p.values is not None and value in p.values)
+            for value in values - (first.values or frozenset())
+        }
         pins[key] = LabelPin(
             key=key,
             values=values,
             exhaustive=all(p is not None and p.values is not None for p in stated),
             required=all(p is not None for p in stated),
-            path=present[0].path,
+            path=first.path,
+            value_paths=tuple(sorted(later.items())),
         )
     return pins
 

@@ -19,9 +19,10 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from webhook.config import GKE_VERSION_PATTERN, RuleSettings
 from webhook.context import PodContext
-from webhook.hardware import INSTANCE_TYPE, PARTITION_SIZE
-from webhook.rules.landing import affinity_admits, landing
+from webhook.hardware import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY, PARTITION_SIZE
+from webhook.rules.landing import GPU_MACHINE_TYPES, affinity_admits, gpu_count, landing
 from webhook.rules.placement import (
+    POD_SOURCES,
     Constraint,
     Placement,
     describe,
@@ -113,17 +114,17 @@ def _alternatives(rules: RuleSettings, machine_type: str, gpus: int) -> list[tup
 def _unsupported_type(c: Constraint, name: str, ctx: PodContext, gpus: int) -> Finding:
     """``gpu-machine`` for one pinned machine type that has no GPU snapshots."""
     types, exact = _alternatives(ctx.settings.rules, name, gpus), not _subset_allowed(ctx)
-    problem = f"no GPU snapshots on {clip(name)}"
+    problem, path = f"no GPU snapshots on {clip(name)}", c.path_of(name)
     use, short = _offer(types, gpus, exact), _offer(types, gpus, exact, short=True)
     text = fit(
         "gpu-machine",
-        c.path,
+        path,
         f"{problem}{c.where}; use {use}",
         f"{problem}; use {use}",
         f"{problem}; use {short}",
         f"use {short}",
     )
-    return Finding(c.path, "gpu-machine", text)
+    return Finding(path, "gpu-machine", text)
 
 
 def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
@@ -141,15 +142,15 @@ def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     for constraints, accepted, kind, accept in checks:
         for c in constraints:
             for name in sorted(c.values - accepted):
-                problem = f"no GPU snapshots on {kind}{clip(name)}"
+                problem, path = f"no GPU snapshots on {kind}{clip(name)}", c.path_of(name)
                 text = fit(
                     "gpu-machine",
-                    c.path,
+                    path,
                     f"{problem}{c.where}; use {accept}",
                     f"{problem}; use {accept}",
                     f"use {accept}",
                 )
-                yield Finding(c.path, "gpu-machine", text)
+                yield Finding(path, "gpu-machine", text)
 
 
 def landing_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
@@ -193,9 +194,59 @@ def _multi_counts(rules: RuleSettings) -> list[tuple[str, int]]:
     return sorted(fits, key=lambda item: (item[1], item[0]))
 
 
+def _carried(place: Placement) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+    """``(accelerators, families)`` the nodes of the pod's pinned instance types carry (Compute
+    Engine "GPU machine types": ``landing.GPU_MACHINE_TYPES``); None for what they do not tell
+    (no instance-type pin; a type outside the catalog says nothing of its accelerator)."""
+    types = possible(place.instance_types)
+    if not types:
+        return None, None
+    families = frozenset(instance_family(t) for t in types)
+    if not all(t in GPU_MACHINE_TYPES for t in types):
+        return None, families
+    return frozenset(GPU_MACHINE_TYPES[t][0] for t in types), families
+
+
+def _reachable(values: frozenset[str], carried: frozenset[str] | None) -> frozenset[str]:
+    """The ``values`` the pod's instance-type pin leaves it (pins are ANDed: an accelerator no
+    pinned type carries is never reached); all of them when the pins contradict each other,
+    since then each pin is a candidate for the fix."""
+    return (values & carried if carried is not None else values) or values
+
+
+def _swap(
+    c: Constraint, name: str, key: str, to: str, *, gpus: int, offers: tuple[str, str]
+) -> str:
+    """``gpu-multi-l4`` text for a one-GPU accelerator or family: replace that pin (naming it)
+    by the multi-GPU one and pin a type with enough GPUs; keeping it while pinning the type
+    would contradict it. A pool's or class's statement is fixed by pinning the type alone."""
+    (accept, short), one = offers, f"allows 1 GPU per snapshot pod, not {clip(gpus)}"
+    path, name, pin = c.path_of(name), clip(name), f"pin {INSTANCE_TYPE}"
+    if c.source not in POD_SOURCES:
+        return fit(
+            "gpu-multi-l4",
+            path,
+            f"{name}{c.where} {one}; {pin}: {accept}",
+            f"{name} {one}; {pin}: {short}",
+            f"{pin}: {short}",
+        )
+    return fit(
+        "gpu-multi-l4",
+        path,
+        f"{name} {one}; replace {key}: {name} with {to} and {pin}: {accept}",
+        f"{name} allows 1 GPU/pod; replace {key}: {name} with {to}, {pin}: {accept}",
+        f"{name} {one}; replace {key}: {name} with {to}, {pin}: {short}",
+        f"{name} {one}; replace it with {to}, {pin}: {accept}",
+        f"{name} {one}; replace it with {to}, {pin}: {short}",
+        f"replace {name} with {to}; {pin}: {short}",
+        f"replace {name} with {to}; pin {short}",
+    )
+
+
 def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-multi-l4``: a pod with more than one GPU must be pinned to L4 machines that have
-    enough GPUs (``g2-standard-48``/``-96``). Values already unsupported are left to gpu-machine."""
+    enough GPUs (``g2-standard-48``/``-96``). Values already unsupported are left to gpu-machine;
+    accelerators and families the pod's instance-type pin rules out are not judged."""
     rules, gpus = ctx.settings.rules, place.gpus.total
     types = [(t, n) for t, n in _multi_counts(rules) if n >= gpus]
     first = place.gpus.containers[0].path
@@ -206,25 +257,32 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     exact = not _subset_allowed(ctx)
     accept, short = _offer(types, gpus, exact), _offer(types, gpus, exact, short=True)
     multi = {f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())}
-    one = f"allows 1 GPU per snapshot pod, not {clip(gpus)}"
-    fits = {t for t, _ in types}
-    checks = (
-        (place.accelerators, set(rules.gpu_accelerators) - set(rules.multi_gpu_accelerators), one),
-        (place.families, {instance_family(t) for t in rules.gpu_machine_types} - multi, one),
-        (place.instance_types, set(rules.gpu_machine_types) - fits, "has too few GPUs"),
+    accelerators, families = _carried(place)
+    swaps = (
+        (place.accelerators, ACCELERATOR, accelerators, rules.multi_gpu_accelerators),
+        (place.families, MACHINE_FAMILY, families, sorted(multi)),
     )
-    for constraints, unfit, problem in checks:
+    singles = (
+        set(rules.gpu_accelerators) - set(rules.multi_gpu_accelerators),
+        {instance_family(t) for t in rules.gpu_machine_types} - multi,
+    )
+    for (constraints, key, carried, to), unfit in zip(swaps, singles, strict=True):
         for c in constraints:
-            for name in sorted(c.values & unfit):
-                text = fit(
-                    "gpu-multi-l4",
-                    c.path,
-                    f"{clip(name)}{c.where} {problem}; use {accept}",
-                    f"{clip(name)} {problem}; use {accept}",
-                    f"{clip(name)} {problem}; use {short}",
-                    f"use {short}",
-                )
-                yield Finding(c.path, "gpu-multi-l4", text)
+            for name in sorted(_reachable(c.values, carried) & unfit):
+                text = _swap(c, name, key, " or ".join(to), gpus=gpus, offers=(accept, short))
+                yield Finding(c.path_of(name), "gpu-multi-l4", text)
+    fits, problem = {t for t, _ in types}, "has too few GPUs"
+    for c in place.instance_types:
+        for name in sorted(c.values & (set(rules.gpu_machine_types) - fits)):
+            text = fit(
+                "gpu-multi-l4",
+                c.path_of(name),
+                f"{clip(name)}{c.where} {problem}; use {accept}",
+                f"{clip(name)} {problem}; use {accept}",
+                f"{clip(name)} {problem}; use {short}",
+                f"use {short}",
+            )
+            yield Finding(c.path_of(name), "gpu-multi-l4", text)
     stated = (*place.accelerators, *place.instance_types, *place.families)
     if not any(c.exhaustive for c in stated) and not place.unknown:
         text = fit(
@@ -306,16 +364,18 @@ def whole_node_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     pinned = named or any(c.exhaustive for c in (*place.instance_types, *place.accelerator_counts))
     for c, count, node in _node_counts(place, rules):
         if count > gpus:
-            rest = f"; before GKE {gate} a pod needs all: request {count}{hint}"
+            drop, only = _drop(c, node, count, rules)
+            rest = f"; before GKE {gate} a pod needs all: request {count}{drop}{hint}"
+            path = c.path_of(node)
             text = fit(
                 "gpu-whole-node",
-                c.path,
+                path,
                 f"{node} has {count} GPUs{c.where}{rest}",
                 f"{node} has {count} GPUs{rest}",
-                f"request all {count} GPUs of {node}{hint}",
-                f"request {count} GPUs{hint}",
+                f"request all {count} GPUs of {node}{drop}{hint}",
+                f"request {count} GPUs{only}{hint}",
             )
-            yield Finding(c.path, "gpu-whole-node", text)
+            yield Finding(path, "gpu-whole-node", text)
     risky = sorted(n for n in _candidate_counts(place, rules) if n > gpus)
     if not pinned and risky:
         sizes = " or ".join(f"{n}-GPU" for n in risky)
@@ -327,6 +387,21 @@ def whole_node_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
             f"pin the instance type: {sizes} nodes need all GPUs{hint}",
         )
         yield Finding(path, "gpu-whole-node", text, "warn")
+
+
+def _drop(c: Constraint, node: str, count: int, rules: RuleSettings) -> tuple[str, str]:
+    """How to leave only ``count``-GPU types in an instance-type pin that also allows others
+    (before GKE ``rules.gpu_subset_min_version`` those cannot hold ``count`` GPUs, or would need
+    all of theirs): `` and drop a, b`` (or `` and pin only node`` for long lists), and the
+    short form; empty for a single-type pin, a count pin or a pool's facts."""
+    if node not in c.values or c.source not in POD_SOURCES:
+        return "", ""
+    table = rules.gpu_machine_types
+    others = sorted(t for t in c.values if gpu_count(t, table) != count)
+    if not others:
+        return "", ""
+    only = f" and pin only {clip(node)}"
+    return (f" and drop {clip_all(others, limit=4)}" if len(others) <= 4 else only), only
 
 
 def _values(c: Constraint) -> str:

@@ -68,12 +68,20 @@ class Constraint:
         exhaustive: the pod can only land on ``values`` (it is pinned by this statement).
         path: field path of the statement in the submitted object.
         source: short human text naming it (``nodeSelector``, ``node pool "a100-pool"``).
+        value_paths: ``(value, path)`` for values a later affinity term allows
+            (``LabelPin.value_paths``); empty when ``path`` states every value.
     """
 
     values: frozenset[str]
     exhaustive: bool
     path: str
     source: str
+    value_paths: tuple[tuple[str, str], ...] = ()
+
+    def path_of(self, value: str) -> str:
+        """Field path of the statement that allows ``value``: the affinity term naming it when
+        the pod's terms differ (terms are ORed, so the fix belongs there), else ``path``."""
+        return next((where for v, where in self.value_paths if v == value), self.path)
 
     @property
     def where(self) -> str:
@@ -192,7 +200,7 @@ def _from_pin(pin: LabelPin | None) -> tuple[Constraint, ...]:
     if pin is None or not pin.mentioned:
         return ()
     source = "nodeSelector" if ".nodeSelector[" in pin.path else "node affinity"
-    return (Constraint(pin.values, pin.exhaustive, pin.path, source),)
+    return (Constraint(pin.values, pin.exhaustive, pin.path, source, pin.value_paths),)
 
 
 def _pool_facts(
