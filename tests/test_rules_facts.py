@@ -16,7 +16,7 @@ from tests.test_rules_table import GPU, cpu_pod, judge, lines, outcomes, ready_p
 from webhook.admission import Engine
 from webhook.config import RuleSettings
 from webhook.matching import Policy, PolicyIndex
-from webhook.rules.gpu import parse_gke_version
+from webhook.rules.gpu_whole_node import parse_gke_version
 from webhook.state import ClusterState, ComputeClassFacts, NodePoolFacts, parse_policy
 
 NODE_POOL = "cloud.google.com/gke-nodepool"

@@ -5,7 +5,8 @@ machine types only (``settings.rules.gpu_machine_types``; a pod pinning only its
 family may land on other types of that series: ``rules/landing.py``, a warning, or a denial
 when its pins leave no supported type); more than one GPU per pod only on L4;
 before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node had to use all of its GPUs (so every
-rule's suggestion then says how many GPUs to request: ``_offer``); MIG is not
+rule's suggestion then says how many GPUs to request: ``_offer``; the rule itself is
+``rules/gpu_whole_node.py``); MIG is not
 supported; time-sharing and MPS are not named (unconfirmed: warn). All of them are whole-pod
 restrictions, relaxed for ``rootfs-only`` policies. Only pods that use GPUs are judged.
 Messages fit the API server's 256-character warning line with their fix (``placement.fit``).
@@ -14,39 +15,24 @@ Messages fit the API server's 256-character warning line with their fix (``place
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterable, Iterator, Sequence
 
-from webhook.config import GKE_VERSION_PATTERN, RuleSettings
+from webhook.config import RuleSettings
 from webhook.context import PodContext
 from webhook.hardware import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY, PARTITION_SIZE
-from webhook.rules.landing import GPU_MACHINE_TYPES, affinity_admits, gpu_count, landing
+from webhook.rules.gpu_whole_node import subset_allowed, whole_node_findings
+from webhook.rules.landing import GPU_MACHINE_TYPES, landing
 from webhook.rules.placement import (
     POD_SOURCES,
     Constraint,
     Placement,
     describe,
-    family_constraints,
     fit,
     instance_family,
     possible,
 )
 from webhook.text import clip, clip_all
 from webhook.types import Finding
-
-GkeVersion = tuple[int, int, int, int]
-_COUNT = re.compile(r"[0-9]{1,4}")
-
-
-@functools.lru_cache(maxsize=64)
-def parse_gke_version(text: str | None) -> GkeVersion | None:
-    """``1.35.0-gke.1738000`` -> ``(1, 35, 0, 1738000)``; a leading ``v`` is allowed and a missing
-    ``-gke.N`` counts as 0. None for None or text that is not a version."""
-    match = re.match(GKE_VERSION_PATTERN, text or "")
-    if match is None:
-        return None
-    major, minor, patch, build = match.groups()
-    return int(major), int(minor), int(patch), int(build or 0)
 
 
 def _type_summary(types: Iterable[str], limit: int = 12) -> str:
@@ -113,7 +99,7 @@ def _alternatives(rules: RuleSettings, machine_type: str, gpus: int) -> list[tup
 
 def _unsupported_type(c: Constraint, name: str, ctx: PodContext, gpus: int) -> Finding:
     """``gpu-machine`` for one pinned machine type that has no GPU snapshots."""
-    types, exact = _alternatives(ctx.settings.rules, name, gpus), not _subset_allowed(ctx)
+    types, exact = _alternatives(ctx.settings.rules, name, gpus), not subset_allowed(ctx)
     problem, path = f"no GPU snapshots on {clip(name)}", c.path_of(name)
     use, short = _offer(types, gpus, exact), _offer(types, gpus, exact, short=True)
     text = fit(
@@ -163,7 +149,7 @@ def landing_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     found = landing(ctx, place)
     if found is None:
         return
-    gpus, exact = place.gpus.total, not _subset_allowed(ctx)
+    gpus, exact = place.gpus.total, not subset_allowed(ctx)
     where = ""
     if found.pools:
         where = " in node pool " + clip_all([f'"{clip(n)}"' for n in found.pools], limit=2)
@@ -254,7 +240,7 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
         text = f"no supported machine has {clip(gpus)} GPUs; use at most {_max_gpus(rules)} per pod"
         yield Finding(first, "gpu-multi-l4", text)
         return
-    exact = not _subset_allowed(ctx)
+    exact = not subset_allowed(ctx)
     accept, short = _offer(types, gpus, exact), _offer(types, gpus, exact, short=True)
     multi = {f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())}
     accelerators, families = _carried(place)
@@ -297,111 +283,6 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
 def _max_gpus(rules: RuleSettings) -> int:
     """The most GPUs one supported multi-GPU machine type has (8 on ``g2-standard-96``)."""
     return max((n for _, n in _multi_counts(rules)), default=1)
-
-
-def _node_counts(place: Placement, rules: RuleSettings) -> Iterator[tuple[Constraint, int, str]]:
-    """GPU counts of the nodes the pod is pinned to: ``(constraint, count, node description)``,
-    one per count (a node's instance type and its ``gke-accelerator-count`` are one cause;
-    the instance type names it best). A count no supported type of the pod's pinned families
-    has (2 on G2) is skipped: those nodes are unsupported, which ``gpu-machine`` reports, so
-    requesting all their GPUs would not help."""
-    seen: set[int] = set()
-    for c in place.instance_types:
-        for name in sorted(c.values):
-            count = rules.gpu_machine_types.get(name)
-            if count is not None and count not in seen:
-                seen.add(count)
-                yield c, count, name
-    families = possible(family_constraints(place, rules))
-    table = rules.gpu_machine_types
-    carried = {n for t, n in table.items() if families is None or instance_family(t) in families}
-    for c in place.accelerator_counts:
-        for value in sorted(c.values):
-            # ASCII digits, bounded: isdigit() also accepts "²", and int() refuses 4300+ digits.
-            if not _COUNT.fullmatch(value) or int(value) in seen:
-                continue
-            if families is None or int(value) in carried:
-                seen.add(int(value))
-                yield c, int(value), f"a {value}-GPU node"
-
-
-def _candidate_counts(place: Placement, rules: RuleSettings) -> set[int]:
-    """GPU counts of every supported machine type the pod may land on: in its families (all of
-    them when it pins no family, accelerator or instance type; none when it pins only an
-    unsupported accelerator, which ``gpu-machine`` reports) and admitted by its affinity
-    terms' exclusions (``gke-accelerator-count Lt 2`` rules out 4- and 8-GPU nodes)."""
-    families = possible(family_constraints(place, rules))
-    if families is None and any(c.exhaustive for c in place.accelerators):
-        return set()
-    table = rules.gpu_machine_types
-    return {
-        table[name]
-        for name in affinity_admits(place.selection, table)
-        if families is None or instance_family(name) in families
-    }
-
-
-def _subset_allowed(ctx: PodContext) -> bool:
-    """Whether the cluster runs GKE ``rules.gpu_subset_min_version`` or later (a pod may use a
-    subset of a multi-GPU node's GPUs); False when the version is unknown (strictest)."""
-    rules = ctx.settings.rules
-    version = parse_gke_version(rules.gke_version or ctx.cluster.gke_version)
-    gate = parse_gke_version(rules.gpu_subset_min_version)
-    return version is not None and version >= (gate or version)
-
-
-def whole_node_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
-    """``gpu-whole-node``: before GKE ``rules.gpu_subset_min_version`` a pod on a multi-GPU node
-    must use all the node's GPUs. Unknown cluster version: applied (strictest), saying so."""
-    rules, gpus = ctx.settings.rules, place.gpus.total
-    if _subset_allowed(ctx):
-        return
-    version = parse_gke_version(rules.gke_version or ctx.cluster.gke_version)
-    gate = rules.gpu_subset_min_version
-    hint = "" if version is not None else " (or set rules.gke_version)"
-    # A pod bound to a node we do not know (a DaemonSet pod) was judged on its template.
-    named = any(u.kind == "node" for u in place.unknown)
-    pinned = named or any(c.exhaustive for c in (*place.instance_types, *place.accelerator_counts))
-    for c, count, node in _node_counts(place, rules):
-        if count > gpus:
-            drop, only = _drop(c, node, count, rules)
-            rest = f"; before GKE {gate} a pod needs all: request {count}{drop}{hint}"
-            path = c.path_of(node)
-            text = fit(
-                "gpu-whole-node",
-                path,
-                f"{node} has {count} GPUs{c.where}{rest}",
-                f"{node} has {count} GPUs{rest}",
-                f"request all {count} GPUs of {node}{drop}{hint}",
-                f"request {count} GPUs{only}{hint}",
-            )
-            yield Finding(path, "gpu-whole-node", text)
-    risky = sorted(n for n in _candidate_counts(place, rules) if n > gpus)
-    if not pinned and risky:
-        sizes = " or ".join(f"{n}-GPU" for n in risky)
-        path = place.gpus.containers[0].path
-        text = fit(
-            "gpu-whole-node",
-            path,
-            f"{sizes} nodes need all GPUs before GKE {gate}; pin the instance type{hint}",
-            f"pin the instance type: {sizes} nodes need all GPUs{hint}",
-        )
-        yield Finding(path, "gpu-whole-node", text, "warn")
-
-
-def _drop(c: Constraint, node: str, count: int, rules: RuleSettings) -> tuple[str, str]:
-    """How to leave only ``count``-GPU types in an instance-type pin that also allows others
-    (before GKE ``rules.gpu_subset_min_version`` those cannot hold ``count`` GPUs, or would need
-    all of theirs): `` and drop a, b`` (or `` and pin only node`` for long lists), and the
-    short form; empty for a single-type pin, a count pin or a pool's facts."""
-    if node not in c.values or c.source not in POD_SOURCES:
-        return "", ""
-    table = rules.gpu_machine_types
-    others = sorted(t for t in c.values if gpu_count(t, table) != count)
-    if not others:
-        return "", ""
-    only = f" and pin only {clip(node)}"
-    return (f" and drop {clip_all(others, limit=4)}" if len(others) <= 4 else only), only
 
 
 def _values(c: Constraint) -> str:
