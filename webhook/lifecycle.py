@@ -139,8 +139,7 @@ class GracefulServer(uvicorn.Server):
     async def on_tick(self, counter: int) -> bool:
         """uvicorn's 100 ms tick: log the signals received since the last tick, flush buffered
         admission log lines; end the drain when its deadline has passed."""
-        self.log_signals()
-        flush_logs()
+        self.log_and_flush()
         if self.drain_deadline is not None and time.monotonic() >= self.drain_deadline:
             self.should_exit = True
         return await super().on_tick(counter)
@@ -158,14 +157,17 @@ class GracefulServer(uvicorn.Server):
             await super().shutdown(sockets)
         finally:
             ticker.cancel()
-            self.log_signals()
-            flush_logs()
+            self.log_and_flush()
 
     async def _tick_while_closing(self) -> None:
         while True:
             await asyncio.sleep(0.1)
-            self.log_signals()
-            flush_logs()
+            self.log_and_flush()
+
+    def log_and_flush(self) -> None:
+        """Log the signals received since the last call, then flush buffered log lines."""
+        self.log_signals()
+        flush_logs()
 
     def log_signals(self) -> None:
         """Log each recorded signal once: the first started the drain, later ones end it."""

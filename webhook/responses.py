@@ -76,15 +76,12 @@ def bounded_warnings(lines: list[str]) -> tuple[str, ...]:
 
     When lines are dropped, the last kept line says how many were left out.
     """
-    kept: list[str] = []
-    total = 0
-    for index, line in enumerate(lines):
-        text = line if len(line) <= MAX_WARNING_CHARS else line[: MAX_WARNING_CHARS - 3] + "..."
-        if total + len(text) > MAX_WARNINGS_TOTAL_CHARS - 64:
-            kept.append(f"... and {len(lines) - index} more warning(s) (see the webhook logs)")
-            break
-        kept.append(text)
-        total += len(text)
+    kept = bounded_lines(
+        lines,
+        more="warning(s) (see the webhook logs)",
+        line_chars=MAX_WARNING_CHARS,
+        total_chars=MAX_WARNINGS_TOTAL_CHARS,
+    )
     return tuple(kept)
 
 
@@ -96,14 +93,20 @@ MAX_MESSAGE_CHARS = 4096
 the controllers' events print it whole; like warnings (4096 in total), it must stay readable."""
 
 
-def bounded_lines(lines: list[str], *, more: str) -> list[str]:
-    """``lines`` each clipped to ``MAX_MESSAGE_LINE_CHARS``, as many as fit in
-    ``MAX_MESSAGE_CHARS``; when some are left out, a last line ``... and N more <more>``."""
+def bounded_lines(
+    lines: list[str],
+    *,
+    more: str,
+    line_chars: int = MAX_MESSAGE_LINE_CHARS,
+    total_chars: int = MAX_MESSAGE_CHARS,
+) -> list[str]:
+    """``lines`` each clipped to ``line_chars``, as many as fit in ``total_chars`` (64 kept for
+    the last line); when some are left out, a last line ``... and N more <more>``."""
     kept: list[str] = []
     total = 0
     for index, line in enumerate(lines):
-        text = clip(line, MAX_MESSAGE_LINE_CHARS)
-        if total + len(text) > MAX_MESSAGE_CHARS - 64:
+        text = clip(line, line_chars)
+        if total + len(text) > total_chars - 64:
             kept.append(f"... and {len(lines) - index} more {more}")
             break
         kept.append(text)

@@ -91,26 +91,17 @@ def injection_wanted(metadata: RawObject, settings: Settings) -> bool:
 
 
 def is_ours(existing: Any, desired: Any) -> bool:
-    """Whether ``existing`` holds everything of ``desired``, what we inject.
+    """Whether ``existing`` holds everything of ``desired`` (our volume or one of our mounts).
 
-    Maps: every key of ``desired`` holds a matching value (extra keys tolerated), but an empty
-    map matches only an empty map (``emptyDir: {}`` is not ``emptyDir: {medium: Memory}``);
-    lists of maps: every item of ``desired`` matches some item of ``existing`` (extra items
-    tolerated); anything else: equal. After a webhook mutates a pod, the API server re-runs its
-    built-in mutating plugins before reinvoking webhooks (Kubernetes "Dynamic Admission
-    Control", reinvocation policy): the ServiceAccount plugin then adds the ``kube-api-access-*``
-    token mount to our init container and LimitRanger may add resource defaults. Our own output
-    must still be recognised as ours, or a reinvocation would deny it.
+    Maps: every key of ``desired`` holds a matching value, extra keys tolerated (a field the
+    API server or another webhook adds, e.g. ``subPathExpr: ""``); an empty map matches only an
+    empty map (``emptyDir: {}`` is not ``emptyDir: {medium: Memory}``). Anything else: equal.
     """
     if isinstance(desired, dict):
         if not desired:
             return bool(existing == {})
         return isinstance(existing, dict) and all(
             key in existing and is_ours(existing[key], value) for key, value in desired.items()
-        )
-    if isinstance(desired, list) and any(isinstance(item, dict) for item in desired):
-        return isinstance(existing, list) and all(
-            any(is_ours(have, want) for have in existing) for want in desired
         )
     return bool(existing == desired)
 
