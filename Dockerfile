@@ -25,8 +25,8 @@ RUN /opt/snapready/venv/bin/pip install .
 
 # --- helpers: only the two helper files, on a tiny base that has `cp` ------------------------
 FROM ${BUSYBOX_IMAGE} AS helpers
-COPY --chmod=0755 webhook/helpers/rehydrate /opt/snapready/helpers/rehydrate
-COPY --chmod=0644 webhook/helpers/snapready_rehydrate.py /opt/snapready/helpers/snapready_rehydrate.py
+COPY --chmod=0755 webhook/assets/helpers/rehydrate /opt/snapready/helpers/rehydrate
+COPY --chmod=0644 webhook/assets/helpers/snapready_rehydrate.py /opt/snapready/helpers/snapready_rehydrate.py
 USER 65532:65532
 
 # --- runtime: the venv on the same slim Python (the venv's python links to it) ---------------

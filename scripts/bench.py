@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import orjson  # noqa: E402
 
-from webhook import certs  # noqa: E402
+from webhook.server import certs  # noqa: E402
 
 REVIEWS = ROOT / "tests" / "data" / "reviews"
 POLICIES = ROOT / "manifests" / "examples"
@@ -186,9 +186,9 @@ def peak_rss_mb(pid: int) -> float:
 def micro_timings() -> list[tuple[str, float]]:
     """Microseconds per call of the hot-path functions on review 03 (best of 5 rounds)."""
     from tests.conftest import make_settings  # noqa: PLC0415
-    from webhook.admission import admit, pod_context  # noqa: PLC0415
-    from webhook.review import parse_review  # noqa: PLC0415
-    from webhook.server import build_engine  # noqa: PLC0415
+    from webhook.admission.engine import admit, pod_context  # noqa: PLC0415
+    from webhook.kube.review import parse_review  # noqa: PLC0415
+    from webhook.server.runner import build_engine  # noqa: PLC0415
 
     body = (next(REVIEWS.glob("03-*.json"))).read_bytes()
     engine = build_engine(make_settings())
@@ -206,7 +206,7 @@ def micro_timings() -> list[tuple[str, float]]:
         ("admit /validate (whole decision)", lambda: admit(request, "validate", engine)),
     ]
     try:
-        from webhook.distill import fingerprint  # noqa: PLC0415
+        from webhook.pod.distill import fingerprint  # noqa: PLC0415
 
         calls.append(("distill.fingerprint", lambda: fingerprint(pod)))
     except ImportError:

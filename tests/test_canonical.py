@@ -1,4 +1,5 @@
-"""``webhook.canonical``: the orjson fast path writes exactly the bytes of ``rfc8785.dumps``."""
+"""``webhook.kube.canonical``: the orjson fast path writes exactly the bytes of
+``rfc8785.dumps``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.canonical import canonical_json
+from webhook.kube.canonical import canonical_json
 
 
 @given(

@@ -32,9 +32,9 @@ from tests.helm_support import (
     settings_of,
     validate_all,
 )
-from webhook.config import Settings
-from webhook.matching import compile_selector
-from webhook.tls import CertPair, check_pair
+from webhook.base.config import Settings
+from webhook.kube.matching import compile_selector
+from webhook.server.tls import CertPair, check_pair
 
 CA_PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 CA_BUNDLE = base64.b64encode(CA_PEM).decode()

@@ -15,10 +15,10 @@ import yaml
 import webhook.cli.check
 from tests.conftest import EXAMPLES, ROOT, load_review
 from tests.test_rules_table import GPU, ready_pod
-from webhook.admission import Engine, admit
+from webhook.admission.engine import Engine, admit
 from webhook.cli import main
-from webhook.responses import Decision
-from webhook.review import AdmissionRequest
+from webhook.kube.responses import Decision
+from webhook.kube.review import AdmissionRequest
 
 RESULT_KEYS = {
     "decision",

@@ -1,7 +1,7 @@
 """``snapready hash`` and ``snapready diff``: output, exit codes, stdin, errors, injection.
 
 Expected fingerprints come from the webhook itself: the ``spec-hash`` annotation in the patch that
-``webhook.admission.admit`` returns for a captured AdmissionReview under the example policies
+``webhook.admission.engine.admit`` returns for a captured AdmissionReview under the example policies
 (``webhook_hash``), not from the manifests the commands read, so each check crosses the
 manifest/defaulting/injection boundary. ``--no-inject`` values are compared with the distilled
 fingerprint of the object as captured, and two values are pinned from the user report.
@@ -21,12 +21,12 @@ import orjson
 import pytest
 
 from tests.conftest import DATA, REVIEWS, load_review, make_settings
-from webhook.admission import admit
+from webhook.admission.engine import admit
+from webhook.base.types import RawObject
 from webhook.cli import main
-from webhook.distill import fingerprint
-from webhook.review import parse_review
-from webhook.server import build_engine
-from webhook.types import RawObject
+from webhook.kube.review import parse_review
+from webhook.pod.distill import fingerprint
+from webhook.server.runner import build_engine
 
 MANIFESTS = DATA / "manifests"
 LLM_POD = str(MANIFESTS / "llm-l4x4.yaml")

@@ -14,11 +14,11 @@ import pytest
 
 from tests.conftest import RunningServer, load_review, make_settings
 from tests.test_rules_table import lines, outcomes, ready_pod
-from webhook.admission import Engine, admit
-from webhook.responses import Decision
-from webhook.review import AdmissionRequest
-from webhook.server import build_engine
-from webhook.types import Endpoint
+from webhook.admission.engine import Engine, admit
+from webhook.base.types import Endpoint
+from webhook.kube.responses import Decision
+from webhook.kube.review import AdmissionRequest
+from webhook.server.runner import build_engine
 
 # kind -> (API group, keys from the object to the pod template)
 CONTROLLERS: dict[str, tuple[str, tuple[str, ...]]] = {

@@ -1,7 +1,8 @@
-"""webhook.distill: pinned fingerprints, real captures, invariance, sensitivity, canonical forms.
+"""webhook.pod.distill: pinned fingerprints, real captures, invariance, sensitivity, canonical
+forms.
 
 The sensitivity and invariance tables are written by hand from the documented field list (GKE's
-"About Pod snapshots" page), not generated from the constants in ``webhook.distill``.
+"About Pod snapshots" page), not generated from the constants in ``webhook.pod.distill``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import DATA, load_review
-from webhook.distill import changed_paths, distill, fingerprint
+from webhook.pod.distill import changed_paths, distill, fingerprint
 
 MANIFESTS = DATA / "manifests"
 Pod = dict[str, Any]
@@ -555,7 +556,7 @@ def test_each_pod_volume_and_metadata_field_changes_the_fingerprint(
 
 
 # ---------------------------------------------------------------------------------------------
-# Absent, null and empty values (module docstring of webhook.distill, step 2)
+# Absent, null and empty values (module docstring of webhook.pod.distill, step 2)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -643,7 +644,7 @@ def test_values_that_mean_something_else_hash_differently(a: Pod, b: Pod) -> Non
 
 
 # ---------------------------------------------------------------------------------------------
-# Kubernetes defaulting (webhook.defaults): without == with the default != another value
+# Kubernetes defaulting (webhook.kube.defaults): without == with the default != another value
 # ---------------------------------------------------------------------------------------------
 
 DEFAULTS: list[Any] = [

@@ -178,9 +178,12 @@ def test_helpers_image_holds_exactly_the_two_helper_files(stages: dict[str, Stag
         source, destination = words
         copied[source] = destination
         assert (ROOT / source).is_file(), f"{source} is missing"
-    assert set(copied) == {"webhook/helpers/rehydrate", "webhook/helpers/snapready_rehydrate.py"}
+    assert set(copied) == {
+        "webhook/assets/helpers/rehydrate",
+        "webhook/assets/helpers/snapready_rehydrate.py",
+    }
     assert {str(Path(d).parent) for d in copied.values()} == {IMAGE_HELPERS_DIR}
-    assert "--chmod=0755 webhook/helpers/rehydrate" in " ".join(helpers.all("COPY"))
+    assert "--chmod=0755 webhook/assets/helpers/rehydrate" in " ".join(helpers.all("COPY"))
 
 
 def test_helpers_image_runs_the_init_containers_copy_as_non_root(stages: dict[str, Stage]) -> None:

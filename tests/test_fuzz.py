@@ -27,11 +27,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import load_review, make_settings, review_files
-from webhook.app import create_app
-from webhook.responses import Decision
-from webhook.review import AdmissionReviewRequest
-from webhook.server import build_engine
-from webhook.types import Endpoint
+from webhook.base.types import Endpoint
+from webhook.kube.responses import Decision
+from webhook.kube.review import AdmissionReviewRequest
+from webhook.server.app import create_app
+from webhook.server.runner import build_engine
 
 pytestmark = pytest.mark.fuzz
 

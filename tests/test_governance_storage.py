@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from webhook.config import StorageSettings
+from webhook.base.config import StorageSettings
 from webhook.governance import (
     BucketFacts,
     bucket_findings,

@@ -1,4 +1,4 @@
-"""``webhook.hardware``: node pins from nodeSelector/affinity, GPU counting."""
+"""``webhook.pod.hardware``: node pins from nodeSelector/affinity, GPU counting."""
 
 from __future__ import annotations
 
@@ -6,14 +6,8 @@ from typing import Any
 
 import pytest
 
-from webhook.hardware import (
-    GPU_RESOURCE,
-    INSTANCE_TYPE,
-    MACHINE_FAMILY,
-    PARTITION_SIZE,
-    node_pins,
-    resource_usage,
-)
+from webhook.kube.gke import GPU_RESOURCE, INSTANCE_TYPE, MACHINE_FAMILY, PARTITION_SIZE
+from webhook.pod.hardware import node_pins, resource_usage
 
 
 @pytest.mark.parametrize(

@@ -28,10 +28,10 @@ from hypothesis import strategies as st
 
 from tests.conftest import review_files
 from webhook.cli import main
-from webhook.distill import SERVICE_ACCOUNT_VOLUME_PREFIX, distill, fingerprint
-from webhook.manifests import pod_views
-from webhook.quantity import parse_quantity
-from webhook.quantity_canonical import canonical_quantity
+from webhook.kube.quantity import parse_quantity
+from webhook.kube.quantity_canonical import canonical_quantity
+from webhook.kube.workloads import pod_views
+from webhook.pod.distill import SERVICE_ACCOUNT_VOLUME_PREFIX, distill, fingerprint
 
 Pod = dict[str, Any]
 DIGEST = "sha256:" + "a" * 64

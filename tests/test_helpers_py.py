@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_helpers_sh import CASES, Case
-from webhook.helpers import snapready_rehydrate as rehydrate
+from webhook.assets.helpers import snapready_rehydrate as rehydrate
 
 HELPERS = Path(rehydrate.__file__).resolve().parent
 

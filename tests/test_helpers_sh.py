@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parent.parent / "webhook" / "helpers" / "rehydrate"
+TOOL = Path(__file__).resolve().parent.parent / "webhook" / "assets" / "helpers" / "rehydrate"
 BUSYBOX_APPLETS = ("sh", "od", "dd", "tr", "env", "printf", "cat", "test", "[")
 # Prints the environment it received as JSON (bytes kept through surrogateescape).
 DUMP_ENV = [sys.executable, "-S", "-c", "import os, json; print(json.dumps(dict(os.environ)))"]

@@ -30,8 +30,8 @@ from tests.conftest import (
     start_server,
     stop_server,
 )
-from webhook.app import create_app
-from webhook.server import build_engine
+from webhook.server.app import create_app
+from webhook.server.runner import build_engine
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 REVIEW_03 = load_review("03")  # selected by llm-policy: rules and mutation run

@@ -26,12 +26,12 @@ from tests.conftest import (
     ssl_context,
 )
 from tests.ports import free_port
-from webhook import certs
-from webhook.admission import Engine
-from webhook.app import create_app
-from webhook.context import PodContext
-from webhook.server import build_engine
-from webhook.types import Finding
+from webhook.admission.engine import Engine
+from webhook.base.types import Finding
+from webhook.pod.context import PodContext
+from webhook.server import certs
+from webhook.server.app import create_app
+from webhook.server.runner import build_engine
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 

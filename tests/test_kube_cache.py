@@ -31,17 +31,17 @@ from tests.fake_apiserver import (
     load_events,
     with_resource_version,
 )
-from webhook.admission import Engine, admit
-from webhook.app import AdmissionApp
-from webhook.context import PodContext
-from webhook.errors import ConfigError
-from webhook.kube import open_cluster_source
-from webhook.metrics import Metrics
-from webhook.responses import Decision
-from webhook.review import parse_review
-from webhook.server import build_engine, stop_source
-from webhook.state import ClusterState
-from webhook.types import Finding
+from webhook.admission.engine import Engine, admit
+from webhook.base.errors import ConfigError
+from webhook.base.types import Finding
+from webhook.cluster.client import open_cluster_source
+from webhook.kube.responses import Decision
+from webhook.kube.review import parse_review
+from webhook.kube.state import ClusterState
+from webhook.pod.context import PodContext
+from webhook.server.app import AdmissionApp
+from webhook.server.metrics import Metrics
+from webhook.server.runner import build_engine, stop_source
 
 POLICY_EVENTS = load_events("podsnapshotpolicies-watch.jsonl")
 TOO_OLD = load_events("podsnapshotpolicies-watch-too-old.jsonl")[0]

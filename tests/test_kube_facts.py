@@ -1,4 +1,5 @@
-"""Cluster facts from raw API objects (``webhook.facts``): node pools, namespaces, ComputeClasses.
+"""Cluster facts from raw API objects (``webhook.kube.facts``): node pools, namespaces,
+ComputeClasses.
 
 Node and Namespace inputs are the captured API lists in ``tests/data/kube-api/``; expected values
 are read off those files by hand (see ``../shared/data/README.md``: pools ``l4-sandbox-pool``,
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.fake_apiserver import load
-from webhook.facts import (
+from webhook.kube.facts import (
     compute_class_facts,
     gke_version,
     machine_family,
@@ -22,7 +23,7 @@ from webhook.facts import (
     node_pools,
     node_view,
 )
-from webhook.state import ComputeClassFacts, NodePoolFacts
+from webhook.kube.state import ComputeClassFacts, NodePoolFacts
 
 NODES = load("nodes-list.json")["items"]
 NAMESPACES = load("namespaces-list.json")["items"]

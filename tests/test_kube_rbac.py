@@ -15,7 +15,7 @@ import yaml
 
 from tests.conftest import ROOT, make_settings
 from tests.fake_apiserver import COMPUTE_CLASSES, FakeApiServer
-from webhook.kube import open_cluster_source
+from webhook.cluster.client import open_cluster_source
 
 RBAC = ROOT / "manifests" / "rbac.yaml"
 

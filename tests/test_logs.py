@@ -20,10 +20,14 @@ import httpx
 import pytest
 
 from tests.conftest import RunningServer, load_review, make_settings
-from webhook.admission import Engine
-from webhook.app import create_app
-from webhook.context import PodContext
-from webhook.logs import (
+from webhook.admission.engine import Engine
+from webhook.base.types import Finding
+from webhook.kube.redact import REDACTED
+from webhook.kube.responses import allowed, denied
+from webhook.kube.review import AdmissionReviewRequest
+from webhook.pod.context import PodContext
+from webhook.server.app import create_app
+from webhook.server.logs import (
     JsonFormatter,
     _admission_writer,
     admission_fields,
@@ -32,11 +36,7 @@ from webhook.logs import (
     log,
     log_admission,
 )
-from webhook.redact import REDACTED
-from webhook.responses import allowed, denied
-from webhook.review import AdmissionReviewRequest
-from webhook.server import build_engine
-from webhook.types import Finding
+from webhook.server.runner import build_engine
 
 DB_PASSWORD = "hunter2-db-pa55w0rd-VALUE"
 API_TOKEN = "tok_9f8e7d6c5b4a39281706f5e4d3c2b1a0"

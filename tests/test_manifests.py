@@ -1,4 +1,4 @@
-"""webhook.manifests: multi-document YAML/JSON input, source labels, errors, pod views."""
+"""webhook.kube.manifests: multi-document YAML/JSON input, source labels, errors, pod views."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA, REVIEWS
-from webhook.errors import ConfigError
-from webhook.manifests import LoadedObject, load_objects, parse_documents, pod_views
+from webhook.base.errors import ConfigError
+from webhook.kube.manifests import LoadedObject, load_objects, parse_documents
+from webhook.kube.workloads import pod_views
 
 MANIFESTS = DATA / "manifests"
 

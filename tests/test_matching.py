@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from webhook.errors import ConfigError
-from webhook.matching import Policy, PolicyIndex, compile_selector
+from webhook.base.errors import ConfigError
+from webhook.kube.matching import Policy, PolicyIndex, compile_selector
 
 WEB = {"app": "web", "tier": "frontend"}
 

@@ -21,16 +21,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT, RunningServer, load_review, make_settings
 from tests.ports import free_port
-from webhook import certs
-from webhook.admission import Engine
-from webhook.app import create_app
-from webhook.context import PodContext
-from webhook.metrics import Metrics
-from webhook.responses import allowed, patched
-from webhook.review import parse_review
-from webhook.server import build_engine
-from webhook.state import ClusterState
-from webhook.types import Finding
+from webhook.admission.engine import Engine
+from webhook.base.types import Finding
+from webhook.kube.responses import allowed, patched
+from webhook.kube.review import parse_review
+from webhook.kube.state import ClusterState
+from webhook.pod.context import PodContext
+from webhook.server import certs
+from webhook.server.app import create_app
+from webhook.server.metrics import Metrics
+from webhook.server.runner import build_engine
 
 FAMILIES = (
     "snapready_admission_requests",

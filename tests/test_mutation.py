@@ -21,14 +21,14 @@ import pytest
 from pydantic import ValidationError
 
 from tests.conftest import DATA, EXAMPLES, load_review, make_settings
-from webhook.admission import Engine, admit
-from webhook.config import Settings
-from webhook.distill import fingerprint
+from webhook.admission.engine import Engine, admit
+from webhook.base.config import Settings
+from webhook.base.types import RawObject
+from webhook.kube.responses import Decision, finalize
+from webhook.kube.review import parse_review
 from webhook.mutation import as_admitted
-from webhook.responses import Decision, finalize
-from webhook.review import parse_review
-from webhook.server import build_engine
-from webhook.types import RawObject
+from webhook.pod.distill import fingerprint
+from webhook.server.runner import build_engine
 
 GOLDEN = DATA / "golden"
 GOLDEN_POLICIES = GOLDEN / "policies"

@@ -14,12 +14,12 @@ import pytest
 
 from tests.conftest import load_review, make_settings
 from tests.test_mutation import HASH_KEY, apply, engine_for, run
-from webhook.context import PodContext
-from webhook.matching import LabelSelector, Policy
+from webhook.base.types import RawObject
+from webhook.kube.matching import LabelSelector, Policy
+from webhook.kube.state import ClusterState
+from webhook.pod.context import PodContext
 from webhook.rules import RULES
 from webhook.rules.drift import HashDrift
-from webhook.state import ClusterState
-from webhook.types import RawObject
 
 WHOLE_POD = Policy("llm-policy", "snap", LabelSelector(), "snapshots")
 ROOTFS_ONLY = Policy("rootfs", "snap", LabelSelector(), "snapshots", scope="rootfs-only")

@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 
 from tests.conftest import RunningServer, load_review
-from webhook.distill import fingerprint
+from webhook.pod.distill import fingerprint
 
 
 def post(server: RunningServer, path: str, review: dict[str, Any]) -> dict[str, Any]:

@@ -21,12 +21,12 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.test_mutation import engine_for
-from webhook.admission import Engine, pod_context
-from webhook.distill import fingerprint
+from webhook.admission.engine import Engine, pod_context
+from webhook.base.types import RawObject
+from webhook.kube.responses import Decision, finalize
 from webhook.mutation import mutate_pod, run_mutators
 from webhook.mutation.helpers import injection_wanted
-from webhook.responses import Decision, finalize
-from webhook.types import RawObject
+from webhook.pod.distill import fingerprint
 
 KUBERNETES_VERSION = "1.33"
 ENGINE = engine_for()

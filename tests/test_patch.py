@@ -14,8 +14,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from webhook.base.types import JsonPatchOp, RawObject
 from webhook.mutation.patch import Draft, escape, pointer
-from webhook.types import JsonPatchOp, RawObject
 
 
 @pytest.mark.parametrize(

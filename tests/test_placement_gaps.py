@@ -34,20 +34,13 @@ from tests.fake_apiserver import FakeApiServer
 from tests.test_controllers import admit_controller, controller
 from tests.test_rules_facts import engine_with, gpu_container, pinned
 from tests.test_rules_table import cpu_pod, judge, lines, outcomes, ready_pod
-from webhook.admission import Engine, admit
-from webhook.facts import NodeView
-from webhook.hardware import (
-    INSTANCE_TYPE,
-    LEGACY_INSTANCE_TYPE,
-    NODE_NAME,
-    Exclusion,
-    node_pins,
-    node_selection,
-)
-from webhook.responses import Decision
-from webhook.review import AdmissionRequest
-from webhook.server import build_engine, stop_source
-from webhook.state import NodePoolFacts
+from webhook.admission.engine import Engine, admit
+from webhook.kube.gke import INSTANCE_TYPE, LEGACY_INSTANCE_TYPE, NODE_NAME
+from webhook.kube.responses import Decision
+from webhook.kube.review import AdmissionRequest
+from webhook.kube.state import NodePoolFacts, NodeView
+from webhook.pod.hardware import Exclusion, node_pins, node_selection
+from webhook.server.runner import build_engine, stop_source
 
 Pod = dict[str, Any]
 ACCELERATOR = "cloud.google.com/gke-accelerator"

@@ -1,4 +1,4 @@
-"""``webhook.quantity``: Kubernetes quantity syntax, rounding to 1n and bounds."""
+"""``webhook.kube.quantity``: Kubernetes quantity syntax, rounding to 1n and bounds."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from webhook.quantity import parse_quantity
+from webhook.kube.quantity import parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""``webhook.redact``: the debug-log copy of an object carries no user secret and stays bounded.
+"""``webhook.kube.redact``: the debug-log copy of an object carries no user secret and stays
+bounded.
 
 Each row puts a secret where Kubernetes objects carry user secrets (or shaped like a credential
 anywhere) and checks it is gone from the redacted copy; identifiers the logs need are kept.
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from webhook.redact import REDACTED, redact
+from webhook.kube.redact import REDACTED, redact
 
 
 @pytest.mark.parametrize(

@@ -13,11 +13,11 @@ from pydantic import ValidationError
 
 from tests.conftest import make_settings
 from tests.test_rules_table import GPU, cpu_pod, judge, lines, outcomes, ready_pod, review_pod
-from webhook.admission import Engine
-from webhook.config import RuleSettings
-from webhook.matching import Policy, PolicyIndex
+from webhook.admission.engine import Engine
+from webhook.base.config import RuleSettings
+from webhook.kube.matching import Policy, PolicyIndex
+from webhook.kube.state import ClusterState, ComputeClassFacts, NodePoolFacts, parse_policy
 from webhook.rules.gpu_whole_node import parse_gke_version
-from webhook.state import ClusterState, ComputeClassFacts, NodePoolFacts, parse_policy
 
 NODE_POOL = "cloud.google.com/gke-nodepool"
 COMPUTE_CLASS = "cloud.google.com/compute-class"

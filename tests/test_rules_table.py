@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import load_review, make_settings
-from webhook.admission import Engine, admit
-from webhook.responses import Decision
-from webhook.review import AdmissionRequest
-from webhook.server import build_engine
+from webhook.admission.engine import Engine, admit
+from webhook.kube.responses import Decision
+from webhook.kube.review import AdmissionRequest
+from webhook.server.runner import build_engine
 
 GPU = "nvidia.com/gpu"
 DIGEST = "@sha256:" + "ab" * 32

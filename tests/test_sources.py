@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, ROOT
-from webhook.errors import ConfigError
-from webhook.sources import load_policy_dir
+from webhook.base.errors import ConfigError
+from webhook.cluster.files import load_policy_dir
 
 POLICY = """\
 apiVersion: podsnapshot.gke.io/{version}
@@ -34,7 +34,7 @@ def test_example_policies_load_and_select_the_captured_llm_pods() -> None:
 
 
 def test_embedded_default_policies_equal_the_manifest_examples() -> None:
-    embedded = ROOT / "webhook" / "examples" / "policies.yaml"
+    embedded = ROOT / "webhook" / "assets" / "examples" / "policies.yaml"
     assert embedded.read_text() == (EXAMPLES / "policies.yaml").read_text()
 
 

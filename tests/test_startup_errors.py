@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import EXAMPLES
 from tests.ports import free_port
 from tests.test_cli_core import snapready
-from webhook import certs
+from webhook.server import certs
 
 
 def serve(

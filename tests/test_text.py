@@ -1,4 +1,4 @@
-"""``webhook.text``: user-supplied values in messages are clipped to a bounded width."""
+"""``webhook.base.text``: user-supplied values in messages are clipped to a bounded width."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from webhook.text import clip, clip_all
+from webhook.base.text import clip, clip_all
 
 
 @pytest.mark.parametrize(

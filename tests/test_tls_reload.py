@@ -1,4 +1,5 @@
-"""Certificate hot reload (webhook/tls.py): the reloader alone, then a real ``snapready serve``.
+"""Certificate hot reload (webhook/server/tls.py): the reloader alone, then a real ``snapready
+serve``.
 
 The end-to-end test replaces the serving pair of a running server while a client keeps sending
 AdmissionReviews, each over a fresh TLS handshake, and checks that new handshakes present the new
@@ -27,8 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.conftest import load_review, start_server, stop_server
 from tests.ports import free_port
-from webhook import certs
-from webhook.tls import CertPair, CertReloader, check_pair
+from webhook.server import certs
+from webhook.server.tls import CertPair, CertReloader, check_pair
 
 FAST_SERVER = {
     "SNAPREADY_SERVER__CERT_RELOAD_SECONDS": "0.05",

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from webhook import certs
 from webhook.cli.common import fail
+from webhook.server import certs
 
 
 def register(subparsers: Any) -> None:

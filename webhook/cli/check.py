@@ -22,16 +22,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from webhook.admission import Engine, admit
+from webhook.admission.engine import Engine, admit
+from webhook.base.config import DEFAULT_POLICY_DIR, Settings
+from webhook.base.errors import ConfigError
+from webhook.base.text import clip
+from webhook.base.types import Finding, Mode
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
-from webhook.config import DEFAULT_POLICY_DIR, Settings
-from webhook.errors import ConfigError
-from webhook.manifests import LoadedObject, load_objects
-from webhook.responses import Decision
-from webhook.review import AdmissionRequest
-from webhook.server import build_engine
-from webhook.text import clip
-from webhook.types import Finding, Mode
+from webhook.kube.manifests import LoadedObject, load_objects
+from webhook.kube.responses import Decision
+from webhook.kube.review import AdmissionRequest
+from webhook.server.runner import build_engine
 
 CHECK_FORMAT_VERSION = 1
 """Bumped only on an incompatible change of the JSON output."""

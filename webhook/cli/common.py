@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from webhook.config import Settings, load_settings
-from webhook.errors import ConfigError
+from webhook.base.config import Settings, load_settings
+from webhook.base.errors import ConfigError
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:

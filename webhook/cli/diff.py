@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from webhook.base.errors import ConfigError
 from webhook.cli.common import fail, print_json
 from webhook.cli.hash import (
     add_injection_arguments,
@@ -29,9 +30,9 @@ from webhook.cli.hash import (
     injection_settings,
     shaped,
 )
-from webhook.distill import changed_paths
-from webhook.errors import ConfigError
-from webhook.manifests import LoadedObject, PodView, load_objects, pod_views
+from webhook.kube.manifests import LoadedObject, load_objects
+from webhook.kube.workloads import PodView, pod_views
+from webhook.pod.distill import changed_paths
 
 _ABSENT_TEXT = "(absent)"
 

@@ -3,9 +3,9 @@
 Prints one line per Pod or pod template (``Kind/namespace/name  v1:sha256:...``; ``Kind/name``
 when the manifest sets no namespace), or a JSON list with ``--json``. The value equals the
 ``snapready.io/spec-hash`` the webhook writes on the admitted pod: Kubernetes defaults are applied
-(``webhook.distill``) and, since that annotation is only written on selected pods, snapready's own
-helper injection is simulated first (``webhook.mutation.as_admitted``: init container, volume and
-read-only mounts, with the helpers image from the settings; ``<prefix>inject: "false"`` and
+(``webhook.pod.distill``) and, since that annotation is only written on selected pods, snapready's
+own helper injection is simulated first (``webhook.mutation.as_admitted``: init container, volume
+and read-only mounts, with the helpers image from the settings; ``<prefix>inject: "false"`` and
 ``injection.enabled`` are respected). ``--no-inject`` hashes the manifest as written. Settings come
 from ``--config`` and the ``SNAPREADY_*`` env (e.g. ``SNAPREADY_INJECTION__HELPERS_IMAGE``).
 Objects without a pod spec (Services, ConfigMaps...) are skipped with a note on stderr. Exit 0 on
@@ -26,13 +26,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from webhook.base.config import Settings
+from webhook.base.errors import ConfigError
+from webhook.base.types import RawObject
 from webhook.cli.common import fail, print_json, settings_from
-from webhook.config import Settings
-from webhook.distill import distill, fingerprint
-from webhook.errors import ConfigError
-from webhook.manifests import INDEXED_JOB_LABEL, LoadedObject, PodView, load_objects, pod_views
+from webhook.kube.manifests import LoadedObject, load_objects
+from webhook.kube.workloads import INDEXED_JOB_LABEL, PodView, pod_views
 from webhook.mutation import as_admitted
-from webhook.types import RawObject
+from webhook.pod.distill import distill, fingerprint
 
 
 def register(subparsers: Any) -> None:

@@ -8,13 +8,13 @@ from typing import Any
 
 import orjson
 
-from webhook.admission import admit
+from webhook.admission.engine import admit
+from webhook.base.errors import BadRequest, ConfigError
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
-from webhook.errors import BadRequest, ConfigError
-from webhook.manifests import read_source
-from webhook.responses import finalize
-from webhook.review import parse_review
-from webhook.server import build_engine
+from webhook.kube.manifests import read_source
+from webhook.kube.responses import finalize
+from webhook.kube.review import parse_review
+from webhook.server.runner import build_engine
 
 
 def register(subparsers: Any) -> None:

@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from webhook.base.config import Settings, SourceSettings
+from webhook.base.errors import ConfigError
 from webhook.cli.common import add_settings_arguments, fail, settings_from
-from webhook.config import Settings, SourceSettings
-from webhook.errors import ConfigError
-from webhook.logs import configure as configure_logging
+from webhook.server.logs import configure as configure_logging
 
 
 def register(subparsers: Any) -> None:
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return fail(str(exc))
     configure_logging(settings.server.log_level)
-    from webhook.server import serve  # noqa: PLC0415 - keep CLI start-up light
+    from webhook.server.runner import serve  # noqa: PLC0415 - keep CLI start-up light
 
     try:
         serve(settings)

@@ -1,23 +1,13 @@
-"""Governance of the snapshot CRDs: the ``Engine.governance`` hook and its decision.
+"""Governance rules for the snapshot CRDs (pure): which pods a PodSnapshotPolicy captures and where
+a PodSnapshotStorageConfig stores them (domain.md section 8).
 
-A snapshot is a full memory image (tokens, keys, model weights), so which pods a policy captures
-and where their snapshots are stored are reviewed when a PodSnapshotPolicy or
-PodSnapshotStorageConfig is created or updated (domain.md section 8). The rules live in
-``policy`` and ``storage`` (pure); bucket facts come from an injected lookup
-(``webhook.gcs.BucketInspector`` in the server), so this package does no I/O itself.
+``policy`` judges a PodSnapshotPolicy against the cluster state, ``storage`` a storage config
+against bucket facts from an injected lookup; ``webhook.admission.governance`` turns their findings
+into a decision, and ``webhook.cluster.gcs`` supplies the facts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from webhook.admission import (
-    Engine,
-    decide_findings,
-    effective_mode,
-    namespace_ignored,
-    request_namespace,
-)
 from webhook.governance.policy import policy_findings, selectors_overlap
 from webhook.governance.storage import (
     BucketFacts,
@@ -26,66 +16,13 @@ from webhook.governance.storage import (
     bucket_name_problem,
     storage_findings,
 )
-from webhook.responses import Decision, allowed
-from webhook.review import AdmissionRequest
-from webhook.types import Finding, Mode, RawObject
 
 __all__ = [
     "BucketFacts",
     "BucketLookup",
-    "Governance",
     "bucket_findings",
     "bucket_name_problem",
-    "decide_governance",
     "policy_findings",
     "selectors_overlap",
     "storage_findings",
 ]
-
-
-class Governance:
-    """The ``Engine.governance`` hook: ``Governance(lookup)(request, obj, engine) -> Decision``.
-
-    Args:
-        lookup: bucket facts within a bounded time (``webhook.gcs.BucketInspector``); None, or
-            ``settings.storage.enabled`` false, skips the GCS checks (the name is still checked).
-
-    Modes: a policy follows its namespace's ``<prefix>enforcement`` label, else the global mode
-    (never its own annotation: a policy must not relax its own review); a storage config is
-    cluster-scoped and follows the global mode. ``rules.modes`` and ``rules.disabled`` apply to
-    these rule ids too.
-    """
-
-    def __init__(self, lookup: BucketLookup | None) -> None:
-        self.lookup = lookup
-
-    def __call__(self, request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
-        """Validate one PodSnapshotPolicy or PodSnapshotStorageConfig (CREATE/UPDATE)."""
-        settings = engine.settings
-        metadata = obj.get("metadata")
-        name = request.name or (metadata.get("name") if isinstance(metadata, dict) else None)
-        name = name if isinstance(name, str) else ""
-        if request.kind.kind == "PodSnapshotPolicy":
-            state = engine.state()
-            namespace = request_namespace(request, obj)
-            if namespace_ignored(state, namespace, settings):
-                return allowed()
-            findings = policy_findings(obj, state, namespace=namespace, name=name)
-            mode = effective_mode((), namespace, state, settings)
-            subject = f"PodSnapshotPolicy {namespace}/{name}"
-        else:
-            lookup = self.lookup if settings.storage.enabled else None
-            findings = storage_findings(obj, settings.storage, lookup)
-            mode = settings.enforcement
-            subject = f"PodSnapshotStorageConfig {name}"
-        kept = [f for f in findings if f.rule not in settings.rules.disabled]
-        return decide_governance(kept, mode, settings.rules.modes, subject)
-
-
-def decide_governance(
-    findings: list[Finding], mode: Mode, overrides: Mapping[str, Mode], subject: str
-) -> Decision:
-    """``admission.decide_findings`` for a snapshot CRD; ``subject`` names the object."""
-    decision = decide_findings(findings, mode, overrides, f"{subject} is not acceptable")
-    decision.audit.update({"policy": "", "subject": subject})
-    return decision

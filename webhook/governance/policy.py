@@ -13,10 +13,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.errors import ConfigError
-from webhook.matching import LabelSelector, Requirement, compile_selector
-from webhook.state import ClusterState
-from webhook.types import Finding, RawObject, Severity
+from webhook.base.errors import ConfigError
+from webhook.base.types import Finding, RawObject, Severity
+from webhook.kube.matching import LabelSelector, Requirement, compile_selector
+from webhook.kube.state import ClusterState
 
 DOCUMENTED_TRIGGERS = ("workload", "manual")
 # GKE's CRD pattern ^(\d+)\s*(y|mo|d|h|min)$ (tests/data/crds). OpenAPI patterns are ECMA-262:

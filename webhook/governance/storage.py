@@ -4,7 +4,7 @@ The bucket holds full memory images of pods, so it must not be public (public ac
 enforced, uniform bucket-level access, no allUsers/allAuthenticatedUsers bindings), should have
 soft delete off and hierarchical namespace on (GKE prerequisites per secondary sources, hence
 warnings), and should sit in the cluster's region (domain.md section 8). Bucket facts arrive as a
-``BucketFacts`` value from an injected lookup (``webhook.gcs`` in the server).
+``BucketFacts`` value from an injected lookup (``webhook.cluster.gcs`` in the server).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from webhook.config import StorageSettings
-from webhook.types import Finding, RawObject, Severity
+from webhook.base.config import StorageSettings
+from webhook.base.types import Finding, RawObject, Severity
 
 BUCKET_PATH = "spec.snapshotStorageConfig.gcs.bucket"
 NAMING_DOC = "https://cloud.google.com/storage/docs/buckets#naming"
@@ -36,7 +36,8 @@ DUAL_REGIONS = {
 
 @dataclass(frozen=True)
 class BucketFacts:
-    """What GCS said about one bucket (filled by ``webhook.gcs``; None means "not reported").
+    """What GCS said about one bucket (filled by ``webhook.cluster.gcs``; None means "not
+    reported").
 
     Attributes:
         name: bucket name.

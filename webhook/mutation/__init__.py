@@ -1,6 +1,6 @@
 """Pod mutation: the fixed-order mutator table and ``mutate_pod``, which returns one JSON Patch.
 
-``webhook.admission`` calls ``mutate_pod`` only for pods on CREATE (no subresource) that a
+``webhook.admission.engine`` calls ``mutate_pod`` only for pods on CREATE (no subresource) that a
 PodSnapshotPolicy selects. Steps:
 
 1. Collision check: a user volume, container or init container named ``snapready-helpers``, or a
@@ -27,15 +27,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from webhook.config import Settings
-from webhook.context import PodContext
+from webhook.base.config import Settings
+from webhook.base.types import RawObject
+from webhook.kube.responses import (
+    Decision,
+    allowed,
+    bounded_lines,
+    bounded_warnings,
+    denied,
+    patched,
+)
+from webhook.kube.state import ClusterState
 from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
 from webhook.mutation.env import inject_env
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
 from webhook.mutation.patch import Draft
-from webhook.responses import Decision, allowed, bounded_lines, bounded_warnings, denied, patched
-from webhook.state import ClusterState
-from webhook.types import RawObject
+from webhook.pod.context import PodContext
 
 
 @dataclass(frozen=True)

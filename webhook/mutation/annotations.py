@@ -1,6 +1,6 @@
 """Pod annotations: ``<prefix>policy`` and, last of all mutations, ``<prefix>spec-hash``.
 
-``spec-hash`` is our distilled-spec fingerprint (``webhook.distill``) of the final mutated pod,
+``spec-hash`` is our distilled-spec fingerprint (``webhook.pod.distill``) of the final mutated pod,
 so it includes everything injected before it. Annotations outside ``dev.gvisor.*`` are not
 hashed (domain.md section 3), so writing it cannot change the value it records. On a
 reinvocation after another webhook changed hashed fields, only this annotation is rewritten.
@@ -8,9 +8,9 @@ reinvocation after another webhook changed hashed fields, only this annotation i
 
 from __future__ import annotations
 
-from webhook.context import PodContext
-from webhook.distill import fingerprint
 from webhook.mutation.patch import Draft
+from webhook.pod.context import PodContext
+from webhook.pod.distill import fingerprint
 
 ANNOTATIONS = ("metadata", "annotations")
 

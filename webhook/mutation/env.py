@@ -10,9 +10,9 @@ copies files.
 
 from __future__ import annotations
 
-from webhook.context import PodContext, list_of_dicts
 from webhook.mutation.helpers import HELPERS_NAME, MOUNT_PATH, indexed_dicts
 from webhook.mutation.patch import Draft
+from webhook.pod.context import PodContext, list_of_dicts
 
 INJECTED_ENV: tuple[tuple[str, str], ...] = (
     ("SNAPREADY_SPEC_ENVIRON", "/proc/gvisor/spec_environ"),

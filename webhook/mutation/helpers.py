@@ -1,8 +1,8 @@
 """Helper-file injection: the ``snapready-helpers`` volume, init container and read-only mounts.
 
 Contract with the image (Dockerfile target ``helpers``): a busybox-based image that holds exactly
-the two files of ``webhook/helpers/`` (``rehydrate``, mode 0755, and ``snapready_rehydrate.py``)
-in ``/opt/snapready/helpers/``. The injected init container runs
+the two files of ``webhook/assets/helpers/`` (``rehydrate``, mode 0755, and
+``snapready_rehydrate.py``) in ``/opt/snapready/helpers/``. The injected init container runs
 ``cp -R /opt/snapready/helpers/. /snapready/`` into the emptyDir ``snapready-helpers``, which
 every app container and native sidecar (init container with ``restartPolicy: Always``) mounts
 read-only at ``/snapready``. The init container goes first, so sidecars find the files when they
@@ -22,10 +22,10 @@ import posixpath
 from collections.abc import Iterator
 from typing import Any
 
-from webhook.config import Settings
-from webhook.context import PodContext
+from webhook.base.config import Settings
+from webhook.base.types import RawObject
 from webhook.mutation.patch import Draft
-from webhook.types import RawObject
+from webhook.pod.context import PodContext
 
 HELPERS_NAME = "snapready-helpers"
 """Name of the injected init container and emptyDir volume (reserved)."""

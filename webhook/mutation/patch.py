@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from webhook.types import JsonPatchOp, RawObject
+from webhook.base.types import JsonPatchOp, RawObject
 
 Token = str | int
 Path = tuple[Token, ...]

@@ -6,14 +6,29 @@ output of ``evaluate`` is sorted stably so denials read the same on every run.
 
 from __future__ import annotations
 
-from webhook.context import PodContext
+from collections.abc import Iterable
+from typing import Protocol
+
+from webhook.base.types import Finding
+from webhook.pod.context import PodContext
 from webhook.rules.drift import HashDrift
 from webhook.rules.gpu import GpuRules
 from webhook.rules.images import ImageDigest
 from webhook.rules.machine import MachineRules
 from webhook.rules.sandbox import GvisorRuntime, SandboxCompat
 from webhook.rules.storage import GcsFuse, StaleState
-from webhook.types import Finding, Rule
+
+
+class Rule(Protocol):
+    """A validation rule: a pure function from a pod view to findings (no I/O, no clock).
+
+    Mutators have their own shape (``webhook.mutation.Step``: they edit a recording draft).
+    """
+
+    rule_ids: tuple[str, ...]
+
+    def __call__(self, pod: PodContext, /) -> Iterable[Finding]: ...
+
 
 RULES: tuple[Rule, ...] = (
     GvisorRuntime(),

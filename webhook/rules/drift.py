@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.context import PodContext
-from webhook.distill import FINGERPRINT_PREFIX, fingerprint
-from webhook.types import Finding
+from webhook.base.types import Finding
+from webhook.pod.context import PodContext
+from webhook.pod.distill import FINGERPRINT_PREFIX, fingerprint
 
 
 class HashDrift:

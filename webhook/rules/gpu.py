@@ -17,9 +17,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Iterator, Sequence
 
-from webhook.config import RuleSettings
-from webhook.context import PodContext
-from webhook.hardware import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY, PARTITION_SIZE
+from webhook.base.config import RuleSettings
+from webhook.base.text import clip, clip_all
+from webhook.base.types import Finding
+from webhook.kube.gke import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY, PARTITION_SIZE
+from webhook.pod.context import PodContext
 from webhook.rules.gpu_whole_node import subset_allowed, whole_node_findings
 from webhook.rules.landing import GPU_MACHINE_TYPES, landing
 from webhook.rules.placement import (
@@ -31,8 +33,6 @@ from webhook.rules.placement import (
     instance_family,
     possible,
 )
-from webhook.text import clip, clip_all
-from webhook.types import Finding
 
 
 def _type_summary(types: Iterable[str], limit: int = 12) -> str:

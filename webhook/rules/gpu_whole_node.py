@@ -11,8 +11,10 @@ import functools
 import re
 from collections.abc import Iterator
 
-from webhook.config import GKE_VERSION_PATTERN, RuleSettings
-from webhook.context import PodContext
+from webhook.base.config import GKE_VERSION_PATTERN, RuleSettings
+from webhook.base.text import clip, clip_all
+from webhook.base.types import Finding
+from webhook.pod.context import PodContext
 from webhook.rules.landing import affinity_admits, gpu_count
 from webhook.rules.placement import (
     POD_SOURCES,
@@ -23,8 +25,6 @@ from webhook.rules.placement import (
     instance_family,
     possible,
 )
-from webhook.text import clip, clip_all
-from webhook.types import Finding
 
 GkeVersion = tuple[int, int, int, int]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from webhook.context import PodContext, list_of_dicts
-from webhook.types import Finding
+from webhook.base.types import Finding
+from webhook.pod.context import PodContext, list_of_dicts
 
 # OCI image-spec descriptor digests: algorithm ":" encoded (sha256 is the registered default).
 _DIGEST = re.compile(r"@[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]{32,}$")

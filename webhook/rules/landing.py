@@ -22,15 +22,10 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from webhook.context import PodContext
-from webhook.hardware import (
-    ACCELERATOR,
-    ACCELERATOR_COUNT,
-    INSTANCE_TYPE,
-    MACHINE_FAMILY,
-    Exclusion,
-    NodeSelection,
-)
+from webhook.kube.gke import ACCELERATOR, ACCELERATOR_COUNT, INSTANCE_TYPE, MACHINE_FAMILY
+from webhook.kube.state import NodePoolFacts
+from webhook.pod.context import PodContext
+from webhook.pod.hardware import Exclusion, NodeSelection
 from webhook.rules.placement import (
     Constraint,
     Placement,
@@ -38,7 +33,6 @@ from webhook.rules.placement import (
     instance_family,
     possible,
 )
-from webhook.state import NodePoolFacts
 
 GPU_MACHINE_TYPES: dict[str, tuple[str, int]] = {
     "g2-standard-4": ("nvidia-l4", 1),

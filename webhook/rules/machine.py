@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from webhook.config import RuleSettings
-from webhook.context import PodContext
-from webhook.hardware import (
+from webhook.base.config import RuleSettings
+from webhook.base.text import clip, clip_all
+from webhook.base.types import Finding
+from webhook.kube.gke import (
     INSTANCE_TYPE,
     MACHINE_FAMILY,
     TPU_ACCELERATOR,
     TPU_RESOURCE,
     TPU_TOPOLOGY,
 )
+from webhook.pod.context import PodContext
 from webhook.rules.placement import (
     Placement,
     Unknown,
@@ -29,8 +31,6 @@ from webhook.rules.placement import (
     instance_family,
     possible,
 )
-from webhook.text import clip, clip_all
-from webhook.types import Finding
 
 
 def _family_problem(family: str, rules: RuleSettings) -> tuple[str, str] | None:

@@ -1,4 +1,4 @@
-"""Where a pod can run: its node pins (``webhook.hardware``) resolved against cluster facts.
+"""Where a pod can run: its node pins (``webhook.pod.hardware``) resolved against cluster facts.
 
 A pod pinned to a node pool (``cloud.google.com/gke-nodepool``) or a ComputeClass
 (``cloud.google.com/compute-class``) says nothing about its machine by itself; in cluster mode
@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from webhook.config import RuleSettings
-from webhook.context import PodContext
-from webhook.hardware import (
+from webhook.base.config import RuleSettings
+from webhook.base.text import clip, clip_all
+from webhook.kube.gke import (
     ACCELERATOR,
     ACCELERATOR_COUNT,
     COMPUTE_CLASS,
@@ -33,15 +33,17 @@ from webhook.hardware import (
     PARTITION_SIZE,
     SHARING_STRATEGY,
     TPU_RESOURCE,
+)
+from webhook.kube.responses import MAX_WARNING_CHARS
+from webhook.kube.state import NodePoolFacts
+from webhook.pod.context import PodContext
+from webhook.pod.hardware import (
     LabelPin,
     NodeSelection,
     ResourceUsage,
     node_selection,
     resource_usage,
 )
-from webhook.responses import MAX_WARNING_CHARS
-from webhook.state import NodePoolFacts
-from webhook.text import clip, clip_all
 
 POD_SOURCES = ("nodeSelector", "node affinity")
 

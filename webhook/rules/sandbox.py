@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from webhook.config import SandboxFeature
-from webhook.context import PodContext, list_of_dicts
-from webhook.types import Finding
+from webhook.base.config import SandboxFeature
+from webhook.base.types import Finding
+from webhook.pod.context import PodContext, list_of_dicts
 
 _MESSAGES: dict[SandboxFeature, str] = {
     "privileged": "privileged containers cannot run in GKE Sandbox; drop privileged: true "

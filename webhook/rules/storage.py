@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from webhook.context import PodContext, list_of_dicts
-from webhook.types import Finding
+from webhook.base.types import Finding
+from webhook.pod.context import PodContext, list_of_dicts
 
 GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"

@@ -1,0 +1,123 @@
+"""From findings to a decision: the effective enforcement mode of a pod or namespace, where each
+finding ends (deny, warning, audit), and the namespace helpers every handler shares. Pure module."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from webhook.base.config import Settings
+from webhook.base.types import Finding, Mode, RawObject
+from webhook.kube.matching import Policy
+from webhook.kube.responses import Decision, allowed, bounded_lines, bounded_warnings, denied
+from webhook.kube.review import AdmissionRequest
+from webhook.kube.state import ClusterState
+from webhook.pod.context import PodContext
+
+_MODE_STRICTNESS: Mapping[str, int] = {"audit": 0, "warn": 1, "enforce": 2}
+
+
+def string_labels(labels: Any) -> Mapping[str, str]:
+    """``metadata.labels`` as selectors read them: a dict of strings (``{}`` when absent).
+
+    Label values are strings in every valid object; a hostile non-string value (a list would be
+    unhashable in a selector's value set) is treated as absent rather than crash matching.
+    """
+    if not isinstance(labels, dict):
+        return {}
+    if all(type(value) is str for value in labels.values()):
+        return labels
+    return {key: value for key, value in labels.items() if isinstance(value, str)}
+
+
+def request_namespace(request: AdmissionRequest, obj: RawObject) -> str:
+    """Namespace to match policies in: ``request.namespace``, else the object's, else default."""
+    if request.namespace:
+        return request.namespace
+    metadata = obj.get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+    return namespace if isinstance(namespace, str) and namespace else "default"
+
+
+def namespace_ignored(state: ClusterState, namespace: str, settings: Settings) -> bool:
+    """Namespace label ``<prefix>ignore: "true"`` excludes it even without a namespaceSelector."""
+    labels = state.namespace_labels.get(namespace) or {}
+    return labels.get(settings.prefix + "ignore") == "true"
+
+
+def effective_mode(
+    policies: tuple[Policy, ...], namespace: str, state: ClusterState, settings: Settings
+) -> Mode:
+    """Mode precedence: policy annotation (the strictest of the selecting policies) > namespace
+    label ``<prefix>enforcement`` > global ``settings.enforcement``. Invalid values are ignored."""
+    from_policies: list[Mode] = [
+        cast(Mode, p.enforcement) for p in policies if p.enforcement in _MODE_STRICTNESS
+    ]
+    if from_policies:
+        return max(from_policies, key=_MODE_STRICTNESS.__getitem__)
+    labels = state.namespace_labels.get(namespace) or {}
+    label = labels.get(settings.prefix + "enforcement")
+    if label in _MODE_STRICTNESS:
+        return cast(Mode, label)
+    return settings.enforcement
+
+
+def overlap_findings(ctx: PodContext) -> list[Finding]:
+    """A pod selected by several policies: which one GKE applies is undefined (advisory)."""
+    if len(ctx.policies) < 2:
+        return []
+    names = ", ".join(p.name for p in ctx.policies)
+    return [
+        Finding(
+            ctx.metadata_field("labels"),
+            "policy-overlap",
+            f"selected by several PodSnapshotPolicies ({names}); which one GKE applies is "
+            "undefined: make the selectors disjoint",
+            "warn",
+        )
+    ]
+
+
+def finding_outcome(finding: Finding, mode: Mode, overrides: Mapping[str, Mode]) -> Mode:
+    """Where one finding ends up: ``enforce`` (denies), ``warn`` (a warning) or ``audit`` (only
+    logged). The rule's own mode override (``settings.rules.modes``) beats the pod's ``mode``;
+    ``warn``-severity findings never deny."""
+    rule_mode = overrides.get(finding.rule, mode)
+    if finding.severity == "warn":
+        return "audit" if rule_mode == "audit" else "warn"
+    return rule_mode
+
+
+def decide_findings(
+    findings: list[Finding], mode: Mode, overrides: Mapping[str, Mode], subject: str
+) -> Decision:
+    """Turn findings into a decision under ``mode`` and the per-rule ``overrides``.
+
+    ``enforce`` outcomes deny (all listed, after ``subject``, e.g. "Pod is not snapshot-ready
+    ..."); ``warn`` ones become warnings; ``audit`` ones are only recorded. ``Decision.audit``
+    gets ``findings``, ``outcomes`` (the ``finding_outcome`` of each, same order) and ``mode``,
+    so logs, metrics and ``check`` never recompute them.
+    """
+    outcomes = [finding_outcome(finding, mode, overrides) for finding in findings]
+    denials = [f for f, o in zip(findings, outcomes, strict=True) if o == "enforce"]
+    warnings = [f for f, o in zip(findings, outcomes, strict=True) if o == "warn"]
+    warning_lines = bounded_warnings([f"[{f.rule}] {f.path}: {f.message}" for f in warnings])
+    if denials:
+        lines = "\n".join(
+            bounded_lines([f"- [{f.rule}] {f.path}: {f.message}" for f in denials], more="problems")
+        )
+        message = f"snapready: {subject} ({len(denials)} problem(s)):\n{lines}"
+        decision = denied(message, warnings=warning_lines)
+    else:
+        decision = allowed(warnings=warning_lines)
+    decision.audit.update({"findings": findings, "outcomes": outcomes, "mode": mode})
+    return decision
+
+
+def decide(findings: list[Finding], ctx: PodContext) -> Decision:
+    """``decide_findings`` for one pod view; the denial names the kind and the policies."""
+    where = ", ".join(p.name for p in ctx.policies)
+    subject = f"{ctx.kind} is not snapshot-ready for PodSnapshotPolicy {where}"
+    decision = decide_findings(findings, ctx.mode, ctx.settings.rules.modes, subject)
+    decision.audit["policy"] = ctx.policy_ids
+    return decision

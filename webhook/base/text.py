@@ -1,0 +1,32 @@
+"""How user-supplied values are shown in messages (pure: no I/O).
+
+``clip``/``clip_all`` cut any value a rule, a quantity error or a CLI message quotes to at most
+``CLIP_WIDTH`` characters each, so an attacker-sized value never makes a message long. Used by
+``webhook.kube.quantity``, ``webhook.pod.hardware``, the rules (``webhook/rules``) and ``snapready
+check``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+CLIP_WIDTH = 20
+"""Characters of a user-supplied value a message shows (rule messages stay under ~200 chars)."""
+
+
+def clip(value: Any, width: int = CLIP_WIDTH) -> str:
+    """``value`` for a message: strings as they are, anything else as ``repr``, cut to ``width``
+    characters ending in ``...`` (a 400-digit GPU count shows as ``'99999999999999999...``)."""
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except ValueError:  # int too large for str() (Python's 4300-digit limit)
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def clip_all(values: Iterable[Any], limit: int = 3, width: int = CLIP_WIDTH) -> str:
+    """At most ``limit`` clipped values, comma-separated, then ``+N more``."""
+    items = list(values)
+    shown = ", ".join(clip(v, width) for v in items[:limit])
+    return shown + (f" +{len(items) - limit} more" if len(items) > limit else "")

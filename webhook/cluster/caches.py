@@ -1,0 +1,176 @@
+"""The cluster policy source: caches of every watched resource, folded into one ``ClusterState``.
+
+``ClusterSource`` owns one ``Reflector`` per resource (policies, storage configs, namespaces,
+nodes, ComputeClasses) and a ``/version`` ``Poller``. Whenever one of them changes it rebuilds an
+immutable ``ClusterState`` under a lock and swaps it in with a single assignment; ``state()`` only
+reads that attribute (no lock, no I/O), so admission answers from memory even while the API
+server is slow or down. Transport-agnostic: ``kube.py`` supplies the ``kubernetes``-backed one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from webhook.base.config import SourceSettings
+from webhook.base.types import RawObject
+from webhook.cluster.reflector import Reflector
+from webhook.cluster.syncing import Poller, Resource, Timing, Transport, Worker
+from webhook.kube.facts import (
+    compute_class_facts,
+    gke_version,
+    namespace_labels,
+    node_pools,
+    node_view,
+)
+from webhook.kube.matching import PolicyIndex
+from webhook.kube.state import ClusterState, parse_policy, parse_storage_config
+
+log = logging.getLogger("snapready.kube")
+
+SNAPSHOT_API = "/apis/podsnapshot.gke.io"
+SNAPSHOT_VERSIONS = ("v1", "v1alpha1")
+VERSION_PATH = "/version"
+
+
+def _where(obj: RawObject) -> str:
+    metadata = obj.get("metadata")
+    meta = metadata if isinstance(metadata, dict) else {}
+    return f"{obj.get('kind', 'object')} {meta.get('namespace') or ''}/{meta.get('name')}"
+
+
+def resources(prefix: str) -> tuple[Resource, ...]:
+    """The watched collections, in ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
+
+    PodSnapshot CRDs are tried as ``v1`` first, then ``v1alpha1`` (older GKE clusters served only
+    that). Namespaces keep only ``prefix`` labels; nodes only the GKE labels in ``facts``.
+    """
+    return (
+        Resource(
+            "podsnapshotpolicies",
+            tuple(f"{SNAPSHOT_API}/{v}/podsnapshotpolicies" for v in SNAPSHOT_VERSIONS),
+            convert=lambda obj: parse_policy(obj, prefix=prefix, where=_where(obj)),
+            build=lambda items: PolicyIndex.build(items.values()),
+        ),
+        Resource(
+            "podsnapshotstorageconfigs",
+            tuple(f"{SNAPSHOT_API}/{v}/podsnapshotstorageconfigs" for v in SNAPSHOT_VERSIONS),
+            convert=lambda obj: parse_storage_config(obj, where=_where(obj)),
+            build=lambda items: {config.name: config for config in items.values()},
+        ),
+        Resource(
+            "namespaces",
+            ("/api/v1/namespaces",),
+            convert=lambda obj: namespace_labels(obj, prefix) or None,
+            build=lambda items: {name: dict(labels) for name, labels in items.items()},
+        ),
+        Resource(
+            "nodes",
+            ("/api/v1/nodes",),
+            convert=node_view,
+            build=lambda items: node_pools(items.values()),
+        ),
+        Resource(
+            "computeclasses",
+            ("/apis/cloud.google.com/v1/computeclasses",),
+            convert=compute_class_facts,
+            build=lambda items: {facts.name: facts for facts in items.values()},
+        ),
+    )
+
+
+def timing_from(source: SourceSettings) -> Timing:
+    """Cache timing from ``settings.source`` (all in seconds)."""
+    return Timing(
+        backoff_initial=source.backoff_initial_seconds,
+        backoff_max=source.backoff_max_seconds,
+        watch_timeout=source.resync_seconds,
+        recheck=source.resync_seconds,
+        page_size=source.list_page_size,
+    )
+
+
+class ClusterSource:
+    """Background caches of the cluster and the ``ClusterState`` they add up to.
+
+    Lifecycle: ``start()`` once, ``state()`` any time from any thread, ``stop()`` at shutdown.
+    ``state().synced`` turns True once every cache has listed once (a not-served API counts as
+    listed); it is what ``/readyz`` and the ``snapready_policy_source_synced`` gauge report.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        prefix: str,
+        timing: Timing,
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._on_stop = on_stop
+        self.reflectors = {
+            r.name: Reflector(r, transport, timing, self._lock, self._rebuild)
+            for r in resources(prefix)
+        }
+        self.version = Poller(
+            "version",
+            VERSION_PATH,
+            gke_version,
+            transport=transport,
+            timing=timing,
+            lock=self._lock,
+            on_change=self._rebuild,
+        )
+        self._state = ClusterState()
+        with self._lock:
+            self._rebuild()
+
+    @property
+    def workers(self) -> tuple[Worker, ...]:
+        """Every cache thread: the reflectors, then the version poller."""
+        return (*self.reflectors.values(), self.version)
+
+    def state(self) -> ClusterState:
+        """The current snapshot: one attribute read, safe from any thread, never blocks."""
+        return self._state
+
+    def synced(self) -> bool:
+        """Whether every cache has synced once (for readiness and metrics)."""
+        return self._state.synced
+
+    def start(self) -> None:
+        """Start every cache thread (returns at once; readiness follows ``synced``)."""
+        for worker in self.workers:
+            worker.start()
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop every cache, abort open watches, wait up to ``timeout`` s; True if all ended."""
+        for worker in self.workers:
+            worker.stop()
+        ended = all([worker.join(timeout) for worker in self.workers])
+        if self._on_stop is not None:
+            self._on_stop()
+        return ended
+
+    def _rebuild(self) -> None:
+        # Called with self._lock held by the worker that changed; builds, then swaps atomically.
+        policies = self.reflectors["podsnapshotpolicies"]
+        classes = self.reflectors["computeclasses"]
+        details = {"source": "kube", **{w.name: w.status for w in self.workers}}
+        details["policies"] = str(len(policies.view))
+        details["gkeVersion"] = self.version.value or "unknown"
+        synced = all(worker.synced for worker in self.workers)
+        if synced and not self._state.synced:
+            log.info("cluster caches synced: %s", details)
+        self._state = ClusterState(
+            policies=policies.view,
+            storage_configs=self.reflectors["podsnapshotstorageconfigs"].view,
+            namespace_labels=self.reflectors["namespaces"].view,
+            node_pools=self.reflectors["nodes"].view,
+            nodes=dict(self.reflectors["nodes"].items),  # a copy: watch events edit items
+            compute_classes=classes.view if classes.served and classes.synced else None,
+            gke_version=self.version.value,
+            synced=synced,
+            details=details,
+        )

@@ -1,0 +1,189 @@
+"""The Kubernetes API edge of cluster mode: the only module that imports ``kubernetes``.
+
+``KubeTransport`` speaks the API's JSON through the client's ``ApiClient`` (kubeconfig or
+in-cluster service-account auth, TLS, connection pool): paginated lists, watch streams read line
+by line, single GETs, with 404 -> ``NotServed``, 410 -> ``Gone`` and everything else ->
+``TransportError``. ``open_cluster_source`` wires it into a ``ClusterSource`` (``cluster.py``),
+which keeps the caches and the ``ClusterState`` the admission path reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import urllib3
+from kubernetes import client as kube_client
+from kubernetes import config as kube_config
+from kubernetes.watch.watch import iter_resp_lines
+
+from webhook.base.config import Settings
+from webhook.base.errors import ConfigError
+from webhook.base.types import RawObject
+from webhook.cluster.caches import ClusterSource, timing_from
+from webhook.cluster.syncing import Gone, NotServed, TransportError, describe
+
+log = logging.getLogger("snapready.kube")
+
+
+class KubeWatchStream:
+    """One watch response, iterated line by line (one JSON event per line)."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+
+    def __iter__(self) -> Iterator[RawObject]:
+        finished = False
+        try:
+            for line in iter_resp_lines(self._response):  # type: ignore[no-untyped-call]
+                if line.strip():
+                    event = orjson.loads(line)
+                    if isinstance(event, dict):
+                        yield event
+            finished = True
+        except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as exc:
+            raise TransportError(f"watch stream broken: {describe(exc)}") from None
+        finally:
+            if not finished:  # unread or broken data: never hand this connection out again
+                self._response.close()
+            self._response.release_conn()
+
+    def close(self) -> None:
+        """Unblock a reader waiting on the socket (shutdown of the read side), then close."""
+        # Already finished or released: nothing to interrupt.
+        with contextlib.suppress(RuntimeError, ValueError, OSError):
+            self._response.shutdown()
+
+
+class KubeTransport:
+    """``syncing.Transport`` over ``kubernetes.client.ApiClient`` (raw JSON, no model classes).
+
+    Raw JSON keeps CPU and memory low: only the fields the caches read are ever looked at.
+    """
+
+    def __init__(self, api_client: Any, request_timeout: float) -> None:
+        self._client = api_client
+        self._timeout = request_timeout
+
+    def _request(self, path: str, query: list[tuple[str, Any]], timeout: Any) -> Any:
+        method, url, headers, body, post = self._client.param_serialize(
+            "GET",
+            path,
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self._client.call_api(
+                method, url, headers, body, post, _request_timeout=timeout
+            )
+        except kube_client.ApiException as exc:
+            raise TransportError(f"HTTP {exc.status} {exc.reason}") from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransportError(describe(exc)) from None
+        if 200 <= response.status <= 299:
+            return response
+        detail = _status_message(response.read())
+        if response.status == 404:
+            raise NotServed(f"{path}: {detail}")
+        if response.status == 410:
+            raise Gone(detail)
+        raise TransportError(f"HTTP {response.status} {response.reason}: {detail}")
+
+    def _json(self, path: str, query: list[tuple[str, Any]]) -> RawObject:
+        response = self._request(path, query, self._timeout)
+        try:
+            document = orjson.loads(response.read())
+        except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as exc:
+            raise TransportError(f"{path}: {describe(exc)}") from None
+        if not isinstance(document, dict):
+            raise TransportError(f"{path}: expected a JSON object")
+        return document
+
+    def list(self, path: str, *, page_size: int) -> tuple[list[RawObject], str]:
+        """All items, following ``metadata.continue`` (pages of ``page_size``)."""
+        items: list[RawObject] = []
+        token = ""
+        while True:
+            query: list[tuple[str, Any]] = [("limit", page_size)]
+            if token:
+                query.append(("continue", token))
+            document = self._json(path, query)
+            items.extend(item for item in document.get("items") or [] if isinstance(item, dict))
+            metadata = document.get("metadata") or {}
+            token = str(metadata.get("continue") or "")
+            if not token:
+                return items, str(metadata.get("resourceVersion") or "")
+
+    def watch(self, path: str, *, resource_version: str, timeout_seconds: int) -> KubeWatchStream:
+        """Open a watch; the read timeout outlasts the server-side ``timeoutSeconds``."""
+        query: list[tuple[str, Any]] = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", timeout_seconds),
+        ]
+        response = self._request(path, query, (self._timeout, timeout_seconds + self._timeout))
+        return KubeWatchStream(response.response)
+
+    def get(self, path: str) -> RawObject:
+        """One JSON document."""
+        return self._json(path, [])
+
+
+def _status_message(body: bytes) -> str:
+    """The ``message`` of a ``Status`` body, else the body's first line (a 404 is plain text)."""
+    try:
+        status = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.decode("utf-8", "replace").strip().splitlines()[0][:160] if body.strip() else ""
+    return str(status.get("message", ""))[:160] if isinstance(status, dict) else ""
+
+
+def api_client(settings: Settings) -> Any:
+    """An ``ApiClient`` from ``settings.source.kubeconfig``, else the in-cluster service account.
+
+    Raises:
+        ConfigError: the kubeconfig is missing/invalid, or not running in a pod without one.
+    """
+    configuration = kube_client.Configuration()
+    kubeconfig = settings.source.kubeconfig
+    try:
+        if kubeconfig is not None:
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(kubeconfig),
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        else:
+            kube_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+    except (kube_config.ConfigException, OSError, ValueError, TypeError) as exc:
+        where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster config"
+        raise ConfigError(f"cannot load {where}: {describe(exc)}") from None
+    return kube_client.ApiClient(configuration)
+
+
+def open_cluster_source(settings: Settings) -> ClusterSource:
+    """A started ``ClusterSource`` reading the API server named by the settings.
+
+    Returns at once; ``state().synced`` turns True when every cache has listed once.
+
+    Raises:
+        ConfigError: the client configuration cannot be loaded (see ``api_client``).
+    """
+    client = api_client(settings)
+    transport = KubeTransport(client, settings.source.request_timeout_seconds)
+    source = ClusterSource(
+        transport,
+        prefix=settings.prefix,
+        timing=timing_from(settings.source),
+        on_stop=client.close,
+    )
+    log.info("cluster mode: watching the API server at %s", client.configuration.host)
+    source.start()
+    return source

@@ -1,0 +1,29 @@
+"""GKE and Kubernetes node label keys and extended resource names the rules read.
+
+Sources: domain.md section 5; GKE docs "About GPUs in GKE" (``cloud.google.com/gke-accelerator``,
+``gke-gpu-partition-size``, ``gke-gpu-sharing-strategy``), "GKE Sandbox" and Kubernetes'
+well-known labels (``node.kubernetes.io/instance-type``, ``kubernetes.io/arch``).
+"""
+
+from __future__ import annotations
+
+MACHINE_FAMILY = "cloud.google.com/machine-family"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LEGACY_INSTANCE_TYPE = "beta.kubernetes.io/instance-type"
+ACCELERATOR = "cloud.google.com/gke-accelerator"
+ACCELERATOR_COUNT = "cloud.google.com/gke-accelerator-count"
+PARTITION_SIZE = "cloud.google.com/gke-gpu-partition-size"
+SHARING_STRATEGY = "cloud.google.com/gke-gpu-sharing-strategy"
+MAX_SHARED_CLIENTS = "cloud.google.com/gke-max-shared-clients-per-gpu"
+NODE_POOL = "cloud.google.com/gke-nodepool"
+COMPUTE_CLASS = "cloud.google.com/compute-class"
+ARCHITECTURE = "kubernetes.io/arch"
+TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+GPU_RESOURCE = "nvidia.com/gpu"
+TPU_RESOURCE = "google.com/tpu"
+NODE_NAME = "field:metadata.name"
+"""Pseudo key of the node names a term's ``matchFields`` selects (``metadata.name In``); ``:`` is
+not allowed in label keys, so it never collides with a real label."""
+LABEL_ALIASES: dict[str, str] = {LEGACY_INSTANCE_TYPE: INSTANCE_TYPE}
+"""Legacy node labels read as their GA key (the kubelet and cloud node controller set both)."""

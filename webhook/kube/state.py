@@ -1,0 +1,172 @@
+"""What the webhook knows about the cluster: one immutable snapshot swapped atomically.
+
+Sources (``sources.py`` for files, ``kube.py`` for the API server) build ``ClusterState`` values;
+the admission path reads the current one without locks or I/O. Pure module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.base.errors import ConfigError
+from webhook.kube.matching import Policy, PolicyIndex, compile_selector
+
+POLICY_GROUP = "podsnapshot.gke.io"
+POLICY_VERSIONS = ("v1", "v1alpha1")
+SNAPSHOT_SCOPES = ("whole-pod", "rootfs-only")
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """The parts of a PodSnapshotStorageConfig the rules use (cluster-scoped)."""
+
+    name: str
+    bucket: str | None
+    path: str | None = None
+    token_source: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """The part of one Node the caches keep: its pool and the ``facts.NODE_FACT_LABELS`` it
+    carries."""
+
+    pool: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class NodePoolFacts:
+    """Union of GKE labels over a node pool's nodes (``kube.py`` fills it in cluster mode).
+
+    Every attribute is a set of label values seen on the pool's nodes; ``node_count`` 0 means the
+    pool exists in no node yet (unknown, not guessed).
+    """
+
+    name: str
+    node_count: int = 0
+    instance_types: frozenset[str] = frozenset()
+    machine_families: frozenset[str] = frozenset()
+    accelerators: frozenset[str] = frozenset()
+    accelerator_counts: frozenset[str] = frozenset()
+    partition_sizes: frozenset[str] = frozenset()
+    sharing_strategies: frozenset[str] = frozenset()
+    architectures: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class ComputeClassFacts:
+    """What a ComputeClass (``cloud.google.com/v1``) enables, as far as the rules care."""
+
+    name: str
+    machine_families: frozenset[str] = frozenset()
+    enables_mig: bool = False
+    enables_gpu_sharing: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """One consistent view: policies, storage configs and (cluster mode) facts about nodes.
+
+    Attributes:
+        policies: per-namespace PodSnapshotPolicy index.
+        storage_configs: PodSnapshotStorageConfig by name.
+        namespace_labels: labels of known namespaces (cluster mode; empty from files).
+        node_pools: facts by ``cloud.google.com/gke-nodepool`` value (cluster mode).
+        nodes: each known node's pool and kept labels by node name (cluster mode), for pods bound
+            to named nodes (DaemonSet pods: ``matchFields`` ``metadata.name``).
+        compute_classes: facts by ComputeClass name; None when the API is not served.
+        gke_version: cluster version string, e.g. ``1.35.0-gke.1738000``, if known.
+        synced: True once every source has delivered its first full list.
+        details: per-source status for ``/readyz`` (e.g. ``{"computeclasses": "not served"}``).
+    """
+
+    policies: PolicyIndex = field(default_factory=PolicyIndex)
+    storage_configs: Mapping[str, StorageConfig] = field(default_factory=dict)
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    node_pools: Mapping[str, NodePoolFacts] = field(default_factory=dict)
+    nodes: Mapping[str, NodeView] = field(default_factory=dict)
+    compute_classes: Mapping[str, ComputeClassFacts] | None = None
+    gke_version: str | None = None
+    synced: bool = False
+    details: Mapping[str, str] = field(default_factory=dict)
+
+
+def _require_str(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: required, must be a non-empty string")
+    return value
+
+
+def is_snapshot_kind(obj: Any, kind: str) -> bool:
+    """Whether ``obj`` is a ``podsnapshot.gke.io/{v1,v1alpha1}`` object of ``kind``."""
+    if not isinstance(obj, dict) or obj.get("kind") != kind:
+        return False
+    group, _, version = str(obj.get("apiVersion", "")).partition("/")
+    return group == POLICY_GROUP and version in POLICY_VERSIONS
+
+
+def parse_policy(obj: Mapping[str, Any], *, prefix: str, where: str = "") -> Policy:
+    """Extract a ``Policy`` from a PodSnapshotPolicy object.
+
+    Raises:
+        ConfigError: a required field is missing or malformed; the message starts with ``where``
+            (e.g. ``policies/llm.yaml#2: spec.selector...``).
+    """
+    at = f"{where}: " if where else ""
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec")
+    if not isinstance(metadata, dict) or not isinstance(spec, dict):
+        raise ConfigError(f"{at}metadata and spec must be objects")
+    name = _require_str(metadata.get("name"), f"{at}metadata.name")
+    namespace = metadata.get("namespace") or "default"
+    if "selector" not in spec or spec["selector"] is None:
+        raise ConfigError(f"{at}spec.selector: required (use {{}} to select every pod)")
+    selector = compile_selector(spec["selector"], where=f"{at}spec.selector")
+    storage = _require_str(spec.get("storageConfigName"), f"{at}spec.storageConfigName")
+    scope = spec.get("snapshotScope") or "whole-pod"
+    if scope not in SNAPSHOT_SCOPES:
+        raise ConfigError(f"{at}spec.snapshotScope: {scope!r} is not whole-pod or rootfs-only")
+    trigger = spec.get("triggerConfig") or {}
+    grouping = ((spec.get("snapshotGroupingRules") or {}).get("groupByLabelValue") or {}).get(
+        "labels"
+    ) or []
+    annotations = metadata.get("annotations") or {}
+    return Policy(
+        name=name,
+        namespace=str(namespace),
+        selector=selector,
+        storage_config_name=storage,
+        scope=scope,
+        trigger_type=trigger.get("type") if isinstance(trigger, dict) else None,
+        enforcement=annotations.get(prefix + "enforcement")
+        if isinstance(annotations, dict)
+        else None,
+        grouping_labels=tuple(str(label) for label in grouping if isinstance(label, str)),
+        has_retention=bool(spec.get("retentionConfig")),
+    )
+
+
+def parse_storage_config(obj: Mapping[str, Any], *, where: str = "") -> StorageConfig:
+    """Extract a ``StorageConfig`` from a PodSnapshotStorageConfig object.
+
+    Raises:
+        ConfigError: ``metadata.name`` missing or ``spec`` not an object.
+    """
+    at = f"{where}: " if where else ""
+    metadata = obj.get("metadata") or {}
+    name = _require_str(
+        metadata.get("name") if isinstance(metadata, dict) else None, f"{at}metadata.name"
+    )
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{at}spec: must be an object")
+    gcs = (spec.get("snapshotStorageConfig") or {}).get("gcs") or {}
+    return StorageConfig(
+        name=name,
+        bucket=gcs.get("bucket"),
+        path=gcs.get("path"),
+        token_source=gcs.get("tokenSource"),
+    )

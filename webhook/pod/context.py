@@ -1,0 +1,107 @@
+"""``PodContext``: the read-only view of one pod (or pod template) that rules and mutators get.
+
+The same view serves a Pod (``spec_path="spec"``), a Deployment's template
+(``spec_path="spec.template.spec"``) or a CronJob's (``spec.jobTemplate.spec.template.spec``), so
+every rule reports field paths that point into the object the user actually submitted.
+Pure module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.base.config import Settings
+from webhook.base.types import Mode, RawObject
+from webhook.kube.matching import Policy
+from webhook.kube.state import ClusterState
+
+
+@dataclass(frozen=True)
+class PodContext:
+    """Everything a rule may look at, for one pod or pod template.
+
+    Attributes:
+        spec: the PodSpec dict (``pod["spec"]`` or ``template["spec"]``), never None.
+        metadata: the pod's or template's metadata dict, never None.
+        spec_path: dotted path of ``spec`` in the submitted object (``spec.template.spec``...).
+        metadata_path: dotted path of ``metadata`` (``metadata``, ``spec.template.metadata``).
+        namespace: the request namespace (pods often carry none in the object).
+        kind: the submitted object's kind (``Pod``, ``Deployment``...).
+        policies: every PodSnapshotPolicy selecting the pod, sorted by name (non-empty for rules).
+        settings: the validated settings (rules read ``settings.rules``).
+        cluster: the cluster state snapshot the decision is made against.
+        mode: the effective enforcement mode for this pod (policy > namespace > global).
+    """
+
+    spec: RawObject
+    metadata: RawObject
+    spec_path: str
+    metadata_path: str
+    namespace: str
+    kind: str
+    policies: tuple[Policy, ...]
+    settings: Settings
+    cluster: ClusterState
+    mode: Mode
+    memo: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    """Facts derived once per pod view and shared by several rules (e.g. the placement)."""
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """The pod's labels (``{}`` when absent or null)."""
+        labels = self.metadata.get("labels")
+        return labels if isinstance(labels, dict) else {}
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        """The pod's annotations (``{}`` when absent or null)."""
+        annotations = self.metadata.get("annotations")
+        return annotations if isinstance(annotations, dict) else {}
+
+    @property
+    def rootfs_only(self) -> bool:
+        """True when every selecting policy has ``snapshotScope: rootfs-only``.
+
+        GKE skips the distilled-spec hash and memory restore for such snapshots and accepts other
+        machine families, E2 included (domain.md section 3), so machine and hash rules relax.
+        """
+        return bool(self.policies) and all(p.scope == "rootfs-only" for p in self.policies)
+
+    @property
+    def policy_ids(self) -> str:
+        """The selecting policies as ``namespace/name``, comma-separated (logs and audit)."""
+        return ",".join(f"{p.namespace}/{p.name}" for p in self.policies)
+
+    def spec_field(self, *parts: str | int) -> str:
+        """Dotted field path under the spec, e.g. ``spec_field("containers", 1, "image")``."""
+        return join_path(self.spec_path, *parts)
+
+    def metadata_field(self, *parts: str | int) -> str:
+        """Dotted field path under the metadata, e.g. ``metadata.annotations["a/b"]``."""
+        return join_path(self.metadata_path, *parts)
+
+
+def join_path(base: str, *parts: str | int) -> str:
+    """Build a Kubernetes-style field path: ints as ``[i]``, keys with dots or slashes quoted.
+
+    >>> join_path("spec", "containers", 1, "resources", "limits", "nvidia.com/gpu")
+    'spec.containers[1].resources.limits["nvidia.com/gpu"]'
+    """
+    out = base
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif any(ch in part for ch in "./") or not part:
+            out += f'["{part}"]'
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def list_of_dicts(value: Any) -> list[RawObject]:
+    """``value`` if it is a list, keeping only its dict items; ``[]`` for null/absent/odd."""
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, dict)]
