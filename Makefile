@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools serve test lint typecheck unit fuzz bench manifests clean
+.PHONY: help install tools envtest serve test lint typecheck unit fuzz bench manifests clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -26,15 +26,16 @@ serve: $(STAMP) ## run the webhook on https://127.0.0.1:8443 (local CA in certs/
 	@echo "snapready: https://127.0.0.1:8443  (try: curl --cacert certs/ca.crt -H 'Content-Type: application/json' --data @tests/data/reviews/03-pod-create-gvisor-l4x4-gpu4.json https://127.0.0.1:8443/mutate)"
 	$(BIN)/snapready serve --policies manifests/examples
 
-lint: $(STAMP) ## ruff lint and format check
-	$(BIN)/ruff check webhook tests
-	$(BIN)/ruff format --check webhook tests
+lint: $(STAMP) ## ruff lint and format check; lint-imports holds the layers (pyproject [tool.importlinter])
+	$(BIN)/ruff check webhook tests scripts
+	$(BIN)/ruff format --check webhook tests scripts
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP) ## mypy --strict on the package and tests
 	$(BIN)/mypy
 
-# The rehydrate helper is tested under dash and busybox sh (tests/test_helpers_sh.py). CI runs as
-# root on Debian, so missing shells are installed there; elsewhere the tests skip and say why.
+# The rehydrate helper is tested under dash and busybox sh (tests/assets/test_helpers_sh.py).
+# CI runs as root on Debian, so missing shells are installed there; elsewhere the tests skip and say why.
 tools: ## install busybox and dash for the helper tests when missing (apt-get, as root)
 	@missing=""; for tool in busybox dash; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
@@ -44,6 +45,9 @@ tools: ## install busybox and dash for the helper tests when missing (apt-get, a
 	else \
 		echo "warning:$$missing not installed and not root: the rehydrate tests will skip (sudo make tools)"; \
 	fi
+
+envtest: ## build (once) and cache etcd + kube-apiserver + kube-controller-manager for the tests; prints KUBEBUILDER_ASSETS=...
+	@bash scripts/envtest.sh
 
 unit: $(STAMP) tools ## run pytest only (PYTEST_ARGS=... to pass options)
 	$(BIN)/pytest -n 2 -m "not slow" $(PYTEST_ARGS)

@@ -22,14 +22,13 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.gcs_emulator import FakeGcs, running_fake_gcs
-from tests.ports import free_port
+from tests.support.gcs_emulator import FakeGcs, running_fake_gcs
+from tests.support.ports import free_port
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings, SourceSettings
 from webhook.server import certs
 from webhook.server.runner import build_engine
 
-pytest_plugins = ["tests.envtest.plugin"]
 
 # Application Default Credentials must never probe the GCE metadata server (169.254.169.254) from
 # tests: a PodSnapshotStorageConfig admission without STORAGE_EMULATOR_HOST looks for ADC.

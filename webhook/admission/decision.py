@@ -9,7 +9,13 @@ from typing import Any, cast
 from webhook.base.config import Settings
 from webhook.base.types import Finding, Mode, RawObject
 from webhook.kube.matching import Policy
-from webhook.kube.responses import Decision, allowed, bounded_lines, bounded_warnings, denied
+from webhook.kube.responses import (
+    Decision,
+    allowed,
+    bounded_lines,
+    bounded_warnings,
+    denied,
+)
 from webhook.kube.review import AdmissionRequest
 from webhook.kube.state import ClusterState
 from webhook.pod.context import PodContext

@@ -28,9 +28,9 @@ class Governance:
     """The ``Engine.governance`` hook: ``Governance(lookup)(request, obj, engine) -> Decision``.
 
     Args:
-        lookup: bucket facts within a bounded time (``webhook.cluster.gcs.BucketInspector``); None,
-        or
-            ``settings.storage.enabled`` false, skips the GCS checks (the name is still checked).
+        lookup: bucket facts within a bounded time (``webhook.cluster.gcs.BucketInspector``);
+            None, or ``settings.storage.enabled`` false, skips the GCS checks (the name is still
+            checked).
 
     Modes: a policy follows its namespace's ``<prefix>enforcement`` label, else the global mode
     (never its own annotation: a policy must not relax its own review); a storage config is

@@ -9,11 +9,10 @@ Every field documents its unit and why its default was chosen; the Helm chart's 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,7 +20,8 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from webhook.base.types import FailurePolicy, Mode, Severity
+from webhook.base.sections import InjectionSettings, RuleSettings, StorageSettings
+from webhook.base.types import FailurePolicy, Mode
 
 MiB = 1024 * 1024
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -129,203 +129,6 @@ class SourceSettings(BaseModel):
     )
     list_page_size: int = Field(
         500, ge=1, description="Items per list page (client-go's default chunk size)."
-    )
-
-
-GKE_VERSION_PATTERN = r"^v?(\d+)\.(\d+)\.(\d+)(?:-gke\.(\d+))?"
-"""A GKE version (``1.35.0-gke.1738000``, ``v1.35.3-gke.1234000`` from ``/version``)."""
-SandboxFeature = Literal["privileged", "hostPath", "hostNetwork", "hostPID", "hostIPC", "hostPort"]
-SANDBOX_COMPAT_DEFAULTS: dict[SandboxFeature, Literal["deny", "warn", "off"]] = {
-    "privileged": "deny",
-    "hostPath": "deny",
-    "hostNetwork": "warn",
-    "hostPID": "warn",
-    "hostIPC": "warn",
-    "hostPort": "warn",
-}
-
-
-class RuleSettings(BaseModel):
-    """Facts and switches of the readiness rules (defaults from domain.md sections 4-6)."""
-
-    runtime_class_names: list[str] = Field(
-        ["gvisor"], description="runtimeClassName values that mean GKE Sandbox (gVisor)."
-    )
-    unsupported_machine_families: list[str] = Field(
-        ["e2"], description="Machine families Pod snapshots do not support (GKE docs: E2)."
-    )
-    known_machine_families: list[str] = Field(
-        [
-            "n1",
-            "n2",
-            "n2d",
-            "n4",
-            "c2",
-            "c2d",
-            "c3",
-            "c3d",
-            "c4",
-            "c4a",
-            "c4d",
-            "t2a",
-            "t2d",
-            "m1",
-            "m2",
-            "m3",
-            "g2",
-            "a2",
-            "a3",
-            "a4",
-            "h3",
-            "e2",
-        ],
-        description="Families the rules recognise; an unknown pinned family is reported.",
-    )
-    gpu_machine_types: dict[str, int] = Field(
-        {
-            "g2-standard-4": 1,
-            "g2-standard-8": 1,
-            "g2-standard-12": 1,
-            "g2-standard-16": 1,
-            "g2-standard-32": 1,
-            "g2-standard-48": 4,
-            "g2-standard-96": 8,
-            "a2-highgpu-1g": 1,
-            "a2-ultragpu-1g": 1,
-            "a3-highgpu-1g": 1,
-        },
-        description="Supported GPU machine types and their GPU count (GKE Pod snapshot docs).",
-    )
-    gpu_accelerators: dict[str, list[str]] = Field(
-        {
-            "nvidia-l4": ["g2"],
-            "nvidia-tesla-a100": ["a2"],
-            "nvidia-a100-80gb": ["a2"],
-            "nvidia-h100-80gb": ["a3"],
-        },
-        description="Supported accelerator label values and the machine families carrying them.",
-    )
-    multi_gpu_accelerators: list[str] = Field(
-        ["nvidia-l4"], description="Accelerators on which a pod may use more than one GPU (L4)."
-    )
-    gke_version: str | None = Field(
-        None,
-        description="Cluster version (e.g. 1.35.0-gke.1738000) for version-gated rules; in kube "
-        "mode read from /version. Unknown means the strictest (oldest) behaviour.",
-    )
-    gpu_subset_min_version: str = Field(
-        "1.35.0-gke.1738000",
-        description="First GKE version on which a pod may use a subset of a multi-GPU node's GPUs "
-        "(GKE Pod snapshot docs); before it `gpu-whole-node` applies.",
-    )
-    gpu_sharing_severity: Severity = Field(
-        "warn",
-        description="Severity of `gpu-sharing` (time-sharing, MPS). Warn by default: the GKE docs "
-        "do not name them as unsupported (unconfirmed).",
-    )
-    sandbox_compat: dict[SandboxFeature, Literal["deny", "warn", "off"]] = Field(
-        dict(SANDBOX_COMPAT_DEFAULTS),
-        description="Per-feature severity of `sandbox-compat` (features left out keep their "
-        "default): GKE Sandbox rejects privileged containers and hostPath volumes (deny); host "
-        "namespaces and hostPort are limited (warn).",
-    )
-    disabled: list[str] = Field([], description="Rule ids to skip entirely.")
-    modes: dict[str, Mode] = Field(
-        {}, description="Per-rule enforcement mode overriding the global/policy/namespace mode."
-    )
-
-    @field_validator("sandbox_compat")
-    @classmethod
-    def _sandbox_defaults(
-        cls, value: dict[SandboxFeature, Literal["deny", "warn", "off"]]
-    ) -> dict[SandboxFeature, Literal["deny", "warn", "off"]]:
-        return {**SANDBOX_COMPAT_DEFAULTS, **value}
-
-    @field_validator("gke_version", "gpu_subset_min_version")
-    @classmethod
-    def _gke_version_format(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(GKE_VERSION_PATTERN, value):
-            raise ValueError(f"{value!r} is not a GKE version like 1.35.0-gke.1738000")
-        return value
-
-
-DIGEST_PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
-"""An image reference pinned by digest (the tag, if any, is then only informative)."""
-
-
-class InjectionSettings(BaseModel):
-    """Rehydration helper injection (design.md, "Rehydration helpers")."""
-
-    enabled: bool = Field(
-        True,
-        description="Inject the helpers (env, init container, volume, mounts) into selected pods;"
-        " off still stamps the policy and spec-hash annotations.",
-    )
-    helpers_image: str = Field(
-        "ghcr.io/snapready/helpers:0.1.0@sha256:"
-        "0000000000000000000000000000000000000000000000000000000000000000",
-        description="Helper image (Dockerfile target `helpers`); must be digest-pinned "
-        "(`...@sha256:<64 hex>`) because it is part of every fingerprint.",
-    )
-    allow_tag_only_image: bool = Field(
-        False, description="Permit a tag-only helper image (changes fingerprints when retagged)."
-    )
-    max_containers: int = Field(
-        500,
-        ge=1,
-        description="Pods with more containers (app + init) than this are not mutated (a warning "
-        "says so; validation still runs). Mutation costs ~50 us per container on the event loop, "
-        "so this bounds one request's stall to ~25 ms; real pods have a handful.",
-    )
-
-    @model_validator(mode="after")
-    def _image_pinned_by_digest(self) -> InjectionSettings:
-        # The image is hashed into every fingerprint: a tag that moves to new bits would either
-        # silently run other helpers in restored pods or, once re-pinned, orphan every snapshot.
-        if not self.allow_tag_only_image and not DIGEST_PINNED.search(self.helpers_image):
-            raise ValueError(
-                f"injection.helpers_image {self.helpers_image!r} is not pinned by digest: use "
-                "IMAGE@sha256:<64 hex> (or set injection.allow_tag_only_image=true)"
-            )
-        return self
-
-
-class StorageSettings(BaseModel):
-    """Bucket governance checks for PodSnapshotStorageConfig (through google-cloud-storage)."""
-
-    enabled: bool = Field(
-        True, description="Inspect buckets through GCS; false checks only the bucket name."
-    )
-    timeout_seconds: float = Field(
-        2.0,
-        gt=0,
-        le=25,
-        description="Deadline in seconds for one bucket inspection (metadata + IAM, no retries):"
-        " the admission waits at most this long; keep it well under the webhook's timeoutSeconds"
-        " (1-30 s).",
-    )
-    cache_ttl_seconds: float = Field(
-        300.0,
-        ge=0,
-        description="Seconds a bucket's facts are reused (0: no cache); bucket settings rarely"
-        " change, and a fix shows up after this delay.",
-    )
-    failure_cache_ttl_seconds: float = Field(
-        10.0,
-        ge=0,
-        description="Seconds a failed inspection (timeout, network, credentials) is reused, so an"
-        " outage costs one timeout per bucket per interval, not one per request.",
-    )
-    strict: bool = Field(
-        False, description="Deny (instead of warn) when a bucket or its IAM cannot be inspected."
-    )
-    cluster_location: str | None = Field(
-        None,
-        description="Cluster region or zone (e.g. us-central1); a bucket elsewhere is a warning."
-        " Unset: no location check.",
-    )
-    project: str | None = Field(
-        None, description="GCP project for the storage client; default: the ADC project."
     )
 
 

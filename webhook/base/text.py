@@ -2,7 +2,7 @@
 
 ``clip``/``clip_all`` cut any value a rule, a quantity error or a CLI message quotes to at most
 ``CLIP_WIDTH`` characters each, so an attacker-sized value never makes a message long. Used by
-``webhook.kube.quantity``, ``webhook.pod.hardware``, the rules (``webhook/rules``) and ``snapready
+``webhook.kube.quantity``, ``webhook.pod.node_pins``, the rules (``webhook/rules``) and ``snapready
 check``.
 """
 

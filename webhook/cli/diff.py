@@ -32,7 +32,7 @@ from webhook.cli.hash import (
 )
 from webhook.kube.manifests import LoadedObject, load_objects
 from webhook.kube.workloads import PodView, pod_views
-from webhook.pod.distill import changed_paths
+from webhook.pod.diff import changed_paths
 
 _ABSENT_TEXT = "(absent)"
 

@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from webhook.base.config import StorageSettings
+from webhook.base.sections import StorageSettings
 from webhook.governance.storage import BucketFacts
 
 log = logging.getLogger("snapready.gcs")

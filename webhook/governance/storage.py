@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from webhook.base.config import StorageSettings
+from webhook.base.sections import StorageSettings
 from webhook.base.types import Finding, RawObject, Severity
 
 BUCKET_PATH = "spec.snapshotStorageConfig.gcs.bucket"

@@ -24,7 +24,8 @@ def canonical_json(value: Any) -> bytes:
     ASCII keys (JCS sorts keys by UTF-16 code units, orjson by code points; they agree on ASCII),
     and the same string escaping (two-character escapes for backspace, form feed, newline, return
     and tab, six-character ones for other control characters, raw UTF-8 above). Anything else
-    goes through ``rfc8785``. ``tests/test_canonical.py`` checks both paths agree on generated JSON.
+    goes through ``rfc8785``. ``tests/kube/test_canonical.py`` checks both paths agree on generated
+    JSON.
 
     Values nested deeper than orjson's limit (255 levels) also go through ``rfc8785``.
 

@@ -2,7 +2,7 @@
 
 ``parse_quantity`` follows k8s.io/apimachinery/pkg/api/resource ``ParseQuantity`` (suffixes,
 exponents, rounding up to 1n) and rejects what Kubernetes would cap (beyond 2^63-1).
-``webhook.pod.hardware`` uses it to count the devices (``nvidia.com/gpu``) a pod asks for.
+``webhook.pod.node_pins`` uses it to count the devices (``nvidia.com/gpu``) a pod asks for.
 
 The form the API server writes a quantity back in is ``webhook.kube.quantity_canonical``.
 """

@@ -17,22 +17,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Iterator, Sequence
 
-from webhook.base.config import RuleSettings
+from webhook.base.sections import RuleSettings
 from webhook.base.text import clip, clip_all
 from webhook.base.types import Finding
-from webhook.kube.gke import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY, PARTITION_SIZE
+from webhook.kube.gke import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY
 from webhook.pod.context import PodContext
+from webhook.rules.constraints import POD_SOURCES, Constraint, fit, instance_family, possible
+from webhook.rules.gpu_sharing import mig_findings, sharing_findings
 from webhook.rules.gpu_whole_node import subset_allowed, whole_node_findings
 from webhook.rules.landing import GPU_MACHINE_TYPES, landing
-from webhook.rules.placement import (
-    POD_SOURCES,
-    Constraint,
-    Placement,
-    describe,
-    fit,
-    instance_family,
-    possible,
-)
+from webhook.rules.placement import Placement, describe
 
 
 def _type_summary(types: Iterable[str], limit: int = 12) -> str:
@@ -283,52 +277,6 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
 def _max_gpus(rules: RuleSettings) -> int:
     """The most GPUs one supported multi-GPU machine type has (8 on ``g2-standard-96``)."""
     return max((n for _, n in _multi_counts(rules)), default=1)
-
-
-def _values(c: Constraint) -> str:
-    """`` (a, b, c +2 more)``: the constraint's values, clipped; empty when it has none."""
-    return f" ({clip_all(sorted(c.values))})" if c.values else ""
-
-
-def _mig_fix(c: Constraint) -> str:
-    """What to change for one MIG statement: the pod's own selector/affinity term, or its pin to
-    a MIG node pool or ComputeClass (GKE: MIG is not supported by Pod snapshots)."""
-    if c.source == "nodeSelector":
-        return f"remove the {PARTITION_SIZE} nodeSelector and request whole GPUs"
-    if c.source == "node affinity":
-        return f"remove the {PARTITION_SIZE} affinity term and request whole GPUs"
-    if c.source.startswith("ComputeClass"):
-        return "pin a ComputeClass without MIG and request whole GPUs"
-    return "pin a node pool without MIG partitions and request whole GPUs"
-
-
-def mig_findings(place: Placement) -> Iterator[Finding]:
-    """``gpu-mig``: MIG partitions by selector, pinned node pool or ComputeClass."""
-    for c in place.partition_sizes:
-        fix = _mig_fix(c)
-        text = fit(
-            "gpu-mig",
-            c.path,
-            f"MIG partitions{_values(c)}{c.where} are not supported by Pod snapshots; {fix}",
-            f"MIG{_values(c)}{c.where} is unsupported; {fix}",
-            f"MIG{_values(c)} is unsupported; {fix}",
-            fix,
-        )
-        yield Finding(c.path, "gpu-mig", text)
-
-
-def sharing_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
-    """``gpu-sharing``: time-sharing/MPS (severity ``rules.gpu_sharing_severity``, warn)."""
-    severity = ctx.settings.rules.gpu_sharing_severity
-    for c in place.sharing:
-        fix = "prefer a whole GPU"
-        text = fit(
-            "gpu-sharing",
-            c.path,
-            f"GPU sharing{_values(c)}{c.where} is unconfirmed for Pod snapshots; {fix}",
-            f"GPU sharing is unconfirmed for Pod snapshots; {fix}",
-        )
-        yield Finding(c.path, "gpu-sharing", text, severity)
 
 
 class GpuRules:

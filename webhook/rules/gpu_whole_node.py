@@ -11,20 +11,13 @@ import functools
 import re
 from collections.abc import Iterator
 
-from webhook.base.config import GKE_VERSION_PATTERN, RuleSettings
+from webhook.base.sections import GKE_VERSION_PATTERN, RuleSettings
 from webhook.base.text import clip, clip_all
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext
+from webhook.rules.constraints import POD_SOURCES, Constraint, fit, instance_family, possible
 from webhook.rules.landing import affinity_admits, gpu_count
-from webhook.rules.placement import (
-    POD_SOURCES,
-    Constraint,
-    Placement,
-    family_constraints,
-    fit,
-    instance_family,
-    possible,
-)
+from webhook.rules.placement import Placement, family_constraints
 
 GkeVersion = tuple[int, int, int, int]
 

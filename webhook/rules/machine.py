@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from webhook.base.config import RuleSettings
+from webhook.base.sections import RuleSettings
 from webhook.base.text import clip, clip_all
 from webhook.base.types import Finding
 from webhook.kube.gke import (
@@ -22,15 +22,8 @@ from webhook.kube.gke import (
     TPU_TOPOLOGY,
 )
 from webhook.pod.context import PodContext
-from webhook.rules.placement import (
-    Placement,
-    Unknown,
-    describe,
-    family_constraints,
-    fit,
-    instance_family,
-    possible,
-)
+from webhook.rules.constraints import Unknown, fit, instance_family, possible
+from webhook.rules.placement import Placement, describe, family_constraints
 
 
 def _family_problem(family: str, rules: RuleSettings) -> tuple[str, str] | None:

@@ -1,4 +1,4 @@
-"""Where a pod can run: its node pins (``webhook.pod.hardware``) resolved against cluster facts.
+"""Where a pod can run: its node pins (``webhook.pod.node_pins``) resolved against cluster facts.
 
 A pod pinned to a node pool (``cloud.google.com/gke-nodepool``) or a ComputeClass
 (``cloud.google.com/compute-class``) says nothing about its machine by itself; in cluster mode
@@ -13,12 +13,10 @@ Pure module: reads the PodContext only.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
-from webhook.base.config import RuleSettings
+from webhook.base.sections import RuleSettings
 from webhook.base.text import clip, clip_all
 from webhook.kube.gke import (
     ACCELERATOR,
@@ -34,72 +32,11 @@ from webhook.kube.gke import (
     SHARING_STRATEGY,
     TPU_RESOURCE,
 )
-from webhook.kube.responses import MAX_WARNING_CHARS
 from webhook.kube.state import NodePoolFacts
 from webhook.pod.context import PodContext
-from webhook.pod.hardware import (
-    LabelPin,
-    NodeSelection,
-    ResourceUsage,
-    node_selection,
-    resource_usage,
-)
-
-POD_SOURCES = ("nodeSelector", "node affinity")
-
-
-def fit(rule: str, path: str, *variants: str) -> str:
-    """The first of ``variants`` (most detailed first, each with its fix) whose warning line
-    fits, else the last one.
-
-    A finding becomes the line ``[rule] path: message`` (``admission.decide_findings``) and the
-    API server cuts each warning at 256 characters (``responses.MAX_WARNING_CHARS``,
-    k8s.io/apiserver/pkg/warning): a cut would take the fix, which messages put last. Paths
-    under a CronJob's affinity alone take ~145 characters.
-    """
-    room = MAX_WARNING_CHARS - len(rule) - len(path) - 5  # "[", "] ", ": "
-    return next((text for text in variants if len(text) <= room), variants[-1])
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """One statement about a node property, from the pod's selectors or from pool/class facts.
-
-    Attributes:
-        values: the label values the pod may land on (may be empty for a ComputeClass flag).
-        exhaustive: the pod can only land on ``values`` (it is pinned by this statement).
-        path: field path of the statement in the submitted object.
-        source: short human text naming it (``nodeSelector``, ``node pool "a100-pool"``).
-        value_paths: ``(value, path)`` for values a later affinity term allows
-            (``LabelPin.value_paths``); empty when ``path`` states every value.
-    """
-
-    values: frozenset[str]
-    exhaustive: bool
-    path: str
-    source: str
-    value_paths: tuple[tuple[str, str], ...] = ()
-
-    def path_of(self, value: str) -> str:
-        """Field path of the statement that allows ``value``: the affinity term naming it when
-        the pod's terms differ (terms are ORed, so the fix belongs there), else ``path``."""
-        return next((where for v, where in self.value_paths if v == value), self.path)
-
-    @property
-    def where(self) -> str:
-        """`` in node pool "x"`` for cluster facts; empty for the pod's own selectors (the field
-        path already says where those are)."""
-        return "" if self.source in POD_SOURCES else f" in {self.source}"
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """A pin whose machine we cannot see (no pool facts, ComputeClass not served/not found, a
-    named node not in ``ClusterState.nodes``); ``kind`` says which."""
-
-    path: str
-    reason: str
-    kind: Literal["pool", "class", "node"] = "pool"
+from webhook.pod.node_pins import LabelPin, NodeSelection, node_selection
+from webhook.pod.resources import ResourceUsage, resource_usage
+from webhook.rules.constraints import Constraint, Unknown, instance_family
 
 
 @dataclass(frozen=True)
@@ -130,23 +67,6 @@ class Placement:
     gpus: ResourceUsage
     tpus: ResourceUsage
     selection: NodeSelection
-
-
-@functools.lru_cache(maxsize=1024)
-def instance_family(instance_type: str) -> str:
-    """Machine family of a GCE machine type: ``g2-standard-48`` -> ``g2``; ``custom-4-8192`` (an
-    N1 custom machine type) -> ``n1``."""
-    prefix = instance_type.split("-", 1)[0].lower()
-    return "n1" if prefix == "custom" else prefix
-
-
-def possible(constraints: Iterable[Constraint]) -> frozenset[str] | None:
-    """Values allowed by every exhaustive constraint (their intersection); None: not pinned."""
-    result: frozenset[str] | None = None
-    for constraint in constraints:
-        if constraint.exhaustive:
-            result = constraint.values if result is None else result & constraint.values
-    return result
 
 
 def family_constraints(place: Placement, rules: RuleSettings) -> list[Constraint]:

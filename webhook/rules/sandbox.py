@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from webhook.base.config import SandboxFeature
+from webhook.base.sections import SandboxFeature
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext, list_of_dicts
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -32,18 +32,19 @@ from starlette.routing import Route
 
 from webhook.admission.engine import Engine, admit
 from webhook.base.errors import BadRequest
-from webhook.base.text import clip
 from webhook.base.types import Endpoint
-from webhook.kube.responses import HTTP_INTERNAL_ERROR, Decision, allowed, denied, finalize
+from webhook.kube.responses import (
+    HTTP_INTERNAL_ERROR,
+    Decision,
+    allowed,
+    denied,
+    finalize,
+)
 from webhook.kube.review import AdmissionReviewRequest, api_version_hint, parse_review
+from webhook.server.body import JSON, BodyBudget, ClientGone, Receive, Scope, Send, read_body
 
 log = logging.getLogger("snapready.admission")
-JSON = "application/json"
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 Observer = Callable[[Endpoint, AdmissionReviewRequest, Decision, float], None]
 """Called after each answered review: (endpoint, review, decision, seconds). Logs and metrics."""
 RejectHook = Callable[[str, int], None]
@@ -53,83 +54,6 @@ BLOCKING_GROUPS = frozenset({"podsnapshot.gke.io"})
 """API groups whose validation may do network I/O (bucket checks): run in a worker thread."""
 _JSON_HEADERS = [(b"content-type", JSON.encode())]
 _CLOSE = [(b"connection", b"close")]
-
-
-class ClientGone(Exception):
-    """The client disconnected before its body was read; nothing can be answered."""
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            text: str = value.decode("latin-1")
-            return text
-    return None
-
-
-async def read_body(scope: Scope, receive: Receive, max_bytes: int, budget: BodyBudget) -> bytes:
-    """Read the body, enforcing the content type and the size cap before parsing.
-
-    Raises:
-        BadRequest: wrong content type (400), over ``max_bytes`` (413) by ``Content-Length``
-            or while streaming (the rest is not read), or the in-flight ``budget`` is
-            exhausted (503). On any error the bytes taken from ``budget`` are given back; on
-            success the caller gives back ``len(body)``.
-        ClientGone: the client disconnected mid-body.
-    """
-    content_type = _header(scope, b"content-type") or ""
-    if content_type.split(";", 1)[0].strip().lower() != JSON:
-        got = clip(content_type) if content_type else "none"
-        raise BadRequest(f"content type must be {JSON}, got {got!r}")
-    declared = _header(scope, b"content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise BadRequest(f"body of {declared} bytes exceeds the {max_bytes}-byte limit", status=413)
-    chunks: list[bytes] = []
-    size = 0
-    more = True
-    try:
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientGone
-            chunk: bytes = message.get("body", b"")
-            more = message.get("more_body", False)
-            if size + len(chunk) > max_bytes:
-                raise BadRequest(f"body exceeds the {max_bytes}-byte limit", status=413)
-            budget.take(len(chunk))
-            size += len(chunk)
-            chunks.append(chunk)
-    except BaseException:
-        budget.give(size)
-        raise
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-class BodyBudget:
-    """Bytes of request bodies held by this worker at once (event-loop thread only, no lock).
-
-    Without it, ``max_concurrency`` bodies of ``max_body_bytes`` each could be buffered together
-    (1024 x 7 MiB by default); with it, memory for bodies stays under ``limit`` and extra
-    requests get 503, which the API server handles by its failure policy and retries of its client.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-
-    def take(self, size: int) -> None:
-        """Account ``size`` more bytes.
-
-        Raises:
-            BadRequest: 503 when the budget would be exceeded (nothing is taken then).
-        """
-        if self.used + size > self.limit:
-            raise BadRequest("webhook busy: too many request bytes in flight; retry", status=503)
-        self.used += size
-
-    def give(self, size: int) -> None:
-        """Return ``size`` bytes taken earlier."""
-        self.used -= size
 
 
 def failure_decision(engine: Engine, error_id: str) -> Decision:

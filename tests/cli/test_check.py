@@ -1,0 +1,482 @@
+"""``snapready check``: offline admission of manifests, exit codes, text and JSON output."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import webhook.cli.check
+from tests.conftest import EXAMPLES, ROOT, load_review
+from tests.rules.test_table import GPU, ready_pod
+from webhook.admission.engine import Engine, admit
+from webhook.cli import main
+from webhook.kube.responses import Decision
+from webhook.kube.review import AdmissionRequest
+
+RESULT_KEYS = {
+    "decision",
+    "findings",
+    "kind",
+    "message",
+    "mode",
+    "name",
+    "namespace",
+    "policies",
+    "source",
+    "warnings",
+}
+FINDING_KEYS = {"message", "outcome", "path", "rule", "severity"}
+
+
+def mig_pod() -> dict[str, Any]:
+    pod: dict[str, Any] = load_review("04")["request"]["object"]
+    return pod
+
+
+def ready_deployment(name: str = "ready", namespace: str | None = "snap") -> dict[str, Any]:
+    pod = ready_pod()
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {
+            "selector": {"matchLabels": {"app": "llm"}},
+            "template": {"metadata": {"labels": {"app": "llm"}}, "spec": pod["spec"]},
+        },
+    }
+
+
+def bad_cronjob() -> dict[str, Any]:
+    pod = ready_pod()
+    pod["spec"]["runtimeClassName"] = "runc"
+    template = {"metadata": {"labels": {"app": "llm"}}, "spec": pod["spec"]}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "snap"},
+        "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": template}}},
+    }
+
+
+CONFIGMAP = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "cfg", "namespace": "snap"},
+}
+
+
+def write(path: Path, *documents: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return path
+
+
+def run_check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["check", *args, "--policies", str(EXAMPLES)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def check_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    code, out, _ = run_check(capsys, *args, "--format", "json")
+    report: dict[str, Any] = json.loads(out)
+    return code, report
+
+
+def test_directory_with_a_denied_pod_exits_1_and_reports_every_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "apps" / "deploy.yaml", ready_deployment(), CONFIGMAP)
+    write(tmp_path / "pods" / "mig.yml", mig_pod())
+    (tmp_path / "README.md").write_text("not a manifest")
+    code, report = check_json(capsys, str(tmp_path))
+    assert code == 1
+    assert report["version"] == 1
+    assert report["summary"] == {
+        "objects": 3,
+        "denied": 1,
+        "warned": 0,
+        "allowed": 2,
+        "errors": 0,
+    }
+    by_kind = {r["kind"]: r for r in report["results"]}
+    assert [r["kind"] for r in report["results"]] == ["Deployment", "ConfigMap", "Pod"]
+    assert by_kind["Deployment"]["decision"] == "allow"
+    assert by_kind["Deployment"]["policies"] == ["snap/llm-policy"]
+    assert by_kind["ConfigMap"] == by_kind["ConfigMap"] | {
+        "decision": "allow",
+        "policies": [],
+        "mode": None,
+        "findings": [],
+    }
+    pod = by_kind["Pod"]
+    assert (pod["namespace"], pod["name"], pod["decision"], pod["mode"]) == (
+        "snap",
+        "mig-a100-1g5gb",
+        "deny",
+        "enforce",
+    )
+    assert pod["source"].endswith("mig.yml#0")
+    assert {(f["rule"], f["outcome"]) for f in pod["findings"]} == {
+        ("gpu-mig", "deny"),
+        ("image-digest", "warn"),
+    }
+
+
+def test_json_shape_is_stable_with_sorted_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = write(tmp_path / "all.yaml", mig_pod(), bad_cronjob(), ready_deployment())
+    code, out, _ = run_check(capsys, str(manifest), "--format", "json")
+    assert code == 1
+    key_orders: list[list[str]] = []
+
+    def record(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        key_orders.append([key for key, _ in pairs])
+        return dict(pairs)
+
+    report = json.loads(out, object_pairs_hook=record)
+    assert all(keys == sorted(keys) for keys in key_orders)
+    assert set(report) == {"results", "summary", "version"}
+    for result in report["results"]:
+        assert set(result) == RESULT_KEYS
+        assert isinstance(result["warnings"], list)
+        for finding in result["findings"]:
+            assert set(finding) == FINDING_KEYS
+            assert finding["severity"] in ("deny", "warn")
+            assert finding["outcome"] in ("deny", "warn", "audit")
+
+
+def test_cronjob_findings_point_into_the_job_template(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report = check_json(capsys, str(write(tmp_path / "cron.yaml", bad_cronjob())))
+    assert code == 1
+    [result] = report["results"]
+    assert [(f["rule"], f["path"]) for f in result["findings"]] == [
+        ("gvisor-runtime", "spec.jobTemplate.spec.template.spec.runtimeClassName")
+    ]
+    assert "gvisor-runtime" in result["message"]
+
+
+def test_all_good_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = check_json(capsys, str(write(tmp_path / "d.yaml", ready_deployment())))
+    assert code == 0
+    assert report["summary"]["denied"] == 0
+
+
+def test_warnings_alone_exit_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deployment = ready_deployment()
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:1.27"
+    code, report = check_json(capsys, str(write(tmp_path / "d.yaml", deployment)))
+    assert code == 0
+    assert report["results"][0]["decision"] == "warn"
+    assert report["summary"]["warned"] == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "selected"),
+    [
+        pytest.param([], False, id="default-namespace-has-no-policy"),
+        pytest.param(
+            ["--namespace", "snap"], True, id="namespace-flag-applies-to-objects-without-one"
+        ),
+    ],
+)
+def test_namespace_for_objects_without_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], selected: bool
+) -> None:
+    mig = mig_pod()
+    del mig["metadata"]["namespace"]
+    code, report = check_json(capsys, str(write(tmp_path / "p.yaml", mig)), *flags)
+    assert code == (1 if selected else 0)
+    assert report["results"][0]["namespace"] == ("snap" if selected else "default")
+
+
+def test_object_namespace_wins_over_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report = check_json(
+        capsys, str(write(tmp_path / "p.yaml", mig_pod())), "--namespace", "other"
+    )
+    assert code == 1
+    assert report["results"][0]["namespace"] == "snap"
+
+
+def test_gke_version_flag_relaxes_gpu_whole_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployment = ready_deployment()
+    selector = deployment["spec"]["template"]["spec"]["nodeSelector"]
+    selector["node.kubernetes.io/instance-type"] = "g2-standard-48"
+    manifest = str(write(tmp_path / "d.yaml", deployment))
+    assert check_json(capsys, manifest)[0] == 1
+    assert check_json(capsys, manifest, "--gke-version", "1.35.0-gke.1738000")[0] == 0
+
+
+def test_text_output_is_a_readable_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = write(tmp_path / "all.yaml", mig_pod(), ready_deployment())
+    code, out, _ = run_check(capsys, str(manifest))
+    assert code == 1
+    first, *rest = out.splitlines()
+    assert first.startswith("DENY  Pod/snap/mig-a100-1g5gb  (policy snap/llm-policy;")
+    assert any(line.split()[:2] == ["deny", "gpu-mig"] for line in rest)
+    assert any(line.startswith("ALLOW Deployment/snap/ready") for line in rest)
+    assert rest[-1] == "2 object(s): 1 denied, 0 allowed with warnings, 1 allowed"
+
+
+def test_stdin_is_read_with_dash(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.dumps(mig_pod()).encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    code, report = check_json(capsys, "-")
+    assert code == 1
+    assert report["results"][0]["source"] == "-#0"
+
+
+def test_captured_admission_review_file_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:
+    review = ROOT / "tests" / "data" / "reviews" / "13-deployment-create.json"
+    code, report = check_json(capsys, str(review))
+    assert code == 0
+    assert report["results"][0]["kind"] == "Deployment"
+    assert report["results"][0]["decision"] == "warn"
+
+
+def test_snapshot_policy_objects_go_through_the_same_engine(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, report = check_json(capsys, str(EXAMPLES / "policies.yaml"))
+    assert code in (0, 1)
+    kinds = [(r["kind"], r["namespace"]) for r in report["results"]]
+    assert kinds == [("PodSnapshotStorageConfig", None), ("PodSnapshotPolicy", "snap")]
+
+
+@pytest.mark.parametrize(
+    ("make_args", "needle"),
+    [
+        pytest.param(lambda tmp: [str(tmp / "missing.yaml")], "cannot read", id="missing-file"),
+        pytest.param(
+            lambda tmp: [str(write_text(tmp / "bad.yaml", "kind: [unclosed"))],
+            "invalid YAML",
+            id="invalid-yaml",
+        ),
+        pytest.param(
+            lambda tmp: [str(write_text(tmp / "x.yaml", "just: a mapping\n"))],
+            "not a Kubernetes object",
+            id="document-without-kind",
+        ),
+        pytest.param(lambda tmp: [str(make_dir(tmp / "empty"))], "no .yaml", id="empty-directory"),
+        pytest.param(
+            lambda tmp: [
+                str(write_text(tmp / "ok.yaml", "kind: ConfigMap\n")),
+                "--gke-version",
+                "soon",
+            ],
+            "not a GKE version",
+            id="invalid-gke-version",
+        ),
+    ],
+)
+def test_bad_input_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_args: Any, needle: str
+) -> None:
+    code, out, err = run_check(capsys, *make_args(tmp_path))
+    assert code == 2
+    assert out == ""
+    assert err.startswith("snapready: ")
+    assert needle in err
+
+
+def test_bad_policy_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = write(tmp_path / "d.yaml", ready_deployment())
+    code = main(["check", str(manifest), "--policies", str(tmp_path / "nope")])
+    assert code == 2
+    assert "policy directory does not exist" in capsys.readouterr().err
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def make_dir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+def test_console_entry_point_runs_check(tmp_path: Path) -> None:
+    manifest = write(tmp_path / "p.yaml", mig_pod())
+    result = subprocess.run(
+        [sys.executable, "-m", "webhook", "check", str(manifest), "--policies", str(EXAMPLES)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "gpu-mig" in result.stdout
+
+
+def huge_gpu_pod(value: str) -> dict[str, Any]:
+    pod = ready_pod()
+    pod["spec"]["containers"][0]["resources"] = {"limits": {GPU: value}}
+    return pod
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("1e99999999", id="huge-exponent-gpu-count-is-a-warning"),
+        pytest.param("9" * 400, id="400-digit-gpu-count-is-a-warning"),
+        pytest.param("1e-99999999", id="tiny-gpu-count-is-a-warning-like-1n"),
+    ],
+)
+def test_absurd_gpu_quantity_is_a_finding_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    code, report = check_json(capsys, str(write(tmp_path / "p.yaml", huge_gpu_pod(value))))
+    assert code == 0
+    [result] = report["results"]
+    assert result["decision"] == "warn"
+    [finding] = [f for f in result["findings"] if f["rule"] == "gpu-machine"]
+    assert "not a valid quantity" in finding["message"]
+    assert len(finding["message"]) <= 200
+
+
+def test_absurd_gpu_quantity_prints_no_traceback_from_the_console(tmp_path: Path) -> None:
+    manifest = write(tmp_path / "p.yaml", huge_gpu_pod("1e99999999"))
+    result = subprocess.run(
+        [sys.executable, "-m", "webhook", "check", str(manifest), "--policies", str(EXAMPLES)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "not a valid quantity" in result.stdout
+
+
+def _explode_on_boom(request: AdmissionRequest, endpoint: Any, engine: Engine) -> Decision:
+    if request.name == "boom":
+        raise RuntimeError("rule blew up on " + "9" * 400)
+    return admit(request, endpoint, engine)
+
+
+@pytest.mark.parametrize("output", ["json", "text"])
+def test_unexpected_error_is_an_error_row_and_exit_2(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    output: str,
+) -> None:
+    # A rule bug is simulated by an admit that raises for one object; the others still run.
+    monkeypatch.setattr(webhook.cli.check, "admit", _explode_on_boom)
+    manifest = write(tmp_path / "all.yaml", ready_deployment("boom"), mig_pod())
+    code, out, err = run_check(capsys, str(manifest), "--format", output)
+    assert code == 2
+    assert "Traceback" not in out + err
+    if output == "text":
+        assert out.splitlines()[0].startswith("ERROR Deployment/snap/boom")
+        assert "RuntimeError: rule blew up" in out
+        assert out.splitlines()[-1].endswith(", 1 could not be checked")
+        return
+    report = json.loads(out)
+    boom, mig = report["results"]
+    assert set(boom) == RESULT_KEYS
+    assert (boom["decision"], boom["name"], boom["kind"]) == ("error", "boom", "Deployment")
+    assert "RuntimeError: rule blew up" in boom["message"]
+    assert len(boom["message"]) <= 300
+    assert mig["decision"] == "deny"
+    assert report["summary"] == {
+        "objects": 2,
+        "denied": 1,
+        "warned": 0,
+        "allowed": 0,
+        "errors": 1,
+    }
+
+
+def test_embedded_example_policies_are_announced_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SNAPREADY_SOURCE__POLICY_DIR", raising=False)
+    manifest = str(write(tmp_path / "d.yaml", ready_deployment()))
+    assert main(["check", manifest]) == 0
+    err = capsys.readouterr().err
+    assert "embedded example policies" in err
+    assert "--policies DIR" in err
+    assert main(["check", manifest, "--policies", str(EXAMPLES)]) == 0
+    assert "embedded" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        pytest.param("", "empty.yaml", id="empty-file-has-no-objects"),
+        pytest.param("---\n---\n", "dashes.yaml", id="file-of-only-separators-has-no-objects"),
+        pytest.param("# just a comment\n", "comment.yml", id="comment-only-file-has-no-objects"),
+    ],
+)
+def test_no_objects_at_all_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, name: str
+) -> None:
+    path = write_text(tmp_path / name, text)
+    code, out, err = run_check(capsys, str(path))
+    assert code == 2
+    assert out == ""
+    assert f"no objects found in {path}" in err
+
+
+def test_empty_stdin_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    code, _, err = run_check(capsys, "-")
+    assert code == 2
+    assert "no objects found in stdin" in err
+
+
+@pytest.mark.parametrize(
+    "policy_text",
+    [
+        pytest.param("", id="empty-policy-directory-selects-nothing"),
+        pytest.param(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "podsnapshot.gke.io/v1",
+                    "kind": "PodSnapshotStorageConfig",
+                    "metadata": {"name": "snaps"},
+                    "spec": {"snapshotStorageConfig": {"gcs": {"bucket": "b"}}},
+                }
+            ),
+            id="storage-config-only-directory-selects-nothing",
+        ),
+    ],
+)
+def test_policy_directory_without_policies_warns_and_keeps_the_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policy_text: str
+) -> None:
+    policies = make_dir(tmp_path / "policies")
+    write_text(policies / "storage.yaml", policy_text)
+    manifest = write(tmp_path / "p.yaml", mig_pod())
+    code = main(["check", str(manifest), "--policies", str(policies)])
+    err = capsys.readouterr().err
+    assert code == 0  # the MIG pod is denied only when a policy selects it
+    assert "holds no PodSnapshotPolicy" in err
+    assert "Traceback" not in err

@@ -1,0 +1,610 @@
+"""The Helm chart, rendered with the real Helm engine for each certificate mode and a few values.
+
+Checks: lint; every object valid under ``kubernetes-validate --strict`` (CRD kinds that have no
+schema there are listed in ``tests/support/helm_support.py``); one object per template; webhook
+configurations that reach the Service on the right paths and port and agree with the server's
+settings (failure policy); the three certificate modes; the restricted pod; RBAC; values docs.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import kubernetes_validate
+import pytest
+import yaml
+from cryptography import x509
+from kubernetes_validate.utils import SchemaNotFoundError
+
+from tests.support.helm_support import (
+    CHART,
+    RBAC,
+    UNVALIDATABLE_KINDS,
+    Obj,
+    by_kind,
+    documents,
+    objects,
+    one,
+    render,
+    settings_of,
+    validate_all,
+)
+from webhook.base.config import Settings
+from webhook.kube.matching import compile_selector
+from webhook.server.tls import CertPair, check_pair
+
+CA_PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+CA_BUNDLE = base64.b64encode(CA_PEM).decode()
+
+VALUE_SETS = [
+    pytest.param({}, id="renders-defaults-with-self-signed-certificates"),
+    pytest.param({"certificates": {"mode": "certManager"}}, id="renders-cert-manager-mode"),
+    pytest.param(
+        {
+            "certificates": {
+                "mode": "certManager",
+                "certManager": {
+                    "issuerRef": {
+                        "name": "corp-ca",
+                        "kind": "ClusterIssuer",
+                        "group": "cert-manager.io",
+                    }
+                },
+            }
+        },
+        id="renders-cert-manager-mode-with-an-existing-cluster-issuer",
+    ),
+    pytest.param(
+        {
+            "certificates": {
+                "mode": "existingSecret",
+                "existingSecret": {"name": "my-tls", "caBundle": CA_BUNDLE},
+            }
+        },
+        id="renders-existing-secret-mode",
+    ),
+    pytest.param(
+        {
+            "failurePolicy": "Ignore",
+            "timeoutSeconds": 10,
+            "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+            "networkPolicy": {
+                "enabled": True,
+                "webhookFrom": [{"ipBlock": {"cidr": "172.16.0.0/28"}}],
+            },
+            "image": {"digest": "sha256:" + "ab" * 32},
+            "settings": {"storage": {"cluster_location": "us-central1"}},
+            "priorityClassName": "system-cluster-critical",
+            "replicaCount": 3,
+        },
+        id="renders-monitoring-network-policy-and-ignore-policy",
+    ),
+]
+
+MODE_VALUES: dict[str, dict[str, Any]] = {
+    "selfSigned": {},
+    "certManager": {"certificates": {"mode": "certManager"}},
+    "existingSecret": {
+        "certificates": {
+            "mode": "existingSecret",
+            "existingSecret": {"name": "my-tls", "caBundle": CA_BUNDLE},
+        }
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def defaults() -> list[Obj]:
+    """The objects of a default install (release ``snapready`` in namespace ``snapready``)."""
+    return objects(render())
+
+
+def webhooks(objs: list[Obj]) -> list[tuple[str, Obj]]:
+    """(configuration kind, webhook) for every webhook of both configurations."""
+    return [
+        (config["kind"], hook)
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for config in by_kind(objs, kind)
+        for hook in config["webhooks"]
+    ]
+
+
+def container(objs: list[Obj]) -> Obj:
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert len(pod["containers"]) == 1
+    found: Obj = pod["containers"][0]
+    return found
+
+
+# --- lint, schema, structure -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_lint_reports_no_warning(values: dict[str, Any]) -> None:
+    report = helm_python.lint(CHART, values, strict=True, namespace="snapready")
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert problems == [] and report["errors"] == []
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_every_object_is_valid_kubernetes(values: dict[str, Any]) -> None:
+    objs = objects(render(values))
+    problems, skipped = validate_all(objs)
+    assert problems == []
+    assert skipped <= UNVALIDATABLE_KINDS
+
+
+@pytest.mark.parametrize("kind", sorted(UNVALIDATABLE_KINDS))
+def test_crd_kinds_really_have_no_schema(kind: str) -> None:
+    """Keeps the list of unvalidated kinds honest: drop a kind once a schema exists."""
+    values = {
+        "certificates": {"mode": "certManager"},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    }
+    obj = by_kind(objects(render(values)), kind)[0]
+    with pytest.raises(SchemaNotFoundError):
+        kubernetes_validate.validate(obj, "1.36.0", strict=True)
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_each_template_renders_at_most_one_object(values: dict[str, Any]) -> None:
+    for path, text in render(values).items():
+        if not path.endswith(".txt"):
+            assert len(documents(text)) <= 1, path
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_namespaced_objects_live_in_the_release_namespace(values: dict[str, Any]) -> None:
+    cluster_scoped = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    }
+    for obj in objects(render(values, name="prod", namespace="webhooks")):
+        expected = None if obj["kind"] in cluster_scoped else "webhooks"
+        assert obj["metadata"].get("namespace") == expected, obj["kind"]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param({"failurePolicy": "Sometimes"}, "failurePolicy", id="rejects-unknown-policy"),
+        pytest.param({"timeoutSeconds": 31}, "timeoutSeconds", id="rejects-timeout-above-30s"),
+        pytest.param({"certificates": {"mode": "acme"}}, "mode", id="rejects-unknown-cert-mode"),
+        pytest.param({"replicas": 2}, "replicas", id="rejects-misspelt-top-level-key"),
+        pytest.param({"image": {"digest": "latest"}}, "digest", id="rejects-digest-not-sha256"),
+    ],
+)
+def test_schema_rejects_bad_values(values: dict[str, Any], message: str) -> None:
+    with helm_python.Chart.load(CHART) as chart, pytest.raises(helm_python.HelmError) as caught:
+        chart.validate_schema(values)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param(
+            {"certificates": {"mode": "existingSecret", "existingSecret": {"caBundle": "eA=="}}},
+            "certificates.existingSecret.name is required",
+            id="existing-secret-mode-needs-a-secret-name",
+        ),
+        pytest.param(
+            {"certificates": {"mode": "existingSecret", "existingSecret": {"name": "x"}}},
+            "certificates.existingSecret.caBundle is required",
+            id="existing-secret-mode-needs-a-ca-bundle",
+        ),
+    ],
+)
+def test_incomplete_existing_secret_fails_with_a_clear_message(
+    values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(helm_python.HelmError) as caught:
+        render(values)
+    assert message in str(caught.value)
+
+
+# --- webhook configurations --------------------------------------------------------------------
+
+EXPECTED_RULES = {
+    "MutatingWebhookConfiguration": {
+        ("", "pods", ("CREATE",)),
+    },
+    "ValidatingWebhookConfiguration": {
+        # Pod UPDATEs are never re-judged (only added ephemeral containers), so not subscribed.
+        ("", "pods", ("CREATE",)),
+        ("", "pods/ephemeralcontainers", ("UPDATE",)),
+        # ReplicaSets only on request (values.validateReplicaSets): the Deployment is judged.
+        *(
+            ("apps", resource, ("CREATE", "UPDATE"))
+            for resource in ("deployments", "statefulsets", "daemonsets")
+        ),
+        ("batch", "jobs", ("CREATE", "UPDATE")),
+        ("batch", "cronjobs", ("CREATE", "UPDATE")),
+        ("podsnapshot.gke.io", "podsnapshotpolicies", ("CREATE", "UPDATE")),
+        ("podsnapshot.gke.io", "podsnapshotstorageconfigs", ("CREATE", "UPDATE")),
+    },
+}
+"""(group, resource, operations) per configuration, from the issue (not from the templates)."""
+
+
+def test_webhook_rules_cover_pods_controllers_and_snapshot_crds(defaults: list[Obj]) -> None:
+    for kind, expected in EXPECTED_RULES.items():
+        found = {
+            (group, resource, tuple(rule["operations"]))
+            for _, hook in webhooks(defaults)
+            if _ == kind
+            for rule in hook["rules"]
+            for group in rule["apiGroups"]
+            for resource in rule["resources"]
+        }
+        assert found == expected, kind
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_every_webhook_field_is_explicit(values: dict[str, Any]) -> None:
+    objs = objects(render(values))
+    timeout = values.get("timeoutSeconds", 5)
+    for kind, hook in webhooks(objs):
+        assert hook["admissionReviewVersions"] == ["v1", "v1beta1"]
+        assert hook["sideEffects"] == "None"
+        assert hook["timeoutSeconds"] == timeout
+        assert hook["matchPolicy"] == "Equivalent"
+        assert hook["objectSelector"] == {}
+        assert "namespaceSelector" in hook
+        if kind == "MutatingWebhookConfiguration":
+            assert hook["reinvocationPolicy"] == "IfNeeded"
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_webhooks_call_the_service_on_its_https_port(values: dict[str, Any]) -> None:
+    objs = objects(render(values, name="prod", namespace="webhooks"))
+    service = one(objs, "Service")
+    ports = {port["port"]: port for port in service["spec"]["ports"]}
+    (container_port,) = [p for p in container(objs)["ports"] if p["name"] == "https"]
+    paths = {
+        "MutatingWebhookConfiguration": "/mutate",
+        "ValidatingWebhookConfiguration": "/validate",
+    }
+    for kind, hook in webhooks(objs):
+        target = hook["clientConfig"]["service"]
+        assert target["name"] == service["metadata"]["name"] == "prod-snapready"
+        assert target["namespace"] == "webhooks"
+        assert target["path"] == paths[kind]
+        assert ports[target["port"]]["targetPort"] == container_port["name"]
+    assert settings_of(objs)["server"]["port"] == container_port["containerPort"]
+
+
+def test_service_port_443_reaches_container_port_10250_by_default(defaults: list[Obj]) -> None:
+    service = one(defaults, "Service")
+    (https,) = [p for p in service["spec"]["ports"] if p["name"] == "https"]
+    (port,) = [p for p in container(defaults)["ports"] if p["name"] == https["targetPort"]]
+    assert (https["port"], port["containerPort"]) == (443, 10250)
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_failure_policy_is_the_same_in_webhooks_and_server_settings(policy: str) -> None:
+    objs = objects(render({"failurePolicy": policy, "settings": {"failure_policy": "Fail"}}))
+    assert {hook["failurePolicy"] for _, hook in webhooks(objs)} == {policy}
+    assert settings_of(objs)["failure_policy"] == policy
+
+
+@pytest.mark.parametrize(
+    ("labels", "sent"),
+    [
+        pytest.param({"kubernetes.io/metadata.name": "team-a"}, True, id="sends-a-plain-namespace"),
+        pytest.param(
+            {"kubernetes.io/metadata.name": "kube-system"}, False, id="never-sends-kube-system"
+        ),
+        pytest.param(
+            {"kubernetes.io/metadata.name": "webhooks"}, False, id="never-sends-its-own-namespace"
+        ),
+        pytest.param(
+            {"kubernetes.io/metadata.name": "lab", "snapready.io/ignore": "true"},
+            False,
+            id="never-sends-a-namespace-labelled-ignore",
+        ),
+        pytest.param(
+            {"kubernetes.io/metadata.name": "lab", "snapready.io/ignore": "false"},
+            True,
+            id="sends-a-namespace-labelled-ignore-false",
+        ),
+    ],
+)
+def test_namespace_selector(labels: dict[str, str], sent: bool) -> None:
+    objs = objects(render(name="snapready", namespace="webhooks"))
+    for _, hook in webhooks(objs):
+        assert compile_selector(hook["namespaceSelector"]).matches(labels) is sent
+
+
+def test_custom_prefix_moves_the_ignore_label() -> None:
+    objs = objects(render({"prefix": "example.com/"}))
+    labels = {"kubernetes.io/metadata.name": "lab", "example.com/ignore": "true"}
+    for _, hook in webhooks(objs):
+        assert compile_selector(hook["namespaceSelector"]).matches(labels) is False
+    assert settings_of(objs)["prefix"] == "example.com/"
+
+
+# --- certificates ------------------------------------------------------------------------------
+
+
+def _b64(value: str) -> bytes:
+    return base64.b64decode(value)
+
+
+def test_self_signed_mode_generates_a_ca_and_a_matching_serving_pair() -> None:
+    objs = objects(render(name="snapready", namespace="webhooks"))
+    secrets = {s["metadata"]["name"]: s for s in by_kind(objs, "Secret")}
+    serving, ca = secrets["snapready-tls"]["data"], secrets["snapready-ca"]["data"]
+    bundles = {hook["clientConfig"]["caBundle"] for _, hook in webhooks(objs)}
+    assert bundles == {ca["tls.crt"]} == {serving["ca.crt"]}, "both webhooks trust the CA"
+    ca_cert = x509.load_pem_x509_certificate(_b64(ca["tls.crt"]))
+    cert = x509.load_pem_x509_certificate(_b64(serving["tls.crt"]))
+    cert.verify_directly_issued_by(ca_cert)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "snapready.webhooks.svc" in sans.get_values_for_type(x509.DNSName)
+    check_pair(CertPair(_b64(serving["tls.crt"]), _b64(serving["tls.key"])))
+
+
+def test_self_signed_secret_is_the_one_the_pods_mount() -> None:
+    objs = objects(render())
+    volumes = one(objs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    (tls,) = [v for v in volumes if v["name"] == "tls"]
+    mounted = tls["secret"]["secretName"]
+    assert mounted in {s["metadata"]["name"] for s in by_kind(objs, "Secret")}
+    assert "ca" not in mounted, "the CA key must not be mounted into the pods"
+
+
+def test_cert_manager_mode_injects_the_ca_of_the_mounted_certificate() -> None:
+    objs = objects(render(MODE_VALUES["certManager"], name="snapready", namespace="webhooks"))
+    assert by_kind(objs, "Secret") == []
+    certificates = {c["metadata"]["name"]: c for c in by_kind(objs, "Certificate")}
+    volumes = one(objs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    (tls,) = [v for v in volumes if v["name"] == "tls"]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        config = one(objs, kind)
+        source = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        namespace, name = source.split("/")
+        assert namespace == "webhooks"
+        assert certificates[name]["spec"]["secretName"] == tls["secret"]["secretName"]
+        assert "snapready.webhooks.svc" in certificates[name]["spec"]["dnsNames"]
+        assert all("caBundle" not in hook["clientConfig"] for hook in config["webhooks"])
+    issuers = {i["metadata"]["name"]: i for i in by_kind(objs, "Issuer")}
+    assert issuers[certificates[name]["spec"]["issuerRef"]["name"]]["spec"].get("ca")
+
+
+def test_cert_manager_mode_can_use_an_existing_issuer() -> None:
+    ref = {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    objs = objects(
+        render({"certificates": {"mode": "certManager", "certManager": {"issuerRef": ref}}})
+    )
+    assert by_kind(objs, "Issuer") == []
+    (certificate,) = by_kind(objs, "Certificate")
+    assert certificate["spec"]["issuerRef"] == ref
+
+
+def test_existing_secret_mode_mounts_it_and_uses_the_given_ca_bundle() -> None:
+    objs = objects(render(MODE_VALUES["existingSecret"]))
+    assert by_kind(objs, "Secret") == [] and by_kind(objs, "Certificate") == []
+    volumes = one(objs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert next(v["secret"] for v in volumes if v["name"] == "tls") == {
+        "secretName": "my-tls",
+        "defaultMode": 0o440,
+    }
+    assert {hook["clientConfig"]["caBundle"] for _, hook in webhooks(objs)} == {CA_BUNDLE}
+
+
+# --- server settings, pod, disruption, RBAC ----------------------------------------------------
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_settings_file_is_accepted_by_the_server(values: dict[str, Any]) -> None:
+    objs = objects(render(values))
+    settings = Settings.model_validate(settings_of(objs))
+    assert settings.source.kind == "kube"
+    assert settings.server.host == "0.0.0.0"
+    assert settings.server.generate_certs is False
+    spec = one(objs, "Deployment")["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in container(objs)["volumeMounts"]}
+    assert settings.server.cert_file == Path(mounts["tls"]) / "tls.crt"
+    assert settings.server.key_file == Path(mounts["tls"]) / "tls.key"
+    env = {e["name"]: e["value"] for e in container(objs)["env"]}
+    config_file = Path(env["SNAPREADY_CONFIG_FILE"])
+    assert config_file.parent == Path(mounts["config"])
+    (config_volume,) = [v for v in spec["volumes"] if v["name"] == "config"]
+    assert config_volume["configMap"]["name"] == one(objs, "ConfigMap")["metadata"]["name"]
+    assert config_file.name in one(objs, "ConfigMap")["data"]
+    metrics = [p["containerPort"] for p in container(objs)["ports"] if p["name"] == "metrics"]
+    assert metrics == [settings.server.metrics_port]
+
+
+def test_extra_settings_are_merged_but_cannot_override_managed_keys() -> None:
+    extra = {
+        "storage": {"cluster_location": "europe-west4"},
+        "server": {"port": 1, "max_concurrency": 64},
+    }
+    settings = Settings.model_validate(settings_of(objects(render({"settings": extra}))))
+    assert settings.storage.cluster_location == "europe-west4"
+    assert settings.server.max_concurrency == 64
+    assert settings.server.port == 10250
+
+
+def test_replicasets_are_validated_only_on_request() -> None:
+    hooks = webhooks(objects(render({"validateReplicaSets": True})))
+    resources = {
+        resource
+        for kind, hook in hooks
+        if kind == "ValidatingWebhookConfiguration"
+        for rule in hook["rules"]
+        for resource in rule["resources"]
+    }
+    assert "replicasets" in resources
+
+
+def test_injection_is_off_by_default_and_refuses_the_placeholder_digest() -> None:
+    assert settings_of(objects(render()))["injection"]["enabled"] is False
+    with pytest.raises(helm_python.HelmError) as caught:
+        render({"injectHelpers": True})
+    assert "helpersImage.digest" in str(caught.value)
+    digest = "sha256:" + "ab" * 32
+    values = {"injectHelpers": True, "helpersImage": {"digest": digest}}
+    assert settings_of(objects(render(values)))["injection"]["enabled"] is True
+
+
+def test_helpers_image_value_reaches_the_server_setting() -> None:
+    digest = "sha256:" + "12" * 32
+    values = {
+        "helpersImage": {"repository": "registry.example/helpers", "tag": "1.2", "digest": digest}
+    }
+    settings = settings_of(objects(render(values)))
+    assert settings["injection"]["helpers_image"] == f"registry.example/helpers:1.2@{digest}"
+
+
+def test_pod_is_restricted_and_probed_over_https(defaults: list[Obj]) -> None:
+    pod = one(defaults, "Deployment")["spec"]["template"]["spec"]
+    main = container(defaults)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert main["securityContext"]["readOnlyRootFilesystem"] is True
+    assert main["securityContext"]["allowPrivilegeEscalation"] is False
+    assert main["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert main["livenessProbe"]["httpGet"] == {
+        "path": "/healthz",
+        "port": "https",
+        "scheme": "HTTPS",
+    }
+    assert main["readinessProbe"]["httpGet"] == {
+        "path": "/readyz",
+        "port": "https",
+        "scheme": "HTTPS",
+    }
+    assert main["resources"]["requests"] and main["resources"]["limits"]["memory"]
+    assert "command" not in main and "args" not in main, "the image's ENTRYPOINT runs the server"
+
+
+def test_two_replicas_spread_over_nodes_and_guarded_by_a_budget(defaults: list[Obj]) -> None:
+    deployment = one(defaults, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    spread = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    by_key = {c["topologyKey"]: c for c in spread}
+    node = by_key["kubernetes.io/hostname"]
+    assert node["whenUnsatisfiable"] == "DoNotSchedule"
+    assert compile_selector(node["labelSelector"]).matches(pod_labels)
+    budget = one(defaults, "PodDisruptionBudget")
+    assert budget["spec"]["minAvailable"] == 1
+    assert compile_selector(budget["spec"]["selector"]).matches(pod_labels)
+    service_selector = {"matchLabels": one(defaults, "Service")["spec"]["selector"]}
+    assert compile_selector(service_selector).matches(pod_labels)
+
+
+def _rule_set(rules: list[Obj]) -> set[tuple[Any, ...]]:
+    """Rules as comparable tuples, one per (group, resource or URL, verb)."""
+    flat: set[tuple[Any, ...]] = set()
+    for rule in rules:
+        targets = [
+            (group, resource)
+            for group in rule.get("apiGroups", [None])
+            for resource in rule.get("resources", [])
+        ] + [(None, url) for url in rule.get("nonResourceURLs", [])]
+        flat |= {(*target, verb) for target in targets for verb in rule["verbs"]}
+    return flat
+
+
+def test_cluster_role_grants_exactly_what_the_cluster_source_needs(defaults: list[Obj]) -> None:
+    """Same rules as manifests/rbac.yaml, the cluster source's own minimal ClusterRole."""
+    rules = one(defaults, "ClusterRole")["rules"]
+    expected = [d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == "ClusterRole"]
+    assert len(expected) == 1, "manifests/rbac.yaml should hold one ClusterRole"
+    assert _rule_set(rules) == _rule_set(expected[0]["rules"])
+    binding = one(defaults, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == one(defaults, "ClusterRole")["metadata"]["name"]
+    (subject,) = binding["subjects"]
+    assert subject["name"] == one(defaults, "ServiceAccount")["metadata"]["name"]
+    assert (
+        subject["name"]
+        == one(defaults, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    )
+
+
+def test_optional_objects_are_off_by_default(defaults: list[Obj]) -> None:
+    kinds = {obj["kind"] for obj in defaults}
+    assert not kinds & {"ServiceMonitor", "NetworkPolicy", "Issuer", "Certificate"}
+
+
+def test_network_policy_admits_the_webhook_and_metrics_ports() -> None:
+    objs = objects(render({"networkPolicy": {"enabled": True}}))
+    ingress = one(objs, "NetworkPolicy")["spec"]["ingress"]
+    ports = {p["port"] for rule in ingress for p in rule["ports"]}
+    assert ports == {p["containerPort"] for p in container(objs)["ports"]}
+
+
+def test_service_monitor_scrapes_the_metrics_port() -> None:
+    objs = objects(render({"metrics": {"serviceMonitor": {"enabled": True}}}))
+    (endpoint,) = one(objs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in one(objs, "Service")["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics"
+
+
+# --- values documentation ----------------------------------------------------------------------
+
+
+def _value_keys(values: Any, prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    if isinstance(values, dict):
+        for key, value in values.items():
+            keys.append(prefix + key)
+            keys += _value_keys(value, f"{prefix}{key}.")
+    return keys
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _in_list_item(lines: list[str], index: int) -> bool:
+    """Whether line ``index`` is a field of a list item (its parent line starts with ``- ``)."""
+    for previous in reversed(lines[:index]):
+        content = previous.strip()
+        if content and not content.startswith("#") and _indent(previous) < _indent(lines[index]):
+            return content.startswith("- ")
+    return False
+
+
+def test_every_values_key_has_a_comment() -> None:
+    """Each key line of values.yaml directly follows a comment (fields of list items excepted)."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    undocumented = [
+        line.strip()
+        for index, line in enumerate(lines)
+        if line.strip()
+        and not line.strip().startswith(("#", "- "))
+        and ":" in line
+        and not _in_list_item(lines, index)
+        and not lines[index - 1].strip().startswith("#")
+    ]
+    assert undocumented == []
+
+
+def test_schema_describes_every_values_key() -> None:
+    with helm_python.Chart.load(CHART) as chart:
+        schema = chart.schema
+        values = chart.values
+    assert schema is not None
+    missing = []
+    for key in _value_keys(values):
+        node: Any = schema
+        for part in key.split("."):
+            props = node.get("properties", {}) if isinstance(node, dict) else {}
+            if part not in props:
+                if node.get("type") == "object" and "properties" not in node:
+                    break  # free-form map (resources, settings, ...)
+                missing.append(key)
+                break
+            node = props[part]
+    assert missing == []

@@ -1,0 +1,239 @@
+"""Cluster facts from raw API objects (``webhook.kube.facts``): node pools, namespaces,
+ComputeClasses.
+
+Node and Namespace inputs are the captured API lists in ``tests/data/kube-api/``; expected values
+are read off those files by hand (see ``../shared/data/README.md``: pools ``l4-sandbox-pool``,
+``e2-pool``, ``a100-mig-pool``). ComputeClass inputs are hand-written in the shape of GKE's
+"ComputeClass" CRD reference (no capture exists: the test cluster did not serve the API).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.support.fake_apiserver import load
+from webhook.kube.facts import (
+    compute_class_facts,
+    gke_version,
+    machine_family,
+    namespace_labels,
+    node_pools,
+    node_view,
+)
+from webhook.kube.state import ComputeClassFacts, NodePoolFacts
+
+NODES = load("nodes-list.json")["items"]
+NAMESPACES = load("namespaces-list.json")["items"]
+
+
+def _node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"kind": "Node", "metadata": {"name": name, "labels": labels}}
+
+
+def test_captured_nodes_fold_into_their_three_pools() -> None:
+    views = [view for view in map(node_view, NODES) if view is not None]
+    pools = node_pools(views)
+    assert pools == {
+        "l4-sandbox-pool": NodePoolFacts(
+            name="l4-sandbox-pool",
+            node_count=1,
+            instance_types=frozenset({"g2-standard-48"}),
+            machine_families=frozenset({"g2"}),
+            accelerators=frozenset({"nvidia-l4"}),
+            accelerator_counts=frozenset({"4"}),
+            architectures=frozenset({"amd64"}),
+        ),
+        "e2-pool": NodePoolFacts(
+            name="e2-pool",
+            node_count=1,
+            instance_types=frozenset({"e2-standard-8"}),
+            machine_families=frozenset({"e2"}),
+            architectures=frozenset({"amd64"}),
+        ),
+        "a100-mig-pool": NodePoolFacts(
+            name="a100-mig-pool",
+            node_count=1,
+            instance_types=frozenset({"a2-highgpu-1g"}),
+            machine_families=frozenset({"a2"}),
+            accelerators=frozenset({"nvidia-tesla-a100"}),
+            partition_sizes=frozenset({"1g.5gb"}),
+            architectures=frozenset({"amd64"}),
+        ),
+    }
+
+
+def test_node_view_keeps_only_the_labels_rules_read() -> None:
+    mig_node = next(n for n in NODES if n["metadata"]["name"] == "gke-snap-mig-pool-41aa")
+    view = node_view(mig_node)
+    assert view is not None
+    kept = dict(view.labels)
+    assert "sandbox.gke.io/runtime" not in kept
+    assert "kubernetes.io/os" not in kept
+    assert kept["cloud.google.com/gke-gpu-partition-size"] == "1g.5gb"
+
+
+def test_pool_facts_are_the_union_over_its_nodes() -> None:
+    nodes = [
+        _node(
+            "a",
+            {
+                "cloud.google.com/gke-nodepool": "gpu",
+                "node.kubernetes.io/instance-type": "g2-standard-4",
+            },
+        ),
+        _node(
+            "b",
+            {
+                "cloud.google.com/gke-nodepool": "gpu",
+                "node.kubernetes.io/instance-type": "g2-standard-48",
+                "cloud.google.com/gke-gpu-sharing-strategy": "time-sharing",
+                "kubernetes.io/arch": "amd64",
+            },
+        ),
+        _node("c", {"kubernetes.io/hostname": "c"}),
+    ]
+    pools = node_pools(v for v in map(node_view, nodes) if v is not None)
+    assert list(pools) == ["gpu"]
+    gpu = pools["gpu"]
+    assert gpu.node_count == 2
+    assert gpu.instance_types == {"g2-standard-4", "g2-standard-48"}
+    assert gpu.machine_families == {"g2"}
+    assert gpu.sharing_strategies == {"time-sharing"}
+
+
+@pytest.mark.parametrize(
+    ("labels", "family"),
+    [
+        pytest.param(
+            {"node.kubernetes.io/instance-type": "n2-standard-8"},
+            "n2",
+            id="derives-n2-from-instance-type",
+        ),
+        pytest.param(
+            {
+                "node.kubernetes.io/instance-type": "e2-medium",
+                "cloud.google.com/machine-family": "e2",
+            },
+            "e2",
+            id="keeps-the-family-label",
+        ),
+        pytest.param(
+            {
+                "node.kubernetes.io/instance-type": "g2-standard-8",
+                "cloud.google.com/machine-family": "n2",
+            },
+            "n2",
+            id="label-wins-over-prefix",
+        ),
+        pytest.param({}, None, id="no-family-without-either-label"),
+    ],
+)
+def test_family_derived_from_instance_type_only_when_label_missing(
+    labels: dict[str, str], family: str | None
+) -> None:
+    view = node_view(_node("n", {"cloud.google.com/gke-nodepool": "p", **labels}))
+    assert view is not None
+    assert dict(view.labels).get("cloud.google.com/machine-family") == family
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "family"),
+    [
+        pytest.param("g2-standard-48", "g2", id="g2-standard-48-is-g2"),
+        pytest.param("a3-highgpu-1g", "a3", id="a3-highgpu-1g-is-a3"),
+        pytest.param("custom", None, id="dashless-name-has-no-family"),
+        pytest.param("", None, id="empty-has-no-family"),
+    ],
+)
+def test_machine_family_from_machine_type(machine_type: str, family: str | None) -> None:
+    assert machine_family(machine_type) == family
+
+
+def test_namespace_keeps_only_prefixed_labels() -> None:
+    snap = copy.deepcopy(next(n for n in NAMESPACES if n["metadata"]["name"] == "snap"))
+    assert namespace_labels(snap, "snapready.io/") == {}
+    snap["metadata"]["labels"]["snapready.io/enforcement"] = "warn"
+    assert namespace_labels(snap, "snapready.io/") == {"snapready.io/enforcement": "warn"}
+
+
+def _class(*priorities: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "cloud.google.com/v1",
+        "kind": "ComputeClass",
+        "metadata": {"name": "c"},
+        "spec": {"priorities": list(priorities)},
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param(
+            _class({"machineFamily": "n2"}, {"machineType": "e2-standard-8"}),
+            ComputeClassFacts("c", frozenset({"n2", "e2"})),
+            id="families-from-machine-family-and-machine-type",
+        ),
+        pytest.param(
+            _class(
+                {
+                    "gpu": {
+                        "type": "nvidia-h100-80gb",
+                        "count": 1,
+                        "gpuSharing": {"gpuPartitionSize": "1g.10gb"},
+                    }
+                }
+            ),
+            ComputeClassFacts("c", enables_mig=True),
+            id="gpu-partition-size-enables-mig",
+        ),
+        pytest.param(
+            _class(
+                {"machineFamily": "g2"},
+                {
+                    "gpu": {
+                        "type": "nvidia-l4",
+                        "gpuSharing": {
+                            "sharingStrategy": "TIME_SHARING",
+                            "maxSharedClientsPerGPU": 2,
+                        },
+                    }
+                },
+            ),
+            ComputeClassFacts("c", frozenset({"g2"}), enables_gpu_sharing=True),
+            id="sharing-strategy-in-any-priority-enables-sharing",
+        ),
+        pytest.param(
+            _class({"nodepools": ["pool-a"]}, {"gpu": {"type": "nvidia-l4", "count": 1}}),
+            ComputeClassFacts("c"),
+            id="plain-gpu-and-nodepool-priorities-enable-nothing",
+        ),
+        pytest.param(
+            {"kind": "ComputeClass", "metadata": {"name": "c"}, "spec": None},
+            ComputeClassFacts("c"),
+            id="null-spec-enables-nothing",
+        ),
+        pytest.param(
+            {"kind": "ComputeClass", "metadata": {}}, None, id="nameless-object-is-skipped"
+        ),
+    ],
+)
+def test_compute_class_facts(obj: dict[str, Any], expected: ComputeClassFacts | None) -> None:
+    assert compute_class_facts(obj) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "version"),
+    [
+        pytest.param(
+            load("version-gke.json"), "1.35.3-gke.1234000", id="captured-gke-version-loses-its-v"
+        ),
+        pytest.param({"gitVersion": "1.36.0"}, "1.36.0", id="version-without-v-kept"),
+        pytest.param({"major": "1"}, None, id="no-git-version-is-unknown"),
+        pytest.param({"gitVersion": ""}, None, id="empty-git-version-is-unknown"),
+    ],
+)
+def test_gke_version_from_version_endpoint(body: dict[str, Any], version: str | None) -> None:
+    assert gke_version(body) == version

@@ -1,0 +1,313 @@
+"""The AdmissionReview wire contract, end to end over real HTTPS (issue: admission service core).
+
+Every captured review from ``tests/data/reviews/`` is posted to a real ``snapready serve``
+subprocess on both endpoints; edge cases are checked byte-for-byte at the HTTP layer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from tests.conftest import (
+    RunningServer,
+    load_review,
+    make_settings,
+    review_files,
+    ssl_context,
+)
+from tests.support.ports import free_port
+from webhook.admission.engine import Engine
+from webhook.base.types import Finding
+from webhook.pod.context import PodContext
+from webhook.server import certs
+from webhook.server.app import create_app
+from webhook.server.runner import build_engine
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def post(client: httpx.Client, path: str, review: Any, **kwargs: Any) -> httpx.Response:
+    """POST ``review`` (a dict, or raw bytes) as JSON."""
+    body = review if isinstance(review, bytes) else json.dumps(review).encode()
+    return client.post(
+        path, content=body, headers={**JSON_HEADERS, **kwargs.pop("headers", {})}, **kwargs
+    )
+
+
+def assert_review_shape(answer: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """The contract every answer obeys; returns ``answer["response"]``."""
+    assert answer["apiVersion"] == request["apiVersion"]
+    assert answer["kind"] == "AdmissionReview"
+    response: dict[str, Any] = answer["response"]
+    assert response["uid"] == request["request"]["uid"]
+    assert isinstance(response["allowed"], bool)
+    if "patch" in response:
+        assert response["patchType"] == "JSONPatch"
+        ops = json.loads(base64.b64decode(response["patch"]))
+        assert isinstance(ops, list) and ops, "a patch, when present, is a non-empty op list"
+    else:
+        assert "patchType" not in response
+    return response
+
+
+@pytest.mark.parametrize("path", review_files(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("endpoint", ["/mutate", "/validate"])
+def test_every_captured_review_gets_a_well_formed_answer(
+    https_server: RunningServer, path: Path, endpoint: str
+) -> None:
+    request = json.loads(path.read_text())
+    with https_server.client() as client:
+        answer = post(client, endpoint, request)
+    assert answer.status_code == 200
+    assert answer.headers["content-type"] == "application/json"
+    response = assert_review_shape(answer.json(), request)
+    if endpoint == "/validate":
+        assert "patch" not in response, "validating responses never carry a patch"
+
+
+def test_v1beta1_review_is_answered_as_v1beta1(https_server: RunningServer) -> None:
+    request = load_review("01")
+    request["apiVersion"] = "admission.k8s.io/v1beta1"
+    with https_server.client() as client:
+        answer = post(client, "/validate", request).json()
+    assert answer["apiVersion"] == "admission.k8s.io/v1beta1"
+    assert answer["response"]["uid"] == request["request"]["uid"]
+
+
+def test_unselected_pod_gets_no_patch_on_mutate(https_server: RunningServer) -> None:
+    request = load_review("01")  # run=plain: no example policy selects it
+    with https_server.client() as client:
+        response = post(client, "/mutate", request).json()["response"]
+    assert response == {"uid": request["request"]["uid"], "allowed": True}
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "fragment"),
+    [
+        pytest.param(b"", JSON_HEADERS["Content-Type"], "empty body", id="rejects-empty-body"),
+        pytest.param(b"{not json", "application/json", "not valid JSON", id="rejects-invalid-json"),
+        pytest.param(b"[1, 2]", "application/json", "not a JSON object", id="rejects-json-array"),
+        pytest.param(
+            b'{"kind": "Pod"}', "application/json", "apiVersion", id="rejects-non-review-object"
+        ),
+        pytest.param(
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}',
+            "application/json",
+            "request",
+            id="rejects-review-without-request",
+        ),
+        pytest.param(
+            json.dumps(load_review("01")).encode(),
+            "text/plain",
+            "content type",
+            id="rejects-wrong-content-type",
+        ),
+        pytest.param(
+            json.dumps(load_review("01")).encode(),
+            "",
+            "content type",
+            id="rejects-missing-content-type",
+        ),
+    ],
+)
+def test_broken_requests_get_http_400_with_a_json_error(
+    https_server: RunningServer, body: bytes, content_type: str, fragment: str
+) -> None:
+    headers = {"Content-Type": content_type} if content_type else {}
+    with https_server.client() as client:
+        answer = client.post("/validate", content=body, headers=headers)
+    assert answer.status_code == 400
+    error = answer.json()
+    assert error["code"] == 400
+    assert fragment in error["error"]
+
+
+def test_review_without_uid_is_a_400(https_server: RunningServer) -> None:
+    request = load_review("01")
+    del request["request"]["uid"]
+    with https_server.client() as client:
+        answer = post(client, "/validate", request)
+    assert answer.status_code == 400
+    assert "uid" in answer.json()["error"]
+
+
+def test_malformed_review_with_known_uid_gets_an_error_review(https_server: RunningServer) -> None:
+    request = load_review("03")
+    request["request"]["operation"] = "EXPLODE"
+    with https_server.client() as client:
+        answer = post(client, "/validate", request)
+    assert answer.status_code == 200
+    response = assert_review_shape(answer.json(), request)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 400
+    assert response["status"]["reason"] == "BadRequest"
+    assert "operation" in response["status"]["message"]
+
+
+def test_malformed_embedded_object_is_answered_with_uid(https_server: RunningServer) -> None:
+    request = load_review("03")
+    request["request"]["object"] = ["not", "an", "object"]
+    with https_server.client() as client:
+        answer = post(client, "/mutate", request)
+    assert answer.status_code == 200
+    response = assert_review_shape(answer.json(), request)
+    assert response["allowed"] is False
+
+
+def test_oversize_body_with_content_length_is_413(https_server: RunningServer) -> None:
+    body = b'{"pad": "' + b"x" * (7 * 1024 * 1024 + 10) + b'"}'
+    with https_server.client() as client:
+        answer = client.post("/validate", content=body, headers=JSON_HEADERS)
+    assert answer.status_code == 413
+    assert "limit" in answer.json()["error"]
+
+
+def test_oversize_chunked_body_is_413(https_server: RunningServer) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"pad": "'
+        for _ in range(8):
+            yield b"x" * (1024 * 1024)
+        yield b'"}'
+
+    with https_server.client() as client:
+        answer = client.post("/validate", content=chunks(), headers=JSON_HEADERS)
+    assert answer.status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("mutate", "why"),
+    [
+        pytest.param(
+            lambda r: r["request"].update(
+                object=None, operation="DELETE", oldObject=load_review("03")["request"]["object"]
+            ),
+            "delete",
+            id="allows-delete-with-null-object",
+        ),
+        pytest.param(
+            lambda r: r["request"].update(subResource="status", operation="UPDATE"),
+            "status",
+            id="allows-status-subresource",
+        ),
+        pytest.param(
+            lambda r: r["request"].update(
+                subResource="binding", kind={"group": "", "version": "v1", "kind": "Binding"}
+            ),
+            "binding",
+            id="allows-binding-subresource",
+        ),
+        pytest.param(
+            lambda r: r["request"].update(kind={"group": "", "version": "v1", "kind": "ConfigMap"}),
+            "configmap",
+            id="allows-unhandled-kind",
+        ),
+    ],
+)
+def test_paths_without_work_are_allowed_without_patch(
+    https_server: RunningServer, mutate: Any, why: str
+) -> None:
+    request = load_review("03")
+    mutate(request)
+    with https_server.client() as client:
+        for endpoint in ("/mutate", "/validate"):
+            response = assert_review_shape(post(client, endpoint, request).json(), request)
+            assert response["allowed"] is True, why
+            assert "patch" not in response, why
+
+
+def test_health_and_readiness(https_server: RunningServer) -> None:
+    with https_server.client() as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["ready"] is True
+
+
+def test_api_server_timeout_query_is_accepted(https_server: RunningServer) -> None:
+    # The API server calls webhooks as <path>?timeout=<n>s (the webhook's timeoutSeconds).
+    request = load_review("03")
+    with https_server.client() as client:
+        answer = post(client, "/mutate?timeout=10s", request)
+    response = assert_review_shape(answer.json(), request)
+    assert response["patchType"] == "JSONPatch"
+
+
+def test_trailing_slash_is_not_redirected(https_server: RunningServer) -> None:
+    with https_server.client() as client:
+        answer = post(client, "/mutate/", load_review("01"))
+    assert answer.status_code == 404
+    assert answer.json()["code"] == 404
+
+
+def test_plain_http_is_not_served(https_server: RunningServer) -> None:
+    plain = https_server.base_url.replace("https://", "http://")
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(plain + "/healthz", timeout=5)
+
+
+class ExplodingRule:
+    """A rule that raises, to exercise the internal-error path."""
+
+    rule_ids: tuple[str, ...] = ("explode",)
+
+    def __call__(self, pod: PodContext) -> list[Finding]:
+        raise RuntimeError("boom " + pod.kind)
+
+
+@pytest.fixture(params=["Fail", "Ignore"])
+def exploding_server(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[str, Path, str]]:
+    """A real uvicorn HTTPS server in a thread whose engine has a raising rule."""
+    paths = certs.generate(tmp_path / "certs")
+    settings = make_settings(failure_policy=request.param)
+    base = build_engine(settings)
+    engine = Engine(settings=settings, state=base.state, rules=(ExplodingRule(),))
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(engine),
+        host="127.0.0.1",
+        port=port,
+        log_config=None,
+        ssl_certfile=str(paths.tls_cert),
+        ssl_keyfile=str(paths.tls_key),
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield f"https://127.0.0.1:{port}", paths.ca_cert, request.param
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_internal_error_answers_by_failure_policy_with_uid(
+    exploding_server: tuple[str, Path, str],
+) -> None:
+    url, ca, failure_policy = exploding_server
+    request = load_review("03")  # selected by llm-policy, so the rules run
+    with httpx.Client(base_url=url, verify=ssl_context(ca), timeout=10) as client:
+        answer = post(client, "/validate", request)
+    assert answer.status_code == 200
+    response = assert_review_shape(answer.json(), request)
+    if failure_policy == "Fail":
+        assert response["allowed"] is False
+        assert response["status"]["code"] == 500
+        assert response["status"]["reason"] == "InternalError"
+        assert "internal error" in response["status"]["message"]
+    else:
+        assert response["allowed"] is True
+        assert any("internal error" in w for w in response["warnings"])

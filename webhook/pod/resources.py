@@ -1,0 +1,121 @@
+"""How many units of an extended resource (``nvidia.com/gpu``, ``google.com/tpu``) a pod needs.
+
+``resource_usage`` applies Kubernetes quantity parsing (``webhook.kube.quantity``) and the
+scheduler's effective-request formula (KEP-753, sidecar containers):
+``max(sum(app) + sum(native sidecars), max_i(init_i + sidecars declared before i))``.
+Requests must equal limits for extended resources (k8s.io/kubernetes pkg/apis/core/validation
+``ValidateResourceRequirements``): a request without a limit or differing from it is reported as a
+problem. User values in messages are cut by ``webhook.base.text.clip``. Pure module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from webhook.base.text import clip
+from webhook.base.types import RawObject
+from webhook.kube.quantity import parse_quantity
+from webhook.pod.context import join_path, list_of_dicts
+
+ContainerRole = Literal["app", "sidecar", "init"]
+
+
+@dataclass(frozen=True)
+class ContainerUse:
+    """Units of one resource a container asks for.
+
+    Attributes:
+        path: field path of the resource, e.g. ``spec.containers[1].resources.limits["x/y"]``.
+        role: ``app``, ``sidecar`` (init container with ``restartPolicy: Always``) or ``init``.
+        count: whole units (the limit, or the request when no limit is set).
+    """
+
+    path: str
+    role: ContainerRole
+    count: int
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """A pod's need for one extended resource.
+
+    Attributes:
+        total: the scheduler's effective pod request (KEP-753 formula), in whole units.
+        containers: every container asking for at least one unit, in spec order.
+        problems: ``(path, message)`` for malformed quantities, requests without a limit and
+            requests differing from limits (the API server rejects those; we report them).
+    """
+
+    total: int = 0
+    containers: tuple[ContainerUse, ...] = ()
+    problems: tuple[tuple[str, str], ...] = field(default=())
+
+
+def _containers(spec: RawObject) -> Iterator[tuple[str, int, RawObject, ContainerRole]]:
+    for index, container in enumerate(list_of_dicts(spec.get("initContainers"))):
+        role: ContainerRole = "sidecar" if container.get("restartPolicy") == "Always" else "init"
+        yield "initContainers", index, container, role
+    for index, container in enumerate(list_of_dicts(spec.get("containers"))):
+        yield "containers", index, container, "app"
+
+
+def _whole(value: Any, field: str, problems: list[tuple[str, str]]) -> int | None:
+    """A quantity as whole units; None (and a ``(field, message)`` problem) when malformed, out
+    of range, negative or fractional (devices are whole: the API server requires an integer for
+    extended resources, and ``"1e-99999999"`` is ``1n`` there, so it is fractional too)."""
+    try:
+        quantity = parse_quantity(value)
+    except ValueError as exc:
+        problems.append((field, f"not a valid quantity: {exc}; use a whole number such as 1"))
+        return None
+    if quantity < 0 or quantity != quantity.to_integral_value():
+        text = f"{clip(value)!r} is not a valid quantity of devices; use a whole number such as 1"
+        problems.append((field, text))
+        return None
+    return int(quantity)
+
+
+def _container_count(container: RawObject, resource: str) -> tuple[int, str, list[tuple[str, str]]]:
+    """``(count, "limits" or "requests" it came from, [(field, problem)])`` for one container."""
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return 0, "limits", []
+    limits, requests = resources.get("limits"), resources.get("requests")
+    limits = limits if isinstance(limits, dict) else {}
+    requests = requests if isinstance(requests, dict) else {}
+    problems: list[tuple[str, str]] = []
+    limit = _whole(limits[resource], "limits", problems) if resource in limits else None
+    request = _whole(requests[resource], "requests", problems) if resource in requests else None
+    if limit is None and request:
+        problems.append(("requests", f"{resource} requested without a limit: set the limit too"))
+        return request, "requests", problems
+    if limit is not None and request is not None and request != limit:
+        problems.append(("requests", f"{resource} request {request} != limit {limit}: make equal"))
+    return limit or 0, "limits", problems
+
+
+def resource_usage(spec: RawObject, spec_path: str, resource: str) -> ResourceUsage:
+    """How many units of ``resource`` (e.g. ``nvidia.com/gpu``) the whole pod needs.
+
+    A ``"0"`` limit is no device. A request without a limit counts (the author wants a device)
+    and is reported in ``problems``; so are malformed and fractional quantities (counted as 0).
+    """
+    problems: list[tuple[str, str]] = []
+    uses: list[ContainerUse] = []
+    app = sidecars = init_peak = 0
+    for kind, index, container, role in _containers(spec):
+        count, field, found = _container_count(container, resource)
+        if count or found:  # paths are built only when reported (the hot path has none)
+            base = join_path(spec_path, kind, index, "resources")
+            problems.extend((join_path(base, where, resource), text) for where, text in found)
+            if count:
+                uses.append(ContainerUse(join_path(base, field, resource), role, count))
+        if role == "init":
+            init_peak = max(init_peak, count + sidecars)
+        elif role == "sidecar":
+            sidecars += count
+        else:
+            app += count
+    return ResourceUsage(max(app + sidecars, init_peak), tuple(uses), tuple(problems))
