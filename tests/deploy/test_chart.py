@@ -608,3 +608,72 @@ def test_schema_describes_every_values_key() -> None:
                 break
             node = props[part]
     assert missing == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Webhook scope, leader election, autoscaling
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_chart_renders_no_match_conditions(values: dict[str, Any]) -> None:
+    """The leader owns matchConditions; a rendered one would make `helm upgrade` fight it."""
+    for _, webhook in webhooks(objects(render(values))):
+        assert "matchConditions" not in webhook
+
+
+@pytest.mark.parametrize("scope", ["dynamic", "static"])
+def test_webhook_scope_and_lease_reach_the_server_settings(scope: str) -> None:
+    objs = objects(render({"webhookScope": scope}, name="prod", namespace="platform"))
+    settings = Settings.model_validate(settings_of(objs))
+    mutating = one(objs, "MutatingWebhookConfiguration")["metadata"]["name"]
+    validating = one(objs, "ValidatingWebhookConfiguration")["metadata"]["name"]
+    assert settings.scope.mode == scope
+    assert settings.scope.mutating_configuration == mutating
+    assert settings.scope.validating_configuration == validating
+    assert settings.leader.lease_namespace == "platform"
+    assert settings.leader.lease_name == one(objs, "Role")["rules"][1]["resourceNames"][0]
+
+
+def test_default_scope_is_dynamic() -> None:
+    assert Settings.model_validate(settings_of(objects(render({})))).scope.mode == "dynamic"
+
+
+def test_rbac_patches_exactly_the_two_own_webhook_configurations() -> None:
+    objs = objects(render({}, name="prod", namespace="platform"))
+    rules = one(objs, "ClusterRole")["rules"]
+    writes = [r for r in rules if set(r["verbs"]) - {"get", "list", "watch"}]
+    names = {
+        one(objs, "MutatingWebhookConfiguration")["metadata"]["name"],
+        one(objs, "ValidatingWebhookConfiguration")["metadata"]["name"],
+    }
+    assert writes == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+            "resourceNames": sorted(names),
+            "verbs": ["get", "patch"],
+        }
+    ]
+    role, binding = one(objs, "Role"), one(objs, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "platform"
+    assert {g for r in role["rules"] for g in r["apiGroups"]} == {"coordination.k8s.io"}
+    assert binding["subjects"][0]["name"] == one(objs, "ServiceAccount")["metadata"]["name"]
+
+
+def test_autoscaling_is_opt_in_and_takes_over_replicas() -> None:
+    plain = objects(render({}))
+    assert by_kind(plain, "HorizontalPodAutoscaler") == []
+    assert one(plain, "Deployment")["spec"]["replicas"] == 2
+    scaled = objects(render({"autoscaling": {"enabled": True, "maxReplicas": 7}}))
+    hpa = one(scaled, "HorizontalPodAutoscaler")
+    assert "replicas" not in one(scaled, "Deployment")["spec"]
+    assert hpa["spec"]["scaleTargetRef"]["name"] == one(scaled, "Deployment")["metadata"]["name"]
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 7)
+    assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    assert validate_all(scaled)[0] == []
+
+
+def test_schema_rejects_an_unknown_webhook_scope() -> None:
+    with helm_python.Chart.load(CHART) as chart, pytest.raises(helm_python.HelmError) as caught:
+        chart.render({"webhookScope": "everything"}, name="snapready", namespace="snapready")
+    assert "webhookScope" in str(caught.value)

@@ -66,7 +66,8 @@ def review_pod(name: str) -> Pod:
 
 
 def judge(pod: Pod, engine: Engine | None = None) -> Decision:
-    """Admit ``pod`` as a CREATE on the validating endpoint of the example-policy engine."""
+    """Admit ``pod`` as a CREATE on the validating endpoint of the example-policy engine, offline
+    (as ``snapready check`` does): the rule outcomes alone, without ``not-stamped``."""
     request = AdmissionRequest.model_validate(
         {
             "uid": "u-1",
@@ -76,7 +77,9 @@ def judge(pod: Pod, engine: Engine | None = None) -> Decision:
             "object": pod,
         }
     )
-    return admit(request, "validate", engine or build_engine(make_settings()))
+    engine = engine or build_engine(make_settings())
+    engine.offline = True  # judged as a manifest: no mutating webhook stamped it (not-stamped)
+    return admit(request, "validate", engine)
 
 
 def outcomes(decision: Decision) -> dict[str, set[str]]:

@@ -180,7 +180,8 @@ def admit_in_process(review: dict[str, Any], endpoint: str) -> None:
                 "operation": "CREATE",
                 "policy": "snap/llm-policy",
                 "decision": "denied",
-                "rules": ["test-rule"],
+                # Review 03 is the mutating view: no spec-hash yet, so /validate also warns.
+                "rules": ["not-stamped", "test-rule"],
             },
             id="selected-pod-denied-by-a-rule",
         ),

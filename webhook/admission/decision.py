@@ -54,18 +54,21 @@ def namespace_ignored(state: ClusterState, namespace: str, settings: Settings) -
 def effective_mode(
     policies: tuple[Policy, ...], namespace: str, state: ClusterState, settings: Settings
 ) -> Mode:
-    """Mode precedence: policy annotation (the strictest of the selecting policies) > namespace
-    label ``<prefix>enforcement`` > global ``settings.enforcement``. Invalid values are ignored."""
-    from_policies: list[Mode] = [
-        cast(Mode, p.enforcement) for p in policies if p.enforcement in _MODE_STRICTNESS
-    ]
-    if from_policies:
-        return max(from_policies, key=_MODE_STRICTNESS.__getitem__)
+    """The mode a pod is judged in: each selecting policy contributes its own mode (its
+    ``<prefix>enforcement`` annotation, else the namespace label ``<prefix>enforcement``, else the
+    global ``settings.enforcement``) and the strictest wins, so a lenient policy never relaxes
+    another policy's pods. Without policies (governance): namespace label, else global. Invalid
+    values are ignored."""
     labels = state.namespace_labels.get(namespace) or {}
     label = labels.get(settings.prefix + "enforcement")
-    if label in _MODE_STRICTNESS:
-        return cast(Mode, label)
-    return settings.enforcement
+    fallback: Mode = cast(Mode, label) if label in _MODE_STRICTNESS else settings.enforcement
+    if not policies:
+        return fallback
+    modes: list[Mode] = [
+        cast(Mode, p.enforcement) if p.enforcement in _MODE_STRICTNESS else fallback
+        for p in policies
+    ]
+    return max(modes, key=_MODE_STRICTNESS.__getitem__)
 
 
 def overlap_findings(ctx: PodContext) -> list[Finding]:
@@ -82,6 +85,24 @@ def overlap_findings(ctx: PodContext) -> list[Finding]:
             "warn",
         )
     ]
+
+
+def not_stamped(ctx: PodContext) -> list[Finding]:
+    """``not-stamped`` (warn): a selected Pod reached ``validate`` without ``<prefix>spec-hash``.
+
+    Every selected pod passes snapready's mutating webhook first, which always stamps it; a pod
+    without the annotation means that call was skipped (``failurePolicy: Ignore`` with snapready
+    unreachable or slow, or a webhook configuration that does not match): the pod was neither
+    fingerprinted nor given its helpers, silently. Pod templates are never stamped.
+    """
+    key = ctx.settings.annotation("spec-hash")
+    if ctx.kind != "Pod" or key in ctx.annotations or "not-stamped" in ctx.settings.rules.disabled:
+        return []
+    message = (
+        "snapready's mutating webhook did not run for this pod (failurePolicy Ignore while it "
+        "was unreachable?): no fingerprint, no helpers; recreate the pod"
+    )
+    return [Finding(ctx.metadata_field("annotations", key), "not-stamped", message, "warn")]
 
 
 def finding_outcome(finding: Finding, mode: Mode, overrides: Mapping[str, Mode]) -> Mode:

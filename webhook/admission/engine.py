@@ -14,14 +14,16 @@ from webhook.admission.decision import (
     decide,
     effective_mode,
     namespace_ignored,
+    not_stamped,
     overlap_findings,
     request_namespace,
     string_labels,
 )
 from webhook.base.config import Settings
+from webhook.base.text import clip
 from webhook.base.types import Endpoint, RawObject
 from webhook.kube.matching import Policy
-from webhook.kube.responses import Decision, allowed
+from webhook.kube.responses import HTTP_BAD_REQUEST, Decision, allowed, denied
 from webhook.kube.review import AdmissionRequest
 from webhook.kube.state import ClusterState
 from webhook.kube.workloads import TEMPLATE_PATHS, pod_template
@@ -50,6 +52,9 @@ class Engine:
     rules: tuple[Rule, ...] = RULES
     governance: Callable[[AdmissionRequest, RawObject, Engine], Decision] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    offline: bool = False
+    """True where no mutating webhook ran before ``validate`` (``snapready check`` on manifests):
+    a pod without ``<prefix>spec-hash`` is then expected, not a ``not-stamped`` finding."""
 
 
 def admit(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
@@ -62,7 +67,30 @@ def admit(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Deci
     handler = DISPATCH.get((request.kind.group, request.kind.kind))
     if handler is None or request.operation not in ("CREATE", "UPDATE"):
         return allowed()
+    problem = kind_mismatch(request)
+    if problem:
+        return denied(problem, code=HTTP_BAD_REQUEST)
     return handler(request, endpoint, engine)
+
+
+def kind_mismatch(request: AdmissionRequest) -> str | None:
+    """Why ``request.object`` cannot be the ``request.kind`` it claims to be, or None.
+
+    The API server sends the object in the version of ``request.kind`` (matchPolicy conversion
+    included), so an object whose own ``kind``/``apiVersion`` contradict it (a Deployment sent as
+    a Pod) is a broken request: judging it as a pod would mutate the wrong shape.
+    """
+    obj = request.object
+    if not isinstance(obj, dict):
+        return None
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    group, version = request.kind.group, request.kind.version
+    expected = f"{group}/{version}" if group else version
+    if isinstance(kind, str) and kind != request.kind.kind:
+        return f"object kind {clip(kind)!r} contradicts request.kind {request.kind.kind!r}"
+    if isinstance(api_version, str) and api_version != expected:
+        return f"object apiVersion {clip(api_version)!r} contradicts request.kind ({expected!r})"
+    return None
 
 
 def pod_context(
@@ -93,8 +121,9 @@ def pod_context(
 
 
 def validate_context(ctx: PodContext, engine: Engine) -> Decision:
-    """Run the rule table (plus the policy-overlap check) over one pod view and decide."""
-    return decide([*overlap_findings(ctx), *evaluate(ctx, engine.rules)], ctx)
+    """Run the rule table (plus the policy-overlap and stamp checks) over one pod view, decide."""
+    stamp = [] if engine.offline else not_stamped(ctx)
+    return decide([*overlap_findings(ctx), *stamp, *evaluate(ctx, engine.rules)], ctx)
 
 
 def _handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:

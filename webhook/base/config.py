@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -132,6 +132,74 @@ class SourceSettings(BaseModel):
     )
 
 
+class ScopeSettings(BaseModel):
+    """Which requests the API server sends (README "Webhook scope").
+
+    ``dynamic``: in cluster mode the leader writes a CEL ``matchConditions`` entry
+    (``snapready-scope``) on every webhook of the two configurations below, so only pods (and pod
+    templates) a PodSnapshotPolicy can select, and the snapshot CRDs, reach snapready; everything
+    else is admitted by the API server without a call, even when snapready is down.
+    ``static``: no condition (every request the configurations' rules match is sent); in cluster
+    mode the leader removes a ``snapready-scope`` condition left from an earlier dynamic run.
+    File mode is always static (there is no configuration to write).
+    """
+
+    mode: Literal["static", "dynamic"] = Field(
+        "static",
+        description="`dynamic` (the chart's default) or `static`. Default static: a process "
+        "started by hand knows no webhook configuration to reconcile.",
+    )
+    mutating_configuration: str = Field(
+        "snapready", description="Name of snapready's MutatingWebhookConfiguration."
+    )
+    validating_configuration: str = Field(
+        "snapready", description="Name of snapready's ValidatingWebhookConfiguration."
+    )
+    max_expression_chars: int = Field(
+        16_384,
+        ge=256,
+        description="Longest condition written; beyond it the scope falls back to whole "
+        "namespaces, then to no condition (never narrower than the policies).",
+    )
+    recheck_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How often the live configurations are compared with the policies even "
+        "without a policy change (repairs an edit by hand or a `kubectl apply`).",
+    )
+
+
+class LeaderSettings(BaseModel):
+    """Leader election on a ``coordination.k8s.io/v1`` Lease: only the leader writes to the cluster
+    (webhook scope, origin records, events). Timings are client-go's defaults."""
+
+    enabled: bool = Field(True, description="Elect a leader (cluster mode only).")
+    lease_name: str = Field("snapready", description="Name of the Lease.")
+    lease_namespace: str = Field(
+        "",
+        description="Namespace of the Lease; empty: $POD_NAMESPACE, else the service account's "
+        "namespace file, else `default`.",
+    )
+    lease_duration_seconds: int = Field(
+        15, ge=2, description="How long a lease holds without renewal (client-go default 15)."
+    )
+    renew_deadline_seconds: int = Field(
+        10, ge=1, description="How long the leader retries renewing before it steps down (10)."
+    )
+    retry_period_seconds: int = Field(
+        2, ge=1, description="Pause between acquire/renew attempts (client-go default 2)."
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LeaderSettings:
+        # The kubernetes client's election Config exits the process on these; say it clearly.
+        if not self.lease_duration_seconds > self.renew_deadline_seconds:
+            raise ValueError("lease_duration_seconds must exceed renew_deadline_seconds")
+        if not self.renew_deadline_seconds > 1.2 * self.retry_period_seconds:
+            raise ValueError("renew_deadline_seconds must exceed 1.2 x retry_period_seconds")
+        return self
+
+
 class Settings(BaseSettings):
     """All snapready settings. Raises ``pydantic.ValidationError`` on invalid values."""
 
@@ -153,6 +221,8 @@ class Settings(BaseSettings):
     rules: RuleSettings = RuleSettings()
     injection: InjectionSettings = InjectionSettings()
     storage: StorageSettings = StorageSettings()
+    scope: ScopeSettings = ScopeSettings()
+    leader: LeaderSettings = LeaderSettings()
 
     @field_validator("prefix")
     @classmethod

@@ -8,8 +8,11 @@ check``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
+
+_DIGITS = re.compile(r"(\d+)")
 
 CLIP_WIDTH = 20
 """Characters of a user-supplied value a message shows (rule messages stay under ~200 chars)."""
@@ -30,3 +33,11 @@ def clip_all(values: Iterable[Any], limit: int = 3, width: int = CLIP_WIDTH) -> 
     items = list(values)
     shown = ", ".join(clip(v, width) for v in items[:limit])
     return shown + (f" +{len(items) - limit} more" if len(items) > limit else "")
+
+
+def natural_key(text: str) -> tuple[str | int, ...]:
+    """Sort key that orders embedded numbers by value: ``containers[2]`` before
+    ``containers[100]`` (plain string order puts ``1`` before ``2``). Strings and ints alternate
+    at fixed positions, so keys of any two texts compare without a type error."""
+    parts = _DIGITS.split(text)
+    return tuple(int(part) if index % 2 else part for index, part in enumerate(parts))

@@ -75,6 +75,7 @@ def _run(args: argparse.Namespace) -> int:
         # Offline by definition: policies come from files even if the config says ``kube``.
         source = settings.source.model_copy(update={"kind": "files"})
         engine = build_engine(settings.model_copy(update={"source": source}))
+        engine.offline = True  # manifests never passed a mutating webhook
         objects = load_objects(expand_paths(args.files))
     except ConfigError as exc:
         return fail(str(exc))

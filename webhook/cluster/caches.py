@@ -32,6 +32,8 @@ log = logging.getLogger("snapready.kube")
 SNAPSHOT_API = "/apis/podsnapshot.gke.io"
 SNAPSHOT_VERSIONS = ("v1", "v1alpha1")
 VERSION_PATH = "/version"
+SCOPE = "webhookScope"
+"""Name of the scope controller's worker (``webhook.cluster.scope``) among the attached ones."""
 
 
 def _where(obj: RawObject) -> str:
@@ -122,14 +124,32 @@ class ClusterSource:
             lock=self._lock,
             on_change=self._rebuild,
         )
+        self.extra: list[Worker] = []
+        self.on_policies: list[Callable[[], None]] = []
+        self._policies_seen: object = None
         self._state = ClusterState()
         with self._lock:
             self._rebuild()
 
     @property
+    def lock(self) -> threading.Lock:
+        """The lock every worker holds while it changes its part and the state is rebuilt."""
+        return self._lock
+
+    def attach(self, worker: Worker) -> None:
+        """Add a worker (leader election, webhook scope) before ``start``; its ``synced`` gates
+        readiness and its status shows in ``/readyz`` like a cache's."""
+        self.extra.append(worker)
+
+    def synced_policies(self) -> PolicyIndex | None:
+        """The policy index once the policy cache has listed, else None (not yet known)."""
+        policies = self.reflectors["podsnapshotpolicies"]
+        return policies.view if policies.synced else None
+
+    @property
     def workers(self) -> tuple[Worker, ...]:
         """Every cache thread: the reflectors, then the version poller."""
-        return (*self.reflectors.values(), self.version)
+        return (*self.reflectors.values(), self.version, *self.extra)
 
     def state(self) -> ClusterState:
         """The current snapshot: one attribute read, safe from any thread, never blocks."""
@@ -153,9 +173,17 @@ class ClusterSource:
             self._on_stop()
         return ended
 
+    def rebuild(self) -> None:
+        """Publish a new state (caller holds ``lock``): the ``on_change`` of attached workers."""
+        self._rebuild()
+
     def _rebuild(self) -> None:
         # Called with self._lock held by the worker that changed; builds, then swaps atomically.
         policies = self.reflectors["podsnapshotpolicies"]
+        if policies.synced and policies.view is not self._policies_seen:
+            self._policies_seen = policies.view
+            for notify in self.on_policies:  # never blocks: listeners only set an event
+                notify()
         classes = self.reflectors["computeclasses"]
         details = {"source": "kube", **{w.name: w.status for w in self.workers}}
         details["policies"] = str(len(policies.view))
@@ -173,4 +201,12 @@ class ClusterSource:
             gke_version=self.version.value,
             synced=synced,
             details=details,
+            scope_synced=next(
+                (
+                    bool(getattr(w, "in_sync", False))
+                    for w in self.extra
+                    if w.name == "webhookScope"
+                ),
+                None,
+            ),
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -24,6 +24,8 @@ from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
 from webhook.base.types import RawObject
 from webhook.cluster.caches import ClusterSource, timing_from
+from webhook.cluster.leader import LeaderElector
+from webhook.cluster.scope import ScopeController
 from webhook.cluster.syncing import Gone, NotServed, TransportError, describe
 
 log = logging.getLogger("snapready.kube")
@@ -68,12 +70,25 @@ class KubeTransport:
         self._client = api_client
         self._timeout = request_timeout
 
-    def _request(self, path: str, query: list[tuple[str, Any]], timeout: Any) -> Any:
+    def _request(
+        self,
+        path: str,
+        query: list[tuple[str, Any]],
+        timeout: Any,
+        *,
+        method: str = "GET",
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
         method, url, headers, body, post = self._client.param_serialize(
-            "GET",
+            method,
             path,
             query_params=query,
-            header_params={"Accept": "application/json"},
+            header_params=headers,
+            body=body,
             auth_settings=["BearerToken"],
         )
         try:
@@ -93,8 +108,8 @@ class KubeTransport:
             raise Gone(detail)
         raise TransportError(f"HTTP {response.status} {response.reason}: {detail}")
 
-    def _json(self, path: str, query: list[tuple[str, Any]]) -> RawObject:
-        response = self._request(path, query, self._timeout)
+    def _json(self, path: str, query: list[tuple[str, Any]], **request: Any) -> RawObject:
+        response = self._request(path, query, self._timeout, **request)
         try:
             document = orjson.loads(response.read())
         except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as exc:
@@ -132,6 +147,34 @@ class KubeTransport:
     def get(self, path: str) -> RawObject:
         """One JSON document."""
         return self._json(path, [])
+
+    def patch(
+        self, path: str, ops: Sequence[RawObject], *, field_manager: str = "snapready"
+    ) -> RawObject:
+        """Apply a JSON Patch (RFC 6902) to one object; returns the patched object.
+
+        ``fieldManager`` names snapready in the object's managedFields, so ``kubectl`` and Helm
+        show who owns the fields it writes.
+        """
+        return self._json(
+            path,
+            [("fieldManager", field_manager)],
+            method="PATCH",
+            body=list(ops),
+            content_type="application/json-patch+json",
+        )
+
+    def merge_patch(
+        self, path: str, patch: RawObject, *, field_manager: str = "snapready"
+    ) -> RawObject:
+        """Apply a JSON merge patch (RFC 7386) to one object; returns the patched object."""
+        return self._json(
+            path,
+            [("fieldManager", field_manager)],
+            method="PATCH",
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
 
 
 def _status_message(body: bytes) -> str:
@@ -184,6 +227,22 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
         timing=timing_from(settings.source),
         on_stop=client.close,
     )
+    elector: LeaderElector | None = None
+    if settings.leader.enabled:
+        elector = LeaderElector(client, settings.leader, lock=source.lock, on_change=source.rebuild)
+        source.attach(elector)
+    scope = ScopeController(
+        transport,
+        settings.scope,
+        policies=source.synced_policies,
+        is_leader=(lambda: elector.is_leader) if elector is not None else (lambda: True),
+        lock=source.lock,
+        on_change=source.rebuild,
+    )
+    source.attach(scope)
+    source.on_policies.append(scope.notify)
+    if elector is not None:
+        elector.on_leading = scope.notify
     log.info("cluster mode: watching the API server at %s", client.configuration.host)
     source.start()
     return source

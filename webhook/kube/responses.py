@@ -20,10 +20,11 @@ MAX_WARNING_CHARS = 256
 """API server limit per warning (k8s.io/apiserver/pkg/warning: longer ones are truncated)."""
 MAX_WARNINGS_TOTAL_CHARS = 4096
 """API server limit for all warnings of one response together."""
+HTTP_BAD_REQUEST = 400
 HTTP_FORBIDDEN = 403
 HTTP_INTERNAL_ERROR = 500
 STATUS_REASONS = {
-    400: "BadRequest",
+    HTTP_BAD_REQUEST: "BadRequest",
     HTTP_FORBIDDEN: "Forbidden",
     HTTP_INTERNAL_ERROR: "InternalError",
 }

@@ -81,6 +81,8 @@ class ClusterState:
         gke_version: cluster version string, e.g. ``1.35.0-gke.1738000``, if known.
         synced: True once every source has delivered its first full list.
         details: per-source status for ``/readyz`` (e.g. ``{"computeclasses": "not served"}``).
+        scope_synced: whether the live webhook configurations carry the scope the policies
+            imply (cluster mode, ``webhook.cluster.scope``); None where nothing is reconciled.
     """
 
     policies: PolicyIndex = field(default_factory=PolicyIndex)
@@ -92,6 +94,7 @@ class ClusterState:
     gke_version: str | None = None
     synced: bool = False
     details: Mapping[str, str] = field(default_factory=dict)
+    scope_synced: bool | None = None
 
 
 def _require_str(value: Any, where: str) -> str:

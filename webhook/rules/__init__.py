@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from webhook.base.text import natural_key
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext
 from webhook.rules.drift import HashDrift
@@ -44,10 +45,15 @@ RULES: tuple[Rule, ...] = (
 
 
 def evaluate(ctx: PodContext, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
-    """Run every enabled rule over ``ctx`` and return all findings, sorted by (path, rule).
+    """Run every enabled rule over ``ctx`` and return all findings, in ``finding_order``.
 
     Rules listed in ``settings.rules.disabled`` are dropped after evaluation.
     """
     disabled = set(ctx.settings.rules.disabled)
     findings = [finding for rule in rules for finding in rule(ctx) if finding.rule not in disabled]
-    return sorted(findings)
+    return sorted(findings, key=finding_order)
+
+
+def finding_order(finding: Finding) -> tuple[tuple[str | int, ...], str, str, str]:
+    """Findings by field path in natural order (``[2]`` before ``[10]``), then rule, message."""
+    return (natural_key(finding.path), finding.rule, finding.message, finding.severity)

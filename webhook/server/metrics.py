@@ -112,6 +112,12 @@ class Metrics:
             "1 when the policy source has delivered its first full list (readiness), else 0.",
             registry=reg,
         )
+        self.webhook_scope_synced = Gauge(
+            "snapready_webhook_scope_synced",
+            "1 when the webhook configurations carry the matchConditions scope the current "
+            "PodSnapshotPolicies imply (cluster mode), else 0 (also in file mode).",
+            registry=reg,
+        )
         self.tls_certificate_expiry = Gauge(
             "snapready_tls_certificate_expiry_timestamp_seconds",
             "notAfter of the serving certificate in use, as a Unix timestamp.",
@@ -145,6 +151,8 @@ class Metrics:
     def watch_state(self, state: Callable[[], ClusterState]) -> None:
         """Make the source gauges (synced, APIs served) read ``state()`` at scrape time."""
         self.policy_source_synced.set_function(lambda: 1.0 if state().synced else 0.0)
+        if state().scope_synced is not None:
+            self.webhook_scope_synced.set_function(lambda: 1.0 if state().scope_synced else 0.0)
         self.registry.register(SourceApiCollector(state))
 
     def record_certificate(self, cert_file: Path) -> None:

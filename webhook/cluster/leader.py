@@ -1,0 +1,182 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease: only one replica writes to the cluster.
+
+Wraps the ``kubernetes`` client's ``leaderelection`` (the port of client-go's): ``LeaderElector``
+is a background worker whose ``is_leader`` is true while this process holds the Lease. It adds
+what the library lacks for a server: a stop that ends the loops within one retry period, a
+release of the Lease on a graceful stop (``holderIdentity`` cleared, so the next replica takes
+over at once instead of after ``lease_duration``, like controller-runtime's
+``LeaderElectionReleaseOnCancel``), and re-entering the election after leadership is lost.
+Writers check ``is_leader`` immediately before each write.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as kube_client
+from kubernetes.leaderelection import electionconfig
+from kubernetes.leaderelection.leaderelection import LeaderElection
+from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+from webhook.base.config import LeaderSettings
+from webhook.cluster.syncing import Worker, describe
+
+log = logging.getLogger("snapready.leader")
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def lease_namespace(settings: LeaderSettings) -> str:
+    """The Lease's namespace: the setting, else ``$POD_NAMESPACE`` (downward API), else the
+    in-cluster service account's namespace file, else ``default``."""
+    if settings.lease_namespace:
+        return settings.lease_namespace
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def new_identity() -> str:
+    """``<hostname>_<uuid4>``: unique per process, readable in ``kubectl get lease``."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+class _Election(LeaderElection):
+    """The library's election with loops that end when ``stopping`` is set."""
+
+    def __init__(self, config: Any, stopping: threading.Event) -> None:
+        super().__init__(config)  # type: ignore[no-untyped-call]
+        self._stopping = stopping
+
+    def acquire(self) -> bool:
+        while not self._stopping.is_set():
+            if self.try_acquire_or_renew():  # type: ignore[no-untyped-call]
+                return True
+            self._stopping.wait(self.election_config.retry_period)
+        return False
+
+    def renew_loop(self, leading_failed: threading.Event | None = None) -> None:
+        retry = self.election_config.retry_period
+        deadline = self.election_config.renew_deadline
+        while not self._stopping.is_set():
+            if leading_failed is not None and leading_failed.is_set():
+                return
+            renewed = False
+            attempt_until = _now() + deadline
+            while _now() < attempt_until and not self._stopping.is_set():
+                if self.try_acquire_or_renew():  # type: ignore[no-untyped-call]
+                    renewed = True
+                    break
+                self._stopping.wait(retry)
+            if not renewed:
+                return
+            self._stopping.wait(retry)
+
+
+def _now() -> float:
+    import time  # noqa: PLC0415 - local: the module is import-light
+
+    return time.monotonic()
+
+
+class LeaderElector(Worker):
+    """Keeps trying to hold the Lease; ``is_leader`` says whether this process holds it now.
+
+    Args:
+        api_client: the ``kubernetes`` ApiClient (the library's LeaseLock would otherwise use
+            the global default client).
+        settings: lease name, namespace and timings (client-go defaults 15/10/2 s).
+        on_change: called (under ``lock``) when leadership or status changes.
+        on_leading: called (no lock held) right after this process became leader.
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        settings: LeaderSettings,
+        *,
+        lock: threading.Lock,
+        on_change: Callable[[], None],
+        on_leading: Callable[[], None] | None = None,
+        identity: str | None = None,
+    ) -> None:
+        super().__init__("leader", lock, on_change)
+        self.api_client = api_client
+        self.settings = settings
+        self.namespace = lease_namespace(settings)
+        self.identity = identity or new_identity()
+        self.on_leading = on_leading
+        self._leader = threading.Event()
+
+    @property
+    def lease(self) -> str:
+        """The Lease name."""
+        return self.settings.lease_name
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this process holds the Lease (checked right before every write)."""
+        return self._leader.is_set()
+
+    def run(self) -> None:
+        """Elect, lead until the lease is lost or ``stop()``, then try again."""
+        self.set_status("follower", synced=True)
+        while not self.stopping:
+            lock = LeaseLock(  # type: ignore[no-untyped-call]
+                self.settings.lease_name, self.namespace, self.identity
+            )
+            lock.api_instance = kube_client.CoordinationV1Api(self.api_client)
+            config = electionconfig.Config(  # type: ignore[no-untyped-call]
+                lock,
+                self.settings.lease_duration_seconds,
+                self.settings.renew_deadline_seconds,
+                self.settings.retry_period_seconds,
+                onstarted_leading=self._started,
+                onstopped_leading=self._stopped,
+            )
+            try:
+                _Election(config, self._stopping).run()  # type: ignore[no-untyped-call]
+            except Exception as exc:  # a network error inside the library's renew loop
+                log.warning("leader election: %s", describe(exc))
+            finally:
+                self._stopped()
+            self.wait(self.settings.retry_period_seconds)
+        self._release()
+
+    def _started(self) -> None:
+        self._leader.set()
+        log.info("leader: %s holds lease %s/%s", self.identity, self.namespace, self.lease)
+        self.set_status("leader")
+        if self.on_leading is not None:
+            self.on_leading()
+
+    def _stopped(self) -> None:
+        if self._leader.is_set():
+            self._leader.clear()
+            level = logging.INFO if self.stopping else logging.WARNING
+            log.log(level, "leader: %s left lease %s/%s", self.identity, self.namespace, self.lease)
+        self.set_status("follower")
+
+    def _release(self) -> None:
+        """Give the Lease up on a graceful stop if this process still holds it."""
+        api = kube_client.CoordinationV1Api(self.api_client)
+        try:
+            lease = api.read_namespaced_lease(self.settings.lease_name, self.namespace)
+            if lease.spec is not None and lease.spec.holder_identity == self.identity:
+                api.patch_namespaced_lease(
+                    self.settings.lease_name,
+                    self.namespace,
+                    {"spec": {"holderIdentity": None, "leaseDurationSeconds": 1}},
+                )
+                log.info("leader: released lease %s/%s", self.namespace, self.lease)
+        except Exception as exc:  # best effort: the lease expires by itself
+            log.info("leader: lease not released: %s", describe(exc))

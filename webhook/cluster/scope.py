@@ -1,0 +1,163 @@
+"""The webhook-scope controller: keeps the ``snapready-scope`` matchCondition of snapready's own
+webhook configurations equal to what the current PodSnapshotPolicies can select.
+
+The condition itself is built in ``webhook.kube.scope`` (pure). Here: every replica compares the
+live Mutating/ValidatingWebhookConfigurations with the scope its caches imply; only the leader
+writes (one JSON Patch per configuration, with a ``test`` of each webhook's name, and only when
+the result changes). A policy change wakes the controller at once; a periodic recheck repairs
+hand edits. Readiness: the controller is ``synced`` once the live configurations carried the
+desired scope (written by this replica as leader, or observed as written by the leader), so
+``/readyz`` turns true only after the first reconcile. A failed write keeps the last written
+conditions (never widens or narrows by accident), is logged and shows in the status (and the
+``snapready_webhook_scope_synced`` gauge, through ``in_sync``).
+Static mode removes a leftover ``snapready-scope`` condition and is synced at once otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from webhook.base.config import ScopeSettings
+from webhook.base.types import RawObject
+from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
+from webhook.kube.matching import PolicyIndex
+from webhook.kube.scope import CONDITION_NAME, Scope, build_scope
+
+log = logging.getLogger("snapready.scope")
+API = "/apis/admissionregistration.k8s.io/v1"
+KINDS = {
+    "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
+    "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
+}
+
+
+class ScopeTransport(Protocol):
+    """What the controller needs from the API: a GET and a JSON Patch (RFC 6902)."""
+
+    def get(self, path: str) -> RawObject: ...
+
+    def patch(self, path: str, ops: Sequence[RawObject]) -> RawObject: ...
+
+
+def desired_conditions(current: Any, scope: Scope) -> list[RawObject]:
+    """A webhook's ``matchConditions`` with ours replaced by ``scope`` (others kept, in order)."""
+    others = [c for c in (current or []) if isinstance(c, dict) and c.get("name") != CONDITION_NAME]
+    return [*others, *scope.conditions]
+
+
+def scope_patch(configuration: RawObject, scope: Scope) -> list[RawObject]:
+    """The JSON Patch that gives every webhook of ``configuration`` the scope; ``[]`` if none.
+
+    Each change is guarded by a ``test`` of the webhook's name at that index, so a concurrent
+    reordering (a ``helm upgrade``) fails the patch instead of editing the wrong webhook.
+    """
+    ops: list[RawObject] = []
+    for index, webhook in enumerate(configuration.get("webhooks") or []):
+        if not isinstance(webhook, dict):
+            continue
+        current = webhook.get("matchConditions")
+        wanted = desired_conditions(current, scope)
+        if (current or []) == wanted:
+            continue
+        ops.append({"op": "test", "path": f"/webhooks/{index}/name", "value": webhook.get("name")})
+        if wanted:
+            ops.append({"op": "add", "path": f"/webhooks/{index}/matchConditions", "value": wanted})
+        else:
+            ops.append({"op": "remove", "path": f"/webhooks/{index}/matchConditions"})
+    return ops
+
+
+class ScopeController(Worker):
+    """Reconciles the scope of the two configurations named in ``settings``.
+
+    Args:
+        transport: GET/PATCH to the API server (``KubeTransport``).
+        settings: mode, configuration names, expression bound, recheck period.
+        policies: the current policy index, or None while the policy cache has not synced
+            (nothing is written before the policies are known: that could narrow the scope).
+        is_leader: whether this replica may write now.
+    """
+
+    def __init__(
+        self,
+        transport: ScopeTransport,
+        settings: ScopeSettings,
+        *,
+        policies: Callable[[], PolicyIndex | None],
+        is_leader: Callable[[], bool],
+        lock: threading.Lock,
+        on_change: Callable[[], None],
+    ) -> None:
+        super().__init__("webhookScope", lock, on_change)
+        self.transport, self.settings = transport, settings
+        self.policies, self.is_leader = policies, is_leader
+        self.in_sync = False
+        self.level = "none"
+        self._wake = threading.Event()
+
+    def notify(self) -> None:
+        """Reconcile soon (a policy changed, or leadership was gained)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop, waking the loop."""
+        super().stop()
+        self._wake.set()
+
+    def run(self) -> None:
+        """Reconcile on every wake-up and every ``recheck_seconds``."""
+        while not self.stopping:
+            self.reconcile()
+            self._wake.wait(self.settings.recheck_seconds)
+            self._wake.clear()
+
+    def reconcile(self) -> None:
+        """One pass: compute, compare, write if leader; status says what happened."""
+        index = self.policies()
+        if index is None:
+            self._report(False, "waiting for the policy cache")
+            return
+        if self.settings.mode == "dynamic":
+            scope = build_scope(index.all(), max_chars=self.settings.max_expression_chars)
+        else:
+            scope = Scope("everything", ())
+        self.level = scope.level
+        try:
+            pending = self._apply(scope)
+        except (TransportError, NotServed) as exc:
+            log.warning("webhook scope not reconciled (last conditions kept): %s", describe(exc))
+            # Static scope gates nothing (today's behaviour): only dynamic waits for a write.
+            self._report(False, f"error, last written scope kept: {describe(exc)}")
+            if self.settings.mode == "static":
+                self.set_status(self.status, synced=True)
+            return
+        if pending:
+            self._report(False, "waiting for the leader to write the scope")
+        else:
+            self._report(True, f"synced ({scope.level}, {len(index)} policies)")
+
+    def _apply(self, scope: Scope) -> bool:
+        """Patch (as leader) or compare (as follower); True while some configuration differs."""
+        pending = False
+        for resource, name in (
+            ("mutatingwebhookconfigurations", self.settings.mutating_configuration),
+            ("validatingwebhookconfigurations", self.settings.validating_configuration),
+        ):
+            path = f"{API}/{resource}/{name}"
+            ops = scope_patch(self.transport.get(path), scope)
+            if not ops:
+                continue
+            if not self.is_leader():
+                pending = True
+                continue
+            self.transport.patch(path, ops)
+            log.info("webhook scope written to %s %s (%s)", KINDS[resource], name, scope.level)
+        return pending
+
+    def _report(self, in_sync: bool, status: str) -> None:
+        self.in_sync = in_sync
+        # Readiness waits for the first reconcile only; afterwards errors show in the status.
+        self.set_status(status, synced=self.synced or in_sync)

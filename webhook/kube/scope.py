@@ -1,0 +1,174 @@
+"""The webhook scope: CEL ``matchConditions`` that send the API server's calls only for objects a
+PodSnapshotPolicy can select.
+
+Kubernetes evaluates a webhook's ``matchConditions`` (admissionregistration.k8s.io/v1, GA in
+1.30) before calling it; all must be true for the call to be made. snapready writes ONE condition
+per webhook, ``snapready-scope``, built from the current policies:
+
+- a pod (also ``pods/ephemeralcontainers``, whose object is the Pod) is sent when a policy of
+  ``request.namespace`` selects ``object.metadata.labels``;
+- a pod controller when a policy selects its template's labels (``TEMPLATE_PATHS``);
+- the snapshot CRDs (group ``podsnapshot.gke.io``) always.
+
+Each selector is translated with ``k8s.io/apimachinery/pkg/labels`` semantics (matchLabels and
+``In``, ``NotIn``, ``Exists``, ``DoesNotExist``; ``NotIn`` also matches an absent label, an empty
+selector matches everything). Every access is guarded so the expression never errors (a
+``null`` object on DELETE, absent labels, a missing template): with ``failurePolicy: Fail`` an
+evaluation error would reject the request. Limits (k8s.io/apiserver admission plugin
+``webhook/matchconditions`` and admissionregistration validation): at most 64 conditions per
+webhook and a bounded CEL cost; when the policies' expression grows past ``max_chars`` the scope
+falls back to the namespaces that have policies, and past that to no condition at all (every
+matched request is sent), never to a narrower one. Pure module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from webhook.kube.matching import LabelSelector, Policy, Requirement
+from webhook.kube.workloads import TEMPLATE_PATHS
+
+CONDITION_NAME = "snapready-scope"
+SNAPSHOT_GROUP = "podsnapshot.gke.io"
+MAX_EXPRESSION_CHARS = 16_384
+"""Our own bound on one expression; far below what the API server's CEL cost budget allows for
+these shapes (``in`` and index on a map are constant cost), so a write never fails on cost."""
+
+CONTROLLER_RESOURCES: Mapping[str, str] = {
+    "deployments": "Deployment",
+    "statefulsets": "StatefulSet",
+    "daemonsets": "DaemonSet",
+    "replicasets": "ReplicaSet",
+    "jobs": "Job",
+    "cronjobs": "CronJob",
+}
+"""Resource (plural, what ``request.resource.resource`` holds) -> kind, for ``TEMPLATE_PATHS``."""
+
+Level = Literal["policies", "namespaces", "everything"]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The condition to write and how precise it is.
+
+    Attributes:
+        level: ``policies`` (label selectors), ``namespaces`` (fallback: any pod of a namespace
+            with a policy) or ``everything`` (no condition: the static scope).
+        conditions: the ``matchConditions`` list to write (``[]`` for ``everything``).
+    """
+
+    level: Level
+    conditions: tuple[dict[str, str], ...]
+
+
+def cel_string(value: str) -> str:
+    """A CEL string literal for ``value`` (JSON escaping is valid CEL string syntax)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _labels(root: str) -> str:
+    """A CEL map of the labels under ``root`` (``{}`` when metadata or labels are absent)."""
+    return f"(has({root}.metadata) && has({root}.metadata.labels) ? {root}.metadata.labels : {{}})"
+
+
+def requirement_cel(requirement: Requirement, labels: str) -> str:
+    """One selector requirement as a CEL boolean over the map expression ``labels``."""
+    key = cel_string(requirement.key)
+    present = f"{key} in {labels}"
+    if requirement.operator == "Exists":
+        return present
+    if requirement.operator == "DoesNotExist":
+        return f"!({present})"
+    values = "[" + ", ".join(cel_string(v) for v in sorted(requirement.values)) + "]"
+    if len(requirement.values) == 1:
+        member = f"{labels}[{key}] == {values[1:-1]}"
+    else:
+        member = f"{labels}[{key}] in {values}"
+    if requirement.operator == "In":
+        return f"({present} && {member})"
+    return f"(!({present}) || !({member}))"
+
+
+def selector_cel(selector: LabelSelector, labels: str) -> str:
+    """A whole selector (AND of its requirements; ``true`` when empty) over ``labels``."""
+    if selector.is_empty:
+        return "true"
+    return " && ".join(requirement_cel(r, labels) for r in selector.requirements)
+
+
+def policies_cel(policies: Iterable[Policy], labels: str) -> str:
+    """True when some policy of ``request.namespace`` selects ``labels`` (``false`` if none)."""
+    by_namespace: dict[str, list[Policy]] = {}
+    for policy in policies:
+        by_namespace.setdefault(policy.namespace, []).append(policy)
+    terms = []
+    for namespace in sorted(by_namespace):
+        selectors = [selector_cel(p.selector, labels) for p in by_namespace[namespace]]
+        any_selected = "true" if "true" in selectors else " || ".join(f"({s})" for s in selectors)
+        terms.append(f"(request.namespace == {cel_string(namespace)} && ({any_selected}))")
+    return " || ".join(terms) if terms else "false"
+
+
+def _template_root(kind: str) -> str:
+    """The CEL path of a controller's pod template (``object.spec.template``...)."""
+    return ".".join(("object", *TEMPLATE_PATHS[kind]))
+
+
+def _guarded_root(kind: str) -> str:
+    """``has()`` guards down to a controller's template (a missing level is not an error)."""
+    path = ["object", *TEMPLATE_PATHS[kind]]
+    return " && ".join(f"has({'.'.join(path[: i + 1])})" for i in range(1, len(path)))
+
+
+def _template_cel(policies: tuple[Policy, ...], kind: str) -> str:
+    """Some policy selects the labels of a ``kind`` controller's pod template."""
+    return policies_cel(policies, _labels(_template_root(kind)))
+
+
+def scope_expression(policies: Iterable[Policy], *, by_namespace_only: bool = False) -> str:
+    """The ``snapready-scope`` expression for the current policies.
+
+    ``by_namespace_only`` drops the label selectors: any pod or template of a namespace that has
+    a policy is sent (the fallback when the selectors do not fit).
+    """
+    policies = tuple(policies)
+    if by_namespace_only:
+        namespaces = sorted({p.namespace for p in policies})
+        listed = "[" + ", ".join(cel_string(ns) for ns in namespaces) + "]"
+        selected = f"request.namespace in {listed}"
+        pod = template = selected
+        per_kind = {kind: template for kind in CONTROLLER_RESOURCES.values()}
+    else:
+        pod = policies_cel(policies, _labels("object"))
+        per_kind = {
+            kind: f"({_guarded_root(kind)} && ({_template_cel(policies, kind)}))"
+            for kind in CONTROLLER_RESOURCES.values()
+        }
+    branches = [
+        f"request.resource.group == {cel_string(SNAPSHOT_GROUP)}",
+        f"(request.resource.resource == 'pods' && object != null && ({pod}))",
+    ]
+    for resource, kind in CONTROLLER_RESOURCES.items():
+        branches.append(
+            f"(request.resource.resource == {cel_string(resource)} && object != null && "
+            f"{per_kind[kind]})"
+        )
+    return " || ".join(branches)
+
+
+def build_scope(policies: Iterable[Policy], *, max_chars: int = MAX_EXPRESSION_CHARS) -> Scope:
+    """The most precise scope that fits ``max_chars``: selectors, else namespaces, else none.
+
+    Never narrower than the policies: every pod a policy selects satisfies the condition.
+    """
+    policies = tuple(policies)
+    precise = scope_expression(policies)
+    if len(precise) <= max_chars:
+        return Scope("policies", ({"name": CONDITION_NAME, "expression": precise},))
+    coarse = scope_expression(policies, by_namespace_only=True)
+    if len(coarse) <= max_chars:
+        return Scope("namespaces", ({"name": CONDITION_NAME, "expression": coarse},))
+    return Scope("everything", ())
