@@ -1,0 +1,80 @@
+"""Fixtures of the cluster tier: cluster sources on a real API server (``support/kube_real``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import make_settings
+from tests.envtest.controlplane import ControlPlane
+from tests.envtest.plugin import wait_for
+from tests.support.kube_real import SelectedRule, SpyTransport, spied_source
+from webhook.admission.engine import Engine
+from webhook.base.config import Settings
+from webhook.cluster.caches import ClusterSource
+from webhook.kube.state import ClusterState
+
+FAST = {"backoff_initial_seconds": 0.05, "backoff_max_seconds": 0.5}
+"""Retry quickly: the tests wait for recoveries with a deadline."""
+
+
+def kube_settings(kubeconfig: Path, **source: Any) -> Settings:
+    """Cluster-mode settings for ``kubeconfig`` (fast backoff; ``source`` overrides).
+
+    No leader election: these tests are about the caches, and must not take the shared control
+    plane's default Lease.
+    """
+    return make_settings(
+        source={"kind": "kube", "kubeconfig": kubeconfig, **FAST, **source},
+        leader={"enabled": False},
+    )
+
+
+@dataclass
+class Running:
+    """A started cluster source, its recording transport and an engine reading it."""
+
+    source: ClusterSource
+    spy: SpyTransport
+    engine: Engine
+
+    def state(self) -> ClusterState:
+        """The source's current state."""
+        return self.source.state()
+
+    def status(self, cache: str) -> str:
+        """One cache's status as ``/readyz`` shows it."""
+        return str(self.source.state().details.get(cache))
+
+
+StartCluster = Callable[..., Running]
+
+
+@pytest.fixture
+def start_cluster(control_plane: ControlPlane) -> Iterator[StartCluster]:
+    """Start ``ClusterSource``s on a real API server (default: the shared one, as admin).
+
+    ``start_cluster(kubeconfig=None, wait=True, **source_settings)``; the engine's only rule is
+    ``SelectedRule``. Every source is stopped after the test (held watches released first).
+    """
+    started: list[Running] = []
+
+    def factory(kubeconfig: Path | None = None, wait: bool = True, **source: Any) -> Running:
+        settings = kube_settings(kubeconfig or control_plane.admin_kubeconfig, **source)
+        cluster_source, spy = spied_source(settings)
+        engine = Engine(settings=settings, state=cluster_source.state, rules=(SelectedRule(),))
+        running = Running(cluster_source, spy, engine)
+        started.append(running)
+        if wait:
+            wait_for("every cache synced", cluster_source.synced, timeout=20)
+        return running
+
+    yield factory
+    for running in started:
+        for path in running.spy.held():
+            running.spy.release(path)
+        assert running.source.stop(timeout=5.0), "a cache thread did not end"
