@@ -232,7 +232,7 @@ def test_only_the_leader_writes_and_a_follower_is_ready_once_the_scope_is_writte
     config = settings(control_plane, configurations, with_policy)
     with running(config) as first, running(config) as second:
         wait_for("both synced", lambda: first.state().synced and second.state().synced, 30)
-        leaders = [s.state().details.get("leader") for s in (first, second)]
+        leaders = [s.state().details.get("leader", "") for s in (first, second)]
         assert sorted(leaders) == ["follower", "leader"], leaders
     managers = client.AdmissionregistrationV1Api(kube_admin).read_mutating_webhook_configuration(
         configurations

@@ -638,7 +638,7 @@ def test_default_scope_is_dynamic() -> None:
     assert Settings.model_validate(settings_of(objects(render({})))).scope.mode == "dynamic"
 
 
-def test_rbac_patches_exactly_the_two_own_webhook_configurations() -> None:
+def test_rbac_writes_only_snapshot_origins_and_the_two_own_webhook_configurations() -> None:
     objs = objects(render({}, name="prod", namespace="platform"))
     rules = one(objs, "ClusterRole")["rules"]
     writes = [r for r in rules if set(r["verbs"]) - {"get", "list", "watch"}]
@@ -647,6 +647,11 @@ def test_rbac_patches_exactly_the_two_own_webhook_configurations() -> None:
         one(objs, "ValidatingWebhookConfiguration")["metadata"]["name"],
     }
     assert writes == [
+        {
+            "apiGroups": ["podsnapshot.gke.io"],
+            "resources": ["podsnapshots"],
+            "verbs": ["get", "list", "watch", "patch"],
+        },
         {
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],

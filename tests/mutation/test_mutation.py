@@ -302,12 +302,13 @@ def test_pod_shapes(shape: Shape) -> None:
 def test_custom_prefix_is_escaped_in_pointers() -> None:
     engine = engine_for(prefix="snap~ready.io/")
     decision = run(make_review(make_pod({"containers": [container()]})), engine)
-    assert decision.patch[-2:] == (
+    assert decision.patch[-3:] == (
         {
             "op": "add",
             "path": "/metadata/annotations",
             "value": {"snap~ready.io/policy": "llm-policy"},
         },
+        {"op": "add", "path": "/metadata/labels/snap~0ready.io~1selected", "value": "true"},
         {
             "op": "add",
             "path": "/metadata/annotations/snap~0ready.io~1spec-hash",
@@ -808,7 +809,7 @@ def test_as_admitted_adds_exactly_the_helpers() -> None:
     assert shaped == expected
 
 
-def test_as_admitted_matches_the_webhook_patch_minus_annotations(examples: Engine) -> None:
+def test_as_admitted_matches_the_webhook_patch_minus_annotations_and_label(examples: Engine) -> None:
     review = load_review("40")
     pod = review["request"]["object"]
     patched = apply(pod, run(review, examples))
@@ -816,6 +817,7 @@ def test_as_admitted_matches_the_webhook_patch_minus_annotations(examples: Engin
         del patched["metadata"]["annotations"][key]
     if not patched["metadata"]["annotations"]:
         del patched["metadata"]["annotations"]
+    del patched["metadata"]["labels"]["snapready.io/selected"]  # a label: never hashed
     assert as_admitted(pod, make_settings()) == patched
 
 

@@ -19,11 +19,12 @@ from webhook.admission.decision import (
     request_namespace,
     string_labels,
 )
+from webhook.admission.rollout import rollout_warning
 from webhook.base.config import Settings
 from webhook.base.text import clip
 from webhook.base.types import Endpoint, RawObject
 from webhook.kube.matching import Policy
-from webhook.kube.responses import HTTP_BAD_REQUEST, Decision, allowed, denied
+from webhook.kube.responses import HTTP_BAD_REQUEST, Decision, allowed, denied, with_warnings
 from webhook.kube.review import AdmissionRequest
 from webhook.kube.state import ClusterState
 from webhook.kube.workloads import TEMPLATE_PATHS, pod_template
@@ -204,7 +205,9 @@ def _handle_controller(request: AdmissionRequest, endpoint: Endpoint, engine: En
     ctx = selected_pod_context(request, obj, engine, view=template, base=join_path("", *path))
     if ctx is None:
         return allowed()
-    return validate_context(ctx, engine)
+    decision = validate_context(ctx, engine)
+    warning = rollout_warning(ctx) if decision.allowed else None
+    return with_warnings(decision, [warning]) if warning else decision
 
 
 def template_unchanged(

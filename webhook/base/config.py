@@ -20,7 +20,12 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from webhook.base.sections import InjectionSettings, RuleSettings, StorageSettings
+from webhook.base.sections import (
+    InjectionSettings,
+    RestoreSettings,
+    RuleSettings,
+    StorageSettings,
+)
 from webhook.base.types import FailurePolicy, Mode
 
 MiB = 1024 * 1024
@@ -222,6 +227,7 @@ class Settings(BaseSettings):
     injection: InjectionSettings = InjectionSettings()
     storage: StorageSettings = StorageSettings()
     scope: ScopeSettings = ScopeSettings()
+    restore: RestoreSettings = RestoreSettings()
     leader: LeaderSettings = LeaderSettings()
 
     @field_validator("prefix")

@@ -214,3 +214,20 @@ class StorageSettings(BaseModel):
     project: str | None = Field(
         None, description="GCP project for the storage client; default: the ADC project."
     )
+
+
+class RestoreSettings(BaseModel):
+    """Restore prediction at admission (cluster mode; README "Snapshots")."""
+
+    on_miss: Literal["warn", "deny", "off"] = Field(
+        "warn",
+        description="A selected pod predicted to miss every Ready snapshot (it would cold-start "
+        "silently): `warn` admits it with a warning, `deny` refuses it (for teams that want no "
+        "silent cold start), `off` only writes the annotations. Default warn: the prediction "
+        "is our model, not GKE's promise.",
+    )
+    rollout_warnings: bool = Field(
+        True,
+        description="Warn when a Deployment/StatefulSet/Job/CronJob template no longer matches "
+        "any Ready snapshot of its policy (the rollout will cold-start).",
+    )

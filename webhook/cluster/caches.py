@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from webhook.base.config import SourceSettings
 from webhook.base.types import RawObject
+from webhook.cluster.records import pod_record, selected_label_query
 from webhook.cluster.reflector import Reflector
 from webhook.cluster.syncing import Poller, Resource, Timing, Transport, Worker
 from webhook.kube.facts import (
@@ -25,6 +26,7 @@ from webhook.kube.facts import (
     node_view,
 )
 from webhook.kube.matching import PolicyIndex
+from webhook.kube.snapshots import SnapshotIndex, snapshot_view
 from webhook.kube.state import ClusterState, parse_policy, parse_storage_config
 
 log = logging.getLogger("snapready.kube")
@@ -72,6 +74,18 @@ def resources(prefix: str) -> tuple[Resource, ...]:
             ("/api/v1/nodes",),
             convert=node_view,
             build=lambda items: node_pools(items.values()),
+        ),
+        Resource(
+            "podsnapshots",
+            tuple(f"{SNAPSHOT_API}/{v}/podsnapshots" for v in SNAPSHOT_VERSIONS),
+            convert=lambda obj: snapshot_view(obj, origin_annotation=prefix + "origin"),
+            build=lambda items: SnapshotIndex.build(items.values()),
+        ),
+        Resource(
+            "pods",
+            (f"/api/v1/pods?{selected_label_query(prefix)}",),
+            convert=lambda obj: pod_record(obj, prefix),
+            build=lambda items: {(r.namespace, r.name): r for r in items.values()},
         ),
         Resource(
             "computeclasses",
@@ -126,6 +140,8 @@ class ClusterSource:
         )
         self.extra: list[Worker] = []
         self.on_policies: list[Callable[[], None]] = []
+        self.on_snapshots: list[Callable[[], None]] = []
+        self._snapshots_seen: object = None
         self._policies_seen: object = None
         self._state = ClusterState()
         with self._lock:
@@ -140,6 +156,14 @@ class ClusterSource:
         """Add a worker (leader election, webhook scope) before ``start``; its ``synced`` gates
         readiness and its status shows in ``/readyz`` like a cache's."""
         self.extra.append(worker)
+
+    def served_api(self, name: str) -> str | None:
+        """The served API path of a watched resource (``/apis/podsnapshot.gke.io/v1``), or None
+        while it is not served or not listed yet."""
+        reflector = self.reflectors[name]
+        if not (reflector.synced and reflector.served and reflector.path):
+            return None
+        return str(reflector.path).split("?", 1)[0].rsplit("/", 1)[0]
 
     def synced_policies(self) -> PolicyIndex | None:
         """The policy index once the policy cache has listed, else None (not yet known)."""
@@ -185,6 +209,7 @@ class ClusterSource:
             for notify in self.on_policies:  # never blocks: listeners only set an event
                 notify()
         classes = self.reflectors["computeclasses"]
+        snapshots = self.reflectors["podsnapshots"]
         details = {"source": "kube", **{w.name: w.status for w in self.workers}}
         details["policies"] = str(len(policies.view))
         details["gkeVersion"] = self.version.value or "unknown"
@@ -201,12 +226,15 @@ class ClusterSource:
             gke_version=self.version.value,
             synced=synced,
             details=details,
+            snapshots=snapshots.view,
+            snapshots_known=snapshots.synced and snapshots.served,
+            pods=self.reflectors["pods"].view,
             scope_synced=next(
-                (
-                    bool(getattr(w, "in_sync", False))
-                    for w in self.extra
-                    if w.name == "webhookScope"
-                ),
+                (bool(getattr(w, "in_sync", False)) for w in self.extra if w.name == SCOPE),
                 None,
             ),
         )
+        if snapshots.view is not self._snapshots_seen:
+            self._snapshots_seen = snapshots.view
+            for notify in self.on_snapshots:  # after the swap; listeners only set an event
+                notify()

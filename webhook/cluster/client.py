@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
+from urllib.parse import parse_qsl
 
 import orjson
 import urllib3
@@ -25,6 +26,7 @@ from webhook.base.errors import ConfigError
 from webhook.base.types import RawObject
 from webhook.cluster.caches import ClusterSource, timing_from
 from webhook.cluster.leader import LeaderElector
+from webhook.cluster.origins import OriginRecorder
 from webhook.cluster.scope import ScopeController
 from webhook.cluster.syncing import Gone, NotServed, TransportError, describe
 
@@ -80,6 +82,9 @@ class KubeTransport:
         body: Any = None,
         content_type: str | None = None,
     ) -> Any:
+        if "?" in path:  # a collection path with its own query (a label selector)
+            path, own = path.split("?", 1)
+            query = [*parse_qsl(own), *query]
         headers = {"Accept": "application/json"}
         if content_type is not None:
             headers["Content-Type"] = content_type
@@ -231,18 +236,35 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     if settings.leader.enabled:
         elector = LeaderElector(client, settings.leader, lock=source.lock, on_change=source.rebuild)
         source.attach(elector)
+    is_leader = (lambda: elector.is_leader) if elector is not None else (lambda: True)
     scope = ScopeController(
         transport,
         settings.scope,
         policies=source.synced_policies,
-        is_leader=(lambda: elector.is_leader) if elector is not None else (lambda: True),
+        is_leader=is_leader,
         lock=source.lock,
         on_change=source.rebuild,
     )
     source.attach(scope)
     source.on_policies.append(scope.notify)
+    recorder = OriginRecorder(
+        transport,
+        state=source.state,
+        snapshot_api=lambda: source.served_api("podsnapshots"),
+        is_leader=is_leader,
+        prefix=settings.prefix,
+        lock=source.lock,
+        on_change=source.rebuild,
+    )
+    source.attach(recorder)
+    source.on_snapshots.append(recorder.notify)
     if elector is not None:
-        elector.on_leading = scope.notify
+
+        def on_leading() -> None:
+            scope.notify()
+            recorder.notify()
+
+        elector.on_leading = on_leading
     log.info("cluster mode: watching the API server at %s", client.configuration.host)
     source.start()
     return source

@@ -127,7 +127,15 @@ class ScopeController(Worker):
         self.level = scope.level
         try:
             pending = self._apply(scope)
-        except (TransportError, NotServed) as exc:
+        except NotServed as exc:
+            if self.settings.mode == "static":  # nothing to clean up, nothing to gate
+                self._report(False, f"static (no configuration: {describe(exc)})")
+                self.set_status(self.status, synced=True)
+                return
+            log.warning("webhook scope not reconciled: %s", describe(exc))
+            self._report(False, f"error, configuration missing: {describe(exc)}")
+            return
+        except TransportError as exc:
             log.warning("webhook scope not reconciled (last conditions kept): %s", describe(exc))
             # Static scope gates nothing (today's behaviour): only dynamic waits for a write.
             self._report(False, f"error, last written scope kept: {describe(exc)}")

@@ -15,6 +15,7 @@ from webhook.kube.gke import (
     ACCELERATOR,
     ACCELERATOR_COUNT,
     ARCHITECTURE,
+    GPU_DRIVER_VERSION,
     INSTANCE_TYPE,
     MACHINE_FAMILY,
     NODE_POOL,
@@ -31,8 +32,10 @@ NODE_FACT_LABELS: tuple[str, ...] = (
     PARTITION_SIZE,
     SHARING_STRATEGY,
     ARCHITECTURE,
+    GPU_DRIVER_VERSION,
 )
-"""The only Node labels kept (besides the pool name): what the machine and GPU rules read."""
+"""The only Node labels kept (besides the pool name): what the machine and GPU rules and the
+restore prediction read."""
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -66,7 +69,17 @@ def node_view(obj: Mapping[str, Any]) -> NodeView | None:
         family = machine_family(kept[INSTANCE_TYPE])
         if family is not None:
             kept[MACHINE_FAMILY] = family
-    return NodeView(pool, tuple(sorted(kept.items())))
+    return NodeView(pool, tuple(sorted(kept.items())), node_version(obj))
+
+
+def node_version(obj: Mapping[str, Any]) -> str | None:
+    """``status.nodeInfo.kubeletVersion`` without a leading ``v`` (``1.35.3-gke.1234000``)."""
+    status = obj.get("status")
+    info = status.get("nodeInfo") if isinstance(status, dict) else None
+    version = info.get("kubeletVersion") if isinstance(info, dict) else None
+    if not isinstance(version, str) or not version:
+        return None
+    return version[1:] if version.startswith("v") else version
 
 
 def node_pools(views: Iterable[NodeView]) -> dict[str, NodePoolFacts]:
@@ -77,15 +90,23 @@ def node_pools(views: Iterable[NodeView]) -> dict[str, NodePoolFacts]:
     """
     values: dict[str, dict[str, set[str]]] = {}
     counts: dict[str, int] = {}
+    versions: dict[str, set[str]] = {}
     for view in views:
         per_label = values.setdefault(view.pool, {key: set() for key in NODE_FACT_LABELS})
         counts[view.pool] = counts.get(view.pool, 0) + 1
         for key, value in view.labels:
             per_label[key].add(value)
-    return {pool: _pool_facts(pool, counts[pool], per_label) for pool, per_label in values.items()}
+        if view.version:
+            versions.setdefault(view.pool, set()).add(view.version)
+    return {
+        pool: _pool_facts(pool, counts[pool], per_label, versions.get(pool, set()))
+        for pool, per_label in values.items()
+    }
 
 
-def _pool_facts(pool: str, count: int, per_label: Mapping[str, set[str]]) -> NodePoolFacts:
+def _pool_facts(
+    pool: str, count: int, per_label: Mapping[str, set[str]], versions: set[str]
+) -> NodePoolFacts:
     return NodePoolFacts(
         name=pool,
         node_count=count,
@@ -96,6 +117,8 @@ def _pool_facts(pool: str, count: int, per_label: Mapping[str, set[str]]) -> Nod
         partition_sizes=frozenset(per_label[PARTITION_SIZE]),
         sharing_strategies=frozenset(per_label[SHARING_STRATEGY]),
         architectures=frozenset(per_label[ARCHITECTURE]),
+        versions=frozenset(versions),
+        gpu_drivers=frozenset(per_label[GPU_DRIVER_VERSION]),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from webhook.base.errors import ConfigError
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
+from webhook.kube.snapshots import PodRecord, SnapshotIndex
 
 POLICY_GROUP = "podsnapshot.gke.io"
 POLICY_VERSIONS = ("v1", "v1alpha1")
@@ -35,6 +36,13 @@ class NodeView:
 
     pool: str
     labels: tuple[tuple[str, str], ...] = ()
+    version: str | None = None
+    """GKE node version from ``status.nodeInfo.kubeletVersion`` without its ``v``
+    (``1.35.3-gke.1234000``): it fixes the gVisor kernel and GPU driver (domain.md section 3)."""
+
+    def label(self, key: str) -> str | None:
+        """The kept value of label ``key``, or None."""
+        return next((value for name, value in self.labels if name == key), None)
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,8 @@ class NodePoolFacts:
     partition_sizes: frozenset[str] = frozenset()
     sharing_strategies: frozenset[str] = frozenset()
     architectures: frozenset[str] = frozenset()
+    versions: frozenset[str] = frozenset()
+    gpu_drivers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,9 @@ class ClusterState:
         gke_version: cluster version string, e.g. ``1.35.0-gke.1738000``, if known.
         synced: True once every source has delivered its first full list.
         details: per-source status for ``/readyz`` (e.g. ``{"computeclasses": "not served"}``).
+        snapshots: PodSnapshots by policy and name (cluster mode); ``snapshots_known`` is True
+            once they were listed (restore predictions are made only then).
+        pods: the stamped pods (label ``<prefix>selected``) by ``(namespace, name)``.
         scope_synced: whether the live webhook configurations carry the scope the policies
             imply (cluster mode, ``webhook.cluster.scope``); None where nothing is reconciled.
     """
@@ -95,6 +108,9 @@ class ClusterState:
     synced: bool = False
     details: Mapping[str, str] = field(default_factory=dict)
     scope_synced: bool | None = None
+    snapshots: SnapshotIndex = field(default_factory=SnapshotIndex)
+    snapshots_known: bool = False
+    pods: Mapping[tuple[str, str], PodRecord] = field(default_factory=dict)
 
 
 def _require_str(value: Any, where: str) -> str:

@@ -8,8 +8,9 @@ PodSnapshotPolicy selects. Steps:
    is denied with every collision listed; in ``warn``/``audit`` mode (never block) the helpers
    are skipped (with a warning in ``warn`` mode) and only the annotations are written.
 2. The mutators of ``MUTATORS`` edit one copy-on-write working copy (``patch.Draft``) in order:
-   helper files (``helpers``), env (``env``), ``<prefix>policy`` and, last, ``<prefix>spec-hash``
-   (the fingerprint of the final pod). Injection steps are skipped when
+   helper files (``helpers``), env (``env``), ``<prefix>policy``, the label ``<prefix>selected``,
+   ``<prefix>spec-hash`` (the fingerprint of the final pod) and, in cluster mode, the
+   ``<prefix>restore-*`` prediction (``webhook.mutation.prediction``). Injection steps are skipped when
    ``settings.injection.enabled`` is false or the pod says ``<prefix>inject: "false"``.
 3. The recorded operations are the patch. A pod already carrying everything (the webhook's own
    output on reinvocation) yields no operation, hence no ``patch`` in the response; a pod whose
@@ -42,6 +43,7 @@ from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
 from webhook.mutation.env import inject_env
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
 from webhook.mutation.patch import Draft
+from webhook.mutation.prediction import PREDICTION_KEY, stamp_prediction, stamp_selected
 from webhook.pod.context import PodContext
 
 
@@ -64,9 +66,12 @@ MUTATORS: tuple[Step, ...] = (
     Step("helpers", inject_helpers, injection=True),
     Step("env", inject_env, injection=True),
     Step("policy-annotation", stamp_policy),
+    Step("selected-label", stamp_selected),
     Step("spec-hash", stamp_fingerprint),
+    Step("restore-prediction", stamp_prediction),
 )
-"""Fixed order; ``spec-hash`` must stay last (it hashes everything before it)."""
+"""Fixed order; ``spec-hash`` hashes everything before it; only the (unhashed) prediction
+annotations, which read the final fingerprint, come after it."""
 
 
 def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:
@@ -101,8 +106,20 @@ def _mutation_decision(pod: RawObject, ctx: PodContext) -> Decision:
         inject = False
         warnings = bounded_warnings([message]) if ctx.mode == "warn" else ()
     draft, changed = run_mutators(pod, ctx, inject=inject)
+    prediction = ctx.memo.get(PREDICTION_KEY)
+    on_miss = ctx.settings.restore.on_miss
+    if prediction is not None and prediction.outcome == "miss" and on_miss != "off":
+        line = f"snapready: will cold-start ({prediction.snapshot}): {prediction.reason}"
+        if on_miss == "deny":
+            return denied(
+                f"{line}. Set restore.on_miss=warn to admit pods predicted to miss, or match "
+                "the snapshot (`snapready explain`)."
+            )
+        warnings = bounded_warnings([*warnings, line])
     decision = patched(draft.ops, warnings=warnings)
     decision.audit.update({"mutators": changed, "collisions": problems})
+    if prediction is not None:
+        decision.audit["prediction"] = prediction.outcome
     return decision
 
 
@@ -121,7 +138,8 @@ def run_mutators(pod: RawObject, ctx: PodContext, *, inject: bool) -> tuple[Draf
 
 
 def as_admitted(pod: RawObject, settings: Settings) -> RawObject:
-    """``pod`` as ``mutate_pod`` would leave it on a selected pod, minus the annotations.
+    """``pod`` as ``mutate_pod`` would leave it on a selected pod, minus the annotations and
+    the ``<prefix>selected`` label (none of them is hashed).
 
     Runs the injection steps of ``MUTATORS`` (helpers, env) with the same guards as
     ``mutate_pod``: nothing is injected when ``settings.injection.enabled`` is false, the pod says

@@ -1,0 +1,376 @@
+"""Knowing the snapshots, on a real API server: origin records and restore predictions.
+
+GKE's agent is simulated the way it acts on a cluster: Node objects with GKE labels and a
+``status.nodeInfo.kubeletVersion``; an origin pod admitted through snapready's engine and created
+on a node; a PodSnapshot naming it (``podsnapshot.gke.io/origin-pod``) turned Ready through the
+status subresource. snapready (a real cluster source with leader election) must write the origin
+record on the PodSnapshot, and predict ``hit``/``miss``/``none`` for later pods from memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+import jsonpatch
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.conftest import make_settings
+from tests.envtest.controlplane import ControlPlane
+from tests.envtest.plugin import wait_for
+from tests.support.kube_real import create_policy, policy
+from webhook.admission.engine import Engine, admit
+from webhook.base.config import Settings
+from webhook.cluster.caches import ClusterSource
+from webhook.cluster.client import open_cluster_source
+from webhook.kube.review import AdmissionRequest
+from webhook.kube.snapshots import OriginRecord
+from webhook.server.runner import build_engine
+
+GROUP, VERSION = "podsnapshot.gke.io", "v1"
+OLD, NEW = "v1.35.3-gke.1234000", "v1.35.4-gke.100"
+IMAGE = "registry.example/llm@sha256:" + "ab" * 32
+
+
+@dataclass
+class Env:
+    """One test's cluster: namespace, node pool, source, engine and the Ready snapshot."""
+
+    api: client.ApiClient
+    namespace: str
+    pool: str
+    node: str
+    source: ClusterSource
+    engine: Engine
+    snapshot: str = ""
+    origin_hash: str = ""
+
+    def pod(self, name: str, **changes: Any) -> dict[str, Any]:
+        """A selected gVisor L4 pod pinned to the pool (``changes`` edit container 0)."""
+        container = {
+            "name": "server",
+            "image": IMAGE,
+            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+        }
+        container.update(changes.pop("container", {}))
+        labels = {"app": "llm", "model": "m1", **changes.pop("labels", {})}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": labels,
+                "annotations": changes.pop("annotations", {}),
+            },
+            "spec": {
+                "runtimeClassName": "gvisor",
+                "nodeSelector": {"cloud.google.com/gke-nodepool": self.pool},
+                "containers": [container],
+            },
+        }
+
+    def mutate(self, pod: dict[str, Any], engine: Engine | None = None) -> Any:
+        """snapready's mutating answer for a CREATE of ``pod``."""
+        request = AdmissionRequest.model_validate(
+            {
+                "uid": secrets.token_hex(4),
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "namespace": self.namespace,
+                "operation": "CREATE",
+                "object": pod,
+            }
+        )
+        return admit(request, "mutate", engine or self.engine)
+
+    def annotations(self, pod: dict[str, Any], engine: Engine | None = None) -> dict[str, str]:
+        """The pod as admitted: its annotations after the mutating patch."""
+        decision = self.mutate(pod, engine)
+        assert decision.allowed, decision.message
+        admitted = jsonpatch.apply_patch(pod, list(decision.patch))
+        return dict(admitted["metadata"]["annotations"])
+
+
+def kube_settings(plane: ControlPlane, namespace: str, **overrides: Any) -> Settings:
+    """Cluster mode as admin; this test's own Lease."""
+    return make_settings(
+        source={"kind": "kube", "kubeconfig": plane.admin_kubeconfig, "backoff_max_seconds": 0.5},
+        leader={"lease_name": f"snapready-{namespace}"[:60], "lease_namespace": namespace},
+        **overrides,
+    )
+
+
+def ensure_runtime_class(api: client.ApiClient) -> None:
+    """The ``gvisor`` RuntimeClass GKE Sandbox provides (the RuntimeClass plugin needs it)."""
+    body = client.V1RuntimeClass.model_validate(
+        {"metadata": {"name": "gvisor"}, "handler": "gvisor"}
+    )
+    with contextlib.suppress(ApiException):  # 409: another test created it
+        client.NodeV1Api(api).create_runtime_class(body)
+
+
+def set_node_version(api: client.ApiClient, node: str, version: str) -> None:
+    """What a node-pool upgrade changes: the kubelet version the node reports."""
+    body = {"status": {"nodeInfo": {"kubeletVersion": version}}}
+    client.CoreV1Api(api).patch_node_status(node, body)
+
+
+@pytest.fixture
+def env(
+    control_plane: ControlPlane,
+    kube_admin: client.ApiClient,
+    namespace: str,
+    podsnapshot_crds: list[str],
+) -> Iterator[Env]:
+    """A pool with one node on the old version, a grouped policy, snapready running."""
+    suffix = secrets.token_hex(3)
+    pool, node = f"l4-{suffix}", f"gke-l4-{suffix}"
+    labels = {
+        "cloud.google.com/gke-nodepool": pool,
+        "cloud.google.com/machine-family": "g2",
+        "node.kubernetes.io/instance-type": "g2-standard-8",
+        "cloud.google.com/gke-accelerator": "nvidia-l4",
+        "cloud.google.com/gke-gpu-driver-version": "default",
+        "kubernetes.io/arch": "amd64",
+    }
+    core = client.CoreV1Api(kube_admin)
+    ensure_runtime_class(kube_admin)
+    core.create_node(client.V1Node.model_validate({"metadata": {"name": node, "labels": labels}}))
+    set_node_version(kube_admin, node, OLD)
+    body = policy(
+        "llm-policy",
+        namespace,
+        {"app": "llm"},
+        snapshotGroupingRules={"groupByLabelValue": {"labels": ["model"]}},
+    )
+    create_policy(kube_admin, body)
+    source = open_cluster_source(kube_settings(control_plane, namespace))
+    try:
+        wait_for("synced", source.synced, timeout=30)
+        engine = Engine(settings=kube_settings(control_plane, namespace), state=source.state)
+        yield Env(kube_admin, namespace, pool, node, source, engine)
+    finally:
+        source.stop()
+        with contextlib.suppress(ApiException):
+            core.delete_node(node)
+
+
+def take_snapshot(env: Env, name: str = "snap-1", origin: str = "origin") -> dict[str, Any]:
+    """Admit and create the origin pod on the node, then a Ready PodSnapshot naming it."""
+    pod = env.pod(origin)
+    decision = env.mutate(pod)
+    admitted = jsonpatch.apply_patch(pod, list(decision.patch))
+    admitted["spec"]["nodeName"] = env.node
+    assert admitted["metadata"]["labels"]["snapready.io/selected"] == "true"
+    core = client.CoreV1Api(env.api)
+    core.create_namespaced_pod(env.namespace, client.V1Pod.model_validate(admitted))
+    wait_for("origin pod cached", lambda: (env.namespace, origin) in env.source.state().pods, 10)
+    env.origin_hash = admitted["metadata"]["annotations"]["snapready.io/spec-hash"]
+    custom = client.CustomObjectsApi(env.api)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PodSnapshot",
+        "metadata": {"name": name, "annotations": {"podsnapshot.gke.io/origin-pod": origin}},
+        "spec": {"policyName": "llm-policy"},
+    }
+    custom.create_namespaced_custom_object(GROUP, VERSION, env.namespace, "podsnapshots", body)
+    status = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "AllSnapshotsAvailable",
+                    "lastTransitionTime": "2026-12-01T10:00:00Z",
+                    "message": "",
+                }
+            ]
+        }
+    }
+    custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, env.namespace, "podsnapshots", name, status
+    )
+    env.snapshot = name
+
+    def recorded() -> dict[str, Any] | None:
+        obj = cast(
+            "dict[str, Any]",
+            custom.get_namespaced_custom_object(
+                GROUP, VERSION, env.namespace, "podsnapshots", name
+            ),
+        )
+        annotations = obj["metadata"].get("annotations") or {}
+        return obj if "snapready.io/origin" in annotations else None
+
+    snapshot = wait_for("origin record", recorded, timeout=15)
+    assert snapshot is not None
+
+    def cached() -> bool:
+        view = env.source.state().snapshots.named(env.namespace, name)
+        return view is not None and view.ready and view.origin is not None
+
+    wait_for("record cached", cached, timeout=10)
+    return snapshot
+
+
+def test_origin_record_names_pod_fingerprint_fields_node_and_group(env: Env) -> None:
+    snapshot = take_snapshot(env)
+    record = OriginRecord.from_json(snapshot["metadata"]["annotations"]["snapready.io/origin"])
+    assert record is not None
+    assert record.pod == "origin"
+    assert record.spec_hash == env.origin_hash
+    assert "spec.containers[0].image" in record.fields
+    assert dict(record.node) == {
+        "pool": env.pool,
+        "family": "g2",
+        "instanceType": "g2-standard-8",
+        "arch": "amd64",
+        "version": OLD[1:],
+        "accelerator": "nvidia-l4",
+        "gpuDriver": "default",
+    }
+    assert dict(record.group) == {"model": "m1"}
+    managers = {m["manager"] for m in snapshot["metadata"]["managedFields"]}
+    assert "snapready-origin" in managers
+
+
+def test_predictions_hit_miss_none(env: Env) -> None:
+    take_snapshot(env)
+    same = env.annotations(env.pod("same"))
+    assert same["snapready.io/restore-prediction"] == "hit"
+    assert same["snapready.io/restore-snapshot"] == "snap-1"
+
+    env_only = env.annotations(env.pod("env", container={"env": [{"name": "X", "value": "2"}]}))
+    assert env_only["snapready.io/restore-prediction"] == "hit", "env is not hashed"
+
+    new_image = env.pod("image", container={"image": "registry.example/llm:v2"})
+    decision = env.mutate(new_image)
+    annotations = jsonpatch.apply_patch(new_image, list(decision.patch))["metadata"]["annotations"]
+    assert annotations["snapready.io/restore-prediction"] == "miss"
+    assert annotations["snapready.io/restore-snapshot"] == "snap-1"
+    assert "spec.containers[0].image" in annotations["snapready.io/restore-reason"]
+    assert any("will cold-start" in w and "containers[0].image" in w for w in decision.warnings)
+
+    other_group = env.annotations(env.pod("m2", labels={"model": "m2"}))
+    assert other_group["snapready.io/restore-prediction"] == "none"
+
+    pinned = env.annotations(env.pod("pin", annotations={"podsnapshot.gke.io/ps-name": "snap-1"}))
+    assert pinned["snapready.io/restore-prediction"] == "hit"
+    missing = env.annotations(env.pod("pin2", annotations={"podsnapshot.gke.io/ps-name": "nope"}))
+    assert missing["snapready.io/restore-prediction"] == "none"
+    assert "nope" in missing["snapready.io/restore-reason"]
+
+
+def test_no_ready_snapshot_predicts_none(env: Env) -> None:
+    annotations = env.annotations(env.pod("first"))
+    assert annotations["snapready.io/restore-prediction"] == "none"
+    assert "no Ready snapshot of llm-policy" in annotations["snapready.io/restore-reason"]
+    assert "snapready.io/restore-snapshot" not in annotations
+
+
+def test_pinned_node_pool_upgraded_misses_with_both_versions(env: Env) -> None:
+    take_snapshot(env)
+    set_node_version(env.api, env.node, NEW)
+    wait_for(
+        "upgrade seen",
+        lambda: NEW[1:] in env.source.state().node_pools[env.pool].versions,
+        timeout=10,
+    )
+    annotations = env.annotations(env.pod("after-upgrade"))
+    assert annotations["snapready.io/restore-prediction"] == "miss"
+    reason = annotations["snapready.io/restore-reason"]
+    assert NEW[1:] in reason and OLD[1:] in reason and env.pool in reason
+
+
+def test_rootfs_only_policy_ignores_the_fingerprint(env: Env) -> None:
+    take_snapshot(env)
+    custom = client.CustomObjectsApi(env.api)
+    custom.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        env.namespace,
+        "podsnapshotpolicies",
+        "llm-policy",
+        {"spec": {"snapshotScope": "rootfs-only"}},
+    )
+    wait_for(
+        "rootfs-only seen",
+        lambda: (
+            env.source.state().policies.select(env.namespace, {"app": "llm"})[0].scope
+            == "rootfs-only"
+        ),
+        timeout=10,
+    )
+    changed = env.annotations(env.pod("rootfs", container={"image": "registry.example/llm:v3"}))
+    assert changed["snapready.io/restore-prediction"] == "hit"
+
+
+def test_on_miss_deny_refuses_a_pod_that_would_cold_start(
+    env: Env, control_plane: ControlPlane
+) -> None:
+    take_snapshot(env)
+    settings = kube_settings(control_plane, env.namespace, restore={"on_miss": "deny"})
+    strict = Engine(settings=settings, state=env.source.state)
+    decision = env.mutate(env.pod("image", container={"image": "registry.example/llm:v2"}), strict)
+    assert not decision.allowed
+    assert "will cold-start" in (decision.message or "")
+    assert env.mutate(env.pod("same"), strict).allowed
+
+
+def test_rollout_warning_names_the_fields_and_the_count(env: Env) -> None:
+    take_snapshot(env)
+    template = env.pod("ignored", container={"image": "registry.example/llm:v2"})
+    deployment: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "llm", "namespace": env.namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": "llm"}},
+            "template": {
+                "metadata": {"labels": template["metadata"]["labels"]},
+                "spec": template["spec"],
+            },
+        },
+    }
+    request = AdmissionRequest.model_validate(
+        {
+            "uid": "d-1",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "namespace": env.namespace,
+            "operation": "CREATE",
+            "object": deployment,
+        }
+    )
+    decision = admit(request, "validate", env.engine)
+    warning = next(w for w in decision.warnings if "rollout will cold-start" in w)
+    assert "1 Ready snapshot(s) of llm-policy" in warning
+    assert "spec.containers[0].image" in warning
+    same = copy.deepcopy(deployment)
+    same["spec"]["template"]["spec"] = env.pod("x")["spec"]
+    request2 = request.model_copy(update={"object": same})
+    assert not any("rollout" in w for w in admit(request2, "validate", env.engine).warnings)
+
+
+def test_file_mode_writes_no_prediction() -> None:
+    engine = build_engine(make_settings())
+    from tests.rules.test_table import ready_pod  # noqa: PLC0415
+
+    request = AdmissionRequest.model_validate(
+        {
+            "uid": "f",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "namespace": "snap",
+            "operation": "CREATE",
+            "object": ready_pod(),
+        }
+    )
+    decision = admit(request, "mutate", engine)
+    patched = jsonpatch.apply_patch(ready_pod(), list(decision.patch))
+    assert patched["metadata"]["labels"]["snapready.io/selected"] == "true"
+    assert "snapready.io/restore-prediction" not in patched["metadata"]["annotations"]

@@ -1,0 +1,51 @@
+"""Rollout warnings: a controller template that no Ready snapshot of its policy would restore.
+
+On a Deployment/StatefulSet/DaemonSet/ReplicaSet/Job/CronJob CREATE or template UPDATE, the
+template is taken as its pods will be admitted (snapready's injection replayed,
+``mutation.as_admitted``) and run through the same prediction as a pod (``pod.restore``). When
+Ready snapshots of its policy exist and none matches, ``kubectl apply`` prints, before any pod
+exists: ``this rollout will cold-start: 3 Ready snapshots of llm-policy differ in
+spec.containers[0].image``. Advisory only (a rollout is how snapshots get replaced).
+"""
+
+from __future__ import annotations
+
+from webhook.kube.snapshots import SnapshotIndex
+from webhook.mutation import as_admitted
+from webhook.pod.context import PodContext
+from webhook.pod.distill import fingerprint
+from webhook.pod.fields import field_digests
+from webhook.pod.node_pins import node_selection
+from webhook.pod.restore import PodFacts, predict
+
+
+def rollout_warning(ctx: PodContext) -> str | None:
+    """The warning for one controller template view, or None (no snapshot, or one matches)."""
+    state = ctx.cluster
+    if not state.snapshots_known or not ctx.settings.restore.rollout_warnings:
+        return None
+    pod = as_admitted({"metadata": ctx.metadata, "spec": ctx.spec}, ctx.settings)
+    facts = PodFacts(
+        namespace=ctx.namespace,
+        labels={k: v for k, v in ctx.labels.items() if isinstance(v, str)},
+        annotations={k: v for k, v in ctx.annotations.items() if isinstance(v, str)},
+        policies=ctx.policies,
+        spec_hash=fingerprint(pod),
+        fields=field_digests(pod),
+        selection=node_selection(ctx.spec, ctx.spec_path),
+    )
+    result = predict(facts, state.snapshots, state.node_pools, rootfs_only=ctx.rootfs_only)
+    if result.outcome != "miss":
+        return None
+    names = ", ".join(p.name for p in ctx.policies)
+    count = _ready_count(state.snapshots, ctx)
+    return (
+        f"this rollout will cold-start: {count} Ready snapshot(s) of {names} differ "
+        f"(closest {result.snapshot}: {result.reason})"
+    )
+
+
+def _ready_count(index: SnapshotIndex, ctx: PodContext) -> int:
+    return sum(
+        1 for p in ctx.policies for view in index.of_policy(ctx.namespace, p.name) if view.ready
+    )

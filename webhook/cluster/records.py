@@ -1,0 +1,62 @@
+"""Compact records of the pods snapready stamped, from raw Pod JSON (cluster mode).
+
+The pod cache watches only pods with the label ``<prefix>selected: "true"`` (written by the
+mutating webhook on every selected pod), and keeps per pod only what the snapshot features read:
+labels (snapshot groups), the ``<prefix>`` annotations written at admission (fingerprint, policy,
+prediction), the node it runs on, and its start-up facts (Ready transition, ``PodRestored``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.base.types import RawObject
+from webhook.kube.gke import POD_RESTORED
+from webhook.kube.snapshots import PodRecord, condition
+
+
+def selected_label_query(prefix: str) -> str:
+    """``labelSelector=<prefix>selected=true``, URL-encoded for a list/watch query."""
+    from urllib.parse import quote  # noqa: PLC0415 - stdlib, only needed here
+
+    return "labelSelector=" + quote(f"{prefix}selected=true", safe="")
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
+    """The compact record of a stamped pod; None without namespace or name."""
+    metadata, spec = _dict(obj.get("metadata")), _dict(obj.get("spec"))
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    if not isinstance(namespace, str) or not isinstance(name, str):
+        return None
+    labels = {k: v for k, v in _dict(metadata.get("labels")).items() if isinstance(v, str)}
+    annotations = _dict(metadata.get("annotations"))
+
+    def ours(key: str) -> str | None:
+        value = annotations.get(prefix + key)
+        return value if isinstance(value, str) else None
+
+    ready = condition(obj, "Ready")
+    restored = condition(obj, POD_RESTORED)
+    node = spec.get("nodeName")
+    return PodRecord(
+        namespace=namespace,
+        name=name,
+        uid=str(metadata.get("uid") or ""),
+        labels=labels,
+        spec_hash=ours("spec-hash"),
+        node_name=node if isinstance(node, str) else None,
+        prediction=ours("restore-prediction"),
+        predicted_snapshot=ours("restore-snapshot"),
+        created=str(metadata.get("creationTimestamp") or ""),
+        ready_at=str(ready.get("lastTransitionTime") or "")
+        if ready is not None and ready.get("status") == "True"
+        else None,
+        restored=restored is not None and restored.get("status") == "True",
+        restored_message=str(restored.get("message") or "") if restored is not None else "",
+        policy=ours("policy"),
+    )

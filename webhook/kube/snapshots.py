@@ -1,0 +1,216 @@
+"""PodSnapshots, their origin records, and the snapshot pods snapready stamped: compact views.
+
+GKE creates a ``PodSnapshot`` (``podsnapshot.gke.io``) per checkpoint: ``spec.policyName``, the
+annotation ``podsnapshot.gke.io/origin-pod`` (the pod it was taken from, same namespace), the
+condition ``Ready`` and ``status.lastAccessTime`` (domain.md section 2). snapready adds the
+annotation ``<prefix>origin``: an ``OriginRecord`` in compact JSON, written once by the leader,
+saying what the snapshot was taken from (the origin pod's fingerprint and per-field digests, its
+node's facts, its grouping labels). Unknown parts are null, never guessed.
+``SnapshotIndex`` answers "which ready snapshots could this pod restore from" from memory.
+Pure module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from webhook.base.types import RawObject
+from webhook.kube.gke import ORIGIN_POD
+
+RECORD_VERSION = 1
+NODE_KEYS = ("pool", "family", "instanceType", "arch", "version", "accelerator", "gpuDriver")
+"""The origin node facts a record holds (``status.nodeInfo.kubeletVersion`` and GKE labels)."""
+
+
+@dataclass(frozen=True)
+class OriginRecord:
+    """What a snapshot was taken from (the ``<prefix>origin`` annotation).
+
+    Attributes:
+        pod: origin pod name; None when GKE named none.
+        spec_hash: the origin pod's ``v1:sha256:...`` fingerprint; None when unknown.
+        fields: field path -> short digest of the origin pod's distilled fields (``pod.fields``).
+        node: ``NODE_KEYS`` -> value (None: unknown) of the node the origin pod ran on.
+        group: the origin pod's values of its policy's grouping labels (missing label: absent).
+    """
+
+    pod: str | None
+    spec_hash: str | None
+    fields: Mapping[str, str] = field(default_factory=dict)
+    node: Mapping[str, str | None] = field(default_factory=dict)
+    group: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Compact JSON with sorted keys (the annotation value; ~1-3 KiB)."""
+        document = {
+            "v": RECORD_VERSION,
+            "pod": self.pod,
+            "specHash": self.spec_hash,
+            "fields": dict(self.fields),
+            "node": {key: self.node.get(key) for key in NODE_KEYS},
+            "group": dict(self.group),
+        }
+        return orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
+
+    @classmethod
+    def from_json(cls, text: Any) -> OriginRecord | None:
+        """Parse an annotation value; None when it is not a record this version can read."""
+        try:
+            doc = orjson.loads(text) if isinstance(text, str) else None
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(doc, dict) or doc.get("v") != RECORD_VERSION:
+            return None
+        fields, node, group = doc.get("fields"), doc.get("node"), doc.get("group")
+        if not (isinstance(fields, dict) and isinstance(node, dict) and isinstance(group, dict)):
+            return None
+        return cls(
+            pod=_str(doc.get("pod")),
+            spec_hash=_str(doc.get("specHash")),
+            fields={str(k): str(v) for k, v in fields.items() if isinstance(v, str)},
+            node={key: _str(node.get(key)) for key in NODE_KEYS},
+            group={str(k): str(v) for k, v in group.items() if isinstance(v, str)},
+        )
+
+
+def _dict(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """The part of one PodSnapshot the caches keep.
+
+    Attributes:
+        namespace, name: identity; ``policy``: ``spec.policyName``.
+        origin_pod: the pod named by ``podsnapshot.gke.io/origin-pod`` (None if absent).
+        ready: condition ``Ready`` is ``True``; ``reason``: its reason (or another condition's).
+        created: ``metadata.creationTimestamp`` (RFC 3339 text, sorts by time).
+        last_access: ``status.lastAccessTime`` or None.
+        origin: the parsed ``<prefix>origin`` record, None when absent or unreadable.
+    """
+
+    namespace: str
+    name: str
+    policy: str
+    origin_pod: str | None
+    ready: bool
+    reason: str
+    created: str
+    last_access: str | None = None
+    origin: OriginRecord | None = None
+
+
+def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | None:
+    """Compact view of a PodSnapshot; None without namespace, name or ``spec.policyName``."""
+    metadata, spec, status = _dict(obj, "metadata"), _dict(obj, "spec"), _dict(obj, "status")
+    namespace, name = _str(metadata.get("namespace")), _str(metadata.get("name"))
+    policy = _str(spec.get("policyName"))
+    if namespace is None or name is None or policy is None:
+        return None
+    annotations = _dict(metadata, "annotations")
+    origin_pod = _str(annotations.get(ORIGIN_POD))
+    if origin_pod is not None and "/" in origin_pod:  # tolerate "namespace/name"
+        origin_pod = origin_pod.rsplit("/", 1)[1] or None
+    ready, reason = _ready(status.get("conditions"))
+    return SnapshotView(
+        namespace=namespace,
+        name=name,
+        policy=policy,
+        origin_pod=origin_pod,
+        ready=ready,
+        reason=reason,
+        created=_str(metadata.get("creationTimestamp")) or "",
+        last_access=_str(status.get("lastAccessTime")),
+        origin=OriginRecord.from_json(annotations.get(origin_annotation)),
+    )
+
+
+def _ready(conditions: Any) -> tuple[bool, str]:
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return condition.get("status") == "True", str(condition.get("reason") or "")
+    return False, ""
+
+
+@dataclass
+class SnapshotIndex:
+    """Snapshots by namespace and policy, newest first; by namespace and name."""
+
+    by_policy: dict[tuple[str, str], tuple[SnapshotView, ...]] = field(default_factory=dict)
+    by_name: dict[tuple[str, str], SnapshotView] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, views: Iterable[SnapshotView]) -> SnapshotIndex:
+        """Index ``views`` (newest ``created`` first, then by name for a stable order)."""
+        grouped: dict[tuple[str, str], list[SnapshotView]] = {}
+        by_name: dict[tuple[str, str], SnapshotView] = {}
+        for view in views:
+            grouped.setdefault((view.namespace, view.policy), []).append(view)
+            by_name[(view.namespace, view.name)] = view
+        ordered = {
+            key: tuple(sorted(items, key=lambda v: (v.created, v.name), reverse=True))
+            for key, items in grouped.items()
+        }
+        return cls(ordered, by_name)
+
+    def of_policy(self, namespace: str, policy: str) -> tuple[SnapshotView, ...]:
+        """Every snapshot of ``policy`` in ``namespace``, newest first."""
+        return self.by_policy.get((namespace, policy), ())
+
+    def named(self, namespace: str, name: str) -> SnapshotView | None:
+        """The snapshot ``namespace/name``, if known."""
+        return self.by_name.get((namespace, name))
+
+    def __len__(self) -> int:
+        return len(self.by_name)
+
+
+@dataclass(frozen=True)
+class PodRecord:
+    """The part of a stamped pod (label ``<prefix>selected``) the caches keep.
+
+    Attributes:
+        namespace, name, uid: identity; ``labels``: all its labels (grouping values).
+        spec_hash: its ``<prefix>spec-hash`` annotation; ``fields``: its field digests.
+        node_name: ``spec.nodeName`` once scheduled.
+        prediction, predicted_snapshot: the ``<prefix>restore-*`` annotations written at
+            admission.
+        created: ``metadata.creationTimestamp``; ``ready_at``: when condition Ready turned True.
+        restored: condition ``PodRestored`` is True; ``restored_message``: its message.
+        policy: the ``<prefix>policy`` annotation.
+    """
+
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    spec_hash: str | None = None
+    fields: Mapping[str, str] = field(default_factory=dict)
+    node_name: str | None = None
+    prediction: str | None = None
+    predicted_snapshot: str | None = None
+    created: str = ""
+    ready_at: str | None = None
+    restored: bool = False
+    restored_message: str = ""
+    policy: str | None = None
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    """The ``status.conditions`` entry of ``type`` ``kind``, or None."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for entry in conditions if isinstance(conditions, list) else []:
+        if isinstance(entry, dict) and entry.get("type") == kind:
+            return entry
+    return None

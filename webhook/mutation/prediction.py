@@ -1,0 +1,73 @@
+"""The ``<prefix>selected`` label and the restore prediction annotations of a selected pod.
+
+``<prefix>selected: "true"`` marks every pod a policy selects, so cluster mode can watch exactly
+those pods with a label selector (labels other than ``batch.kubernetes.io/job-completion-index``
+are not part of the distilled spec; the policy name stays an annotation, since policy names may
+exceed the 63 characters of a label value).
+``<prefix>restore-prediction`` (``hit``/``miss``/``none``), ``<prefix>restore-snapshot`` and
+``<prefix>restore-reason`` record what ``webhook.pod.restore.predict`` says about the final pod
+(run after ``spec-hash``, so on the final spec). Written only when the snapshots are known
+(cluster mode, PodSnapshots listed); none of them is hashed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.kube.gke import PS_NAME
+from webhook.mutation.patch import Draft
+from webhook.pod.context import PodContext
+from webhook.pod.fields import field_digests
+from webhook.pod.node_pins import node_selection
+from webhook.pod.restore import PodFacts, Prediction, predict
+
+LABELS = ("metadata", "labels")
+ANNOTATIONS = ("metadata", "annotations")
+PREDICTION_KEY = "prediction"
+"""Key of the ``Prediction`` in ``PodContext.memo`` (read by ``mutate_pod`` for the warning)."""
+MAX_REASON_CHARS = 512
+
+
+def stamp_selected(draft: Draft, ctx: PodContext) -> bool:
+    """Set the label ``<prefix>selected: "true"``."""
+    return draft.put(LABELS, ctx.settings.annotation("selected"), "true")
+
+
+def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
+    """What the prediction reads of the working copy (fingerprint from ``spec-hash``)."""
+    doc = draft.doc
+    metadata = _dict(doc.get("metadata"))
+    labels, annotations = _dict(metadata.get("labels")), _dict(metadata.get("annotations"))
+    return PodFacts(
+        namespace=ctx.namespace,
+        labels={k: v for k, v in labels.items() if isinstance(v, str)},
+        annotations={k: v for k, v in annotations.items() if isinstance(v, str)},
+        policies=ctx.policies,
+        spec_hash=str(annotations.get(ctx.settings.annotation("spec-hash"), "")),
+        fields=field_digests(doc),
+        selection=node_selection(ctx.spec, "spec"),  # injection never touches node pins
+    )
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def stamp_prediction(draft: Draft, ctx: PodContext) -> bool:
+    """Write the three ``<prefix>restore-*`` annotations (cluster mode only)."""
+    state = ctx.cluster
+    if not state.snapshots_known:
+        return False
+    result: Prediction = predict(
+        pod_facts(draft, ctx), state.snapshots, state.node_pools, rootfs_only=ctx.rootfs_only
+    )
+    ctx.memo[PREDICTION_KEY] = result
+    changed = draft.put(ANNOTATIONS, ctx.settings.annotation("restore-prediction"), result.outcome)
+    if result.snapshot is not None:
+        key = ctx.settings.annotation("restore-snapshot")
+        changed = draft.put(ANNOTATIONS, key, result.snapshot) or changed
+    reason = result.reason[:MAX_REASON_CHARS]
+    return draft.put(ANNOTATIONS, ctx.settings.annotation("restore-reason"), reason) or changed
+
+
+__all__ = ["PS_NAME", "stamp_prediction", "stamp_selected"]

@@ -1,0 +1,65 @@
+"""Per-field digests of the distilled spec: name what differs from a snapshot without its values.
+
+``field_digests(pod)`` flattens ``distill(pod)`` into field paths (``spec.dnsPolicy``,
+``spec.containers[0].image``, ``metadata.annotations["dev.gvisor.x"]``) and keeps a short digest
+of each value. An origin record (``snapready.io/origin`` on a PodSnapshot) stores the digests of
+the pod the snapshot was taken from; comparing them with a new pod's names the differing fields
+(``differing_fields``) while storing no value (env is not hashed at all, but images, commands and
+mounts could still be sensitive). Pure module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.base.text import natural_key
+from webhook.base.types import RawObject
+from webhook.kube.canonical import canonical_json
+from webhook.pod.context import join_path
+from webhook.pod.distill import distill
+
+DIGEST_CHARS = 12
+"""Hex characters kept of each SHA-256 (48 bits: collisions between two values of one field are
+negligible; a record of a 10-container pod stays around 3 KiB)."""
+_ITEM_LISTS = ("volumes", "initContainers", "containers")
+
+
+def digest(value: Any) -> str:
+    """Short SHA-256 of ``value``'s canonical JSON (RFC 8785)."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()[:DIGEST_CHARS]
+
+
+def field_digests(pod: RawObject) -> dict[str, str]:
+    """Field path -> short digest for every distilled field of ``pod`` (a Pod or template).
+
+    Granularity: each key of each container, init container and volume (by index), each hashed
+    annotation and label, each other pod-level field. Raises like ``distill`` does never;
+    ``canonical_json`` raises ``ValueError`` only for values JSON cannot hold (not from an API
+    server).
+    """
+    distilled = distill(pod)
+    out: dict[str, str] = {}
+    metadata = distilled.get("metadata") or {}
+    for section in ("annotations", "labels"):
+        for key, value in (metadata.get(section) or {}).items():
+            out[join_path("metadata", section, key)] = digest(value)
+    spec = distilled.get("spec") or {}
+    for key, value in spec.items():
+        if key in _ITEM_LISTS and isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, dict):
+                    for sub, sub_value in item.items():
+                        out[join_path("spec", key, index, sub)] = digest(sub_value)
+                else:
+                    out[join_path("spec", key, index)] = digest(item)
+        else:
+            out[join_path("spec", key)] = digest(value)
+    return out
+
+
+def differing_fields(ours: Mapping[str, str], theirs: Mapping[str, str]) -> list[str]:
+    """Paths whose digest differs or that exist on one side only, in a stable order."""
+    paths = set(ours) | set(theirs)
+    return sorted((p for p in paths if ours.get(p) != theirs.get(p)), key=natural_key)

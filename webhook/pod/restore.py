@@ -1,0 +1,210 @@
+"""Will this pod restore from a snapshot? The prediction made at admission, and why not.
+
+GKE restores a new pod from a Ready PodSnapshot of its policy (and snapshot group) only when the
+pod's distilled spec hashes the same as the snapshot's, it lands on the same machine series and
+CPU architecture, and its node runs the same gVisor kernel and GPU driver, i.e. the same GKE node
+version and driver branch (domain.md section 3). Otherwise it cold-starts silently.
+``predict`` checks those conditions against the origin records (``kube.snapshots``) from memory:
+
+1. candidates: the Ready snapshots of the selecting policies in the pod's namespace whose
+   recorded group (the origin pod's values of ``snapshotGroupingRules.groupByLabelValue.labels``)
+   equals the pod's, newest first; or only the one named by ``podsnapshot.gke.io/ps-name``;
+2. a candidate matches when the fingerprints are equal (skipped for ``rootfs-only`` policies),
+   the pod's machine pins allow the origin's family and arch, and some node pool the pod can land
+   on runs the origin's node version and GPU driver label (pools unknown: not checked);
+3. ``hit`` names the first match; ``miss`` the closest candidate and every difference; ``none``
+   means no ready snapshot with a known origin exists yet.
+Our fingerprint is our own, not GKE's hash: a prediction is a strong hint, not a promise.
+Pure module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from webhook.base.text import clip
+from webhook.kube.gke import ARCHITECTURE, INSTANCE_TYPE, MACHINE_FAMILY, NODE_POOL, PS_NAME
+from webhook.kube.matching import Policy
+from webhook.kube.snapshots import OriginRecord, SnapshotIndex, SnapshotView
+from webhook.kube.state import NodePoolFacts
+from webhook.pod.fields import differing_fields
+from webhook.pod.node_pins import NodeSelection
+
+Outcome = Literal["hit", "miss", "none"]
+MAX_FIELDS_NAMED = 3
+"""Differing fields named in a reason before ``+N more`` (warnings are cut at 256 characters)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The answer for one pod.
+
+    Attributes:
+        outcome: ``hit``, ``miss`` or ``none``.
+        snapshot: the snapshot a hit restores from, or the closest one for a miss; None else.
+        reason: one line naming what differs (miss), what matched (hit) or why none.
+        fields: the differing field paths of ``snapshot`` (miss), all of them.
+        candidates: how many ready candidates were compared.
+    """
+
+    outcome: Outcome
+    snapshot: str | None
+    reason: str
+    fields: tuple[str, ...] = ()
+    candidates: int = 0
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    """What the prediction reads of the pod (final, after injection).
+
+    Attributes:
+        namespace: the pod's namespace; ``labels``/``annotations``: its metadata.
+        policies: the selecting policies; ``spec_hash``/``fields``: fingerprint and digests.
+        selection: its node pins (``pod.node_pins.node_selection``).
+    """
+
+    namespace: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    policies: tuple[Policy, ...]
+    spec_hash: str
+    fields: Mapping[str, str]
+    selection: NodeSelection
+
+
+def group_of(policy: Policy, labels: Mapping[str, str]) -> dict[str, str]:
+    """The pod's snapshot group under ``policy``: its values of the grouping labels."""
+    return {key: labels[key] for key in policy.grouping_labels if key in labels}
+
+
+def candidates(pod: PodFacts, index: SnapshotIndex) -> tuple[list[SnapshotView], str]:
+    """Ready snapshots the pod could restore from (newest first), and why there are none."""
+    pinned = pod.annotations.get(PS_NAME)
+    names = {p.name for p in pod.policies}
+    if pinned:
+        view = index.named(pod.namespace, pinned)
+        if view is None or not view.ready:
+            state = "does not exist" if view is None else "is not Ready"
+            return [], f"pinned snapshot {clip(pinned, 63)} ({PS_NAME}) {state}"
+        return [view], ""
+    found: list[SnapshotView] = []
+    for policy in pod.policies:
+        wanted = group_of(policy, pod.labels)
+        for view in index.of_policy(pod.namespace, policy.name):
+            if view.ready and (view.origin is None or dict(view.origin.group) == wanted):
+                found.append(view)
+    found.sort(key=lambda v: (v.created, v.name), reverse=True)
+    if not found:
+        return [], f"no Ready snapshot of {', '.join(sorted(names))} yet (first start checkpoints)"
+    return found, ""
+
+
+def _families(selection: NodeSelection) -> frozenset[str] | None:
+    """Machine families the pins allow (from family or instance-type pins), None if unpinned."""
+    family = selection.pins.get(MACHINE_FAMILY)
+    if family is not None and family.exhaustive:
+        return family.values
+    types = selection.pins.get(INSTANCE_TYPE)
+    if types is not None and types.exhaustive:
+        return frozenset(t.split("-", 1)[0] for t in types.values)
+    return None
+
+
+def landing_pools(
+    selection: NodeSelection, pools: Mapping[str, NodePoolFacts]
+) -> list[NodePoolFacts]:
+    """Known node pools the pod can be scheduled on, judged by its exhaustive pins."""
+    out = []
+    for facts in pools.values():
+        if facts.node_count == 0:
+            continue
+        checks = (
+            (NODE_POOL, frozenset({facts.name})),
+            (MACHINE_FAMILY, facts.machine_families),
+            (INSTANCE_TYPE, facts.instance_types),
+            (ARCHITECTURE, facts.architectures),
+        )
+        allowed = True
+        for key, values in checks:
+            pin = selection.pins.get(key)
+            if pin is not None and pin.exhaustive and values and not (pin.values & values):
+                allowed = False
+        if allowed:
+            out.append(facts)
+    return sorted(out, key=lambda f: f.name)
+
+
+def differences(
+    pod: PodFacts, origin: OriginRecord, pools: list[NodePoolFacts], rootfs_only: bool
+) -> tuple[list[str], list[str]]:
+    """(differing field paths, every reason) between the pod and one origin record."""
+    reasons: list[str] = []
+    fields: list[str] = []
+    if not rootfs_only and origin.spec_hash != pod.spec_hash:
+        fields = differing_fields(pod.fields, origin.fields) if origin.fields else []
+        reasons.append(_fields_reason(fields) if fields else "the spec fingerprint differs")
+    node = origin.node
+    families = _families(pod.selection)
+    family = node.get("family")
+    if family and families is not None and family not in families:
+        reasons.append(f"pinned to {'/'.join(sorted(families))}, snapshot taken on {family}")
+    arch_pin = pod.selection.pins.get(ARCHITECTURE)
+    arch = node.get("arch")
+    if arch and arch_pin is not None and arch_pin.exhaustive and arch not in arch_pin.values:
+        reasons.append(f"pinned to arch {'/'.join(sorted(arch_pin.values))}, snapshot on {arch}")
+    version, driver = node.get("version"), node.get("gpuDriver")
+    with_nodes = [p for p in pools if p.versions]
+    if version and with_nodes and not any(version in p.versions for p in with_nodes):
+        reasons.append(f"{_pools_text(with_nodes, 'versions')}, snapshot taken on {version}")
+    drivers = [p for p in pools if p.gpu_drivers]
+    if driver and drivers and not any(driver in p.gpu_drivers for p in drivers):
+        reasons.append(f"GPU driver {_pools_text(drivers, 'gpu_drivers')}, snapshot on {driver}")
+    return fields, reasons
+
+
+def _fields_reason(fields: list[str]) -> str:
+    shown = ", ".join(fields[:MAX_FIELDS_NAMED])
+    more = f" +{len(fields) - MAX_FIELDS_NAMED} more" if len(fields) > MAX_FIELDS_NAMED else ""
+    return f"{shown}{more} differ{'s' if len(fields) == 1 else ''}"
+
+
+def _pools_text(pools: Iterable[NodePoolFacts], attribute: str) -> str:
+    parts = []
+    for facts in list(pools)[:2]:
+        values: frozenset[str] = getattr(facts, attribute)
+        parts.append(f"node pool {facts.name} runs {'/'.join(sorted(values))}")
+    return "; ".join(parts)
+
+
+def predict(
+    pod: PodFacts,
+    index: SnapshotIndex,
+    pools: Mapping[str, NodePoolFacts],
+    *,
+    rootfs_only: bool,
+) -> Prediction:
+    """The prediction for ``pod`` from the snapshot index and node-pool facts (no I/O)."""
+    found, why_none = candidates(pod, index)
+    if not found:
+        return Prediction("none", None, why_none)
+    recorded = [view for view in found if view.origin is not None]
+    if not recorded:
+        return Prediction(
+            "none", None, f"{len(found)} Ready snapshot(s) have no origin record yet", (), 0
+        )
+    landing = landing_pools(pod.selection, pools)
+    best: tuple[int, SnapshotView, list[str], list[str]] | None = None
+    for view in recorded:
+        assert view.origin is not None
+        fields, reasons = differences(pod, view.origin, landing, rootfs_only)
+        if not reasons:
+            return Prediction("hit", view.name, "matches snapshot " + view.name, (), len(recorded))
+        score = len(reasons) * 1000 + len(fields)
+        if best is None or score < best[0]:
+            best = (score, view, fields, reasons)
+    assert best is not None
+    _, view, fields, reasons = best
+    return Prediction("miss", view.name, "; ".join(reasons), tuple(fields), len(recorded))
