@@ -170,7 +170,9 @@ def take_snapshot(env: Env, name: str = "snap-1", origin: str = "origin") -> dic
     assert admitted["metadata"]["labels"]["snapready.io/selected"] == "true"
     core = client.CoreV1Api(env.api)
     core.create_namespaced_pod(env.namespace, client.V1Pod.model_validate(admitted))
-    wait_for("origin pod cached", lambda: (env.namespace, origin) in env.source.state().pods, 10)
+    wait_for(
+        "origin pod cached", lambda: f"{env.namespace}/{origin}" in env.source.state().pods, 10
+    )
     env.origin_hash = admitted["metadata"]["annotations"]["snapready.io/spec-hash"]
     custom = client.CustomObjectsApi(env.api)
     body = {

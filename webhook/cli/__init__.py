@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from webhook import __version__
 
-COMMANDS = ("serve", "certs", "review", "hash", "diff", "check")
+COMMANDS = ("serve", "certs", "review", "hash", "diff", "check", "status", "explain")
 """Subcommand modules under ``webhook.cli``; each defines ``register(subparsers)``."""
 
 EXIT_OK = 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from webhook.base.config import SourceSettings
 from webhook.base.types import RawObject
@@ -27,7 +27,7 @@ from webhook.kube.facts import (
 )
 from webhook.kube.matching import PolicyIndex
 from webhook.kube.snapshots import SnapshotIndex, snapshot_view
-from webhook.kube.state import ClusterState, parse_policy, parse_storage_config
+from webhook.kube.state import ClusterState, NodeView, parse_policy, parse_storage_config
 
 log = logging.getLogger("snapready.kube")
 
@@ -85,7 +85,9 @@ def resources(prefix: str) -> tuple[Resource, ...]:
             "pods",
             (f"/api/v1/pods?{selected_label_query(prefix)}",),
             convert=lambda obj: pod_record(obj, prefix),
-            build=lambda items: {(r.namespace, r.name): r for r in items.values()},
+            # The cache's own dict, keyed ``namespace/name``: O(1) per event at 20,000 pods
+            # (readers only look up; the reflector swaps in a new dict on a relist).
+            build=lambda items: items,
         ),
         Resource(
             "computeclasses",
@@ -141,6 +143,8 @@ class ClusterSource:
         self.extra: list[Worker] = []
         self.on_policies: list[Callable[[], None]] = []
         self.on_snapshots: list[Callable[[], None]] = []
+        self._nodes_seen: object = None
+        self._nodes: Mapping[str, NodeView] = {}
         self._snapshots_seen: object = None
         self._policies_seen: object = None
         self._state = ClusterState()
@@ -197,6 +201,13 @@ class ClusterSource:
             self._on_stop()
         return ended
 
+    def _nodes_copy(self) -> Mapping[str, NodeView]:
+        """A copy of the node cache (watch events edit it), made only when nodes changed."""
+        nodes = self.reflectors["nodes"]
+        if nodes.view is not self._nodes_seen:
+            self._nodes_seen, self._nodes = nodes.view, dict(nodes.items)
+        return self._nodes
+
     def rebuild(self) -> None:
         """Publish a new state (caller holds ``lock``): the ``on_change`` of attached workers."""
         self._rebuild()
@@ -221,7 +232,7 @@ class ClusterSource:
             storage_configs=self.reflectors["podsnapshotstorageconfigs"].view,
             namespace_labels=self.reflectors["namespaces"].view,
             node_pools=self.reflectors["nodes"].view,
-            nodes=dict(self.reflectors["nodes"].items),  # a copy: watch events edit items
+            nodes=self._nodes_copy(),
             compute_classes=classes.view if classes.served and classes.synced else None,
             gke_version=self.version.value,
             synced=synced,

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -214,6 +217,71 @@ def api_client(settings: Settings) -> Any:
         where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster config"
         raise ConfigError(f"cannot load {where}: {describe(exc)}") from None
     return kube_client.ApiClient(configuration)
+
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A transport for a one-shot command (``snapready status``/``explain``).
+
+    Attributes:
+        transport: the ``KubeTransport``; ``close``: releases its connection pool.
+        namespace: the kubeconfig context's namespace (in a pod: the service account's), else
+            ``default``, like ``kubectl``.
+        where: what was loaded (``kubeconfig PATH`` or ``in-cluster config``), for messages.
+    """
+
+    transport: KubeTransport
+    namespace: str
+    where: str
+    close: Callable[[], None]
+
+
+def connect(kubeconfig: Path | None, *, request_timeout: float) -> Connection:
+    """Connect the way ``kubectl`` does: ``kubeconfig``, else ``$KUBECONFIG`` (``:``-separated
+    files are merged), else ``~/.kube/config`` when it exists, else the in-cluster service
+    account. Nothing is requested from the API server yet.
+
+    Raises:
+        ConfigError: the configuration cannot be loaded (the message names which one).
+    """
+    configuration = kube_client.Configuration()
+    config_file = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG")
+    if not config_file and Path("~/.kube/config").expanduser().is_file():
+        config_file = str(Path("~/.kube/config").expanduser())
+    where = f"kubeconfig {config_file}" if config_file else "in-cluster config"
+    try:
+        if config_file:
+            contexts = kube_config.list_kube_config_contexts
+            _, current = contexts(config_file)  # type: ignore[no-untyped-call]
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=config_file, client_configuration=configuration, persist_config=False
+            )
+            context = current.get("context") if isinstance(current, dict) else None
+            namespace = context.get("namespace") if isinstance(context, dict) else None
+        else:
+            kube_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+            namespace = _read_text(SERVICE_ACCOUNT_NAMESPACE)
+    except (kube_config.ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(f"cannot load {where}: {describe(exc)}") from None
+    client = kube_client.ApiClient(configuration)
+    return Connection(
+        KubeTransport(client, request_timeout),
+        namespace if isinstance(namespace, str) and namespace else "default",
+        where,
+        client.close,
+    )
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def open_cluster_source(settings: Settings) -> ClusterSource:

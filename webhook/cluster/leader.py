@@ -29,6 +29,8 @@ from webhook.base.config import LeaderSettings
 from webhook.cluster.syncing import Worker, describe
 
 log = logging.getLogger("snapready.leader")
+# The library logs every acquire/renew attempt at INFO (every retry period, per replica).
+logging.getLogger("leaderelection").setLevel(logging.WARNING)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 

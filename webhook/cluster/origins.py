@@ -66,7 +66,7 @@ def build_record(view: SnapshotView, pod: RawObject | None, state: ClusterState)
         (p for p in state.policies.by_namespace.get(view.namespace, ()) if p.name == view.policy),
         None,
     )
-    cached = state.pods.get((view.namespace, view.origin_pod or ""))
+    cached = state.pods.get(f"{view.namespace}/{view.origin_pod}") if view.origin_pod else None
     if pod is not None:
         metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
         spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}

@@ -46,6 +46,9 @@ CONTROLLER_RESOURCES: Mapping[str, str] = {
     "cronjobs": "CronJob",
 }
 """Resource (plural, what ``request.resource.resource`` holds) -> kind, for ``TEMPLATE_PATHS``."""
+CONTROLLER_RESOURCES_BY_PATH: Mapping[str, tuple[str, ...]] = {
+    resource: TEMPLATE_PATHS[kind] for resource, kind in CONTROLLER_RESOURCES.items()
+}
 
 Level = Literal["policies", "namespaces", "everything"]
 
@@ -67,11 +70,6 @@ class Scope:
 def cel_string(value: str) -> str:
     """A CEL string literal for ``value`` (JSON escaping is valid CEL string syntax)."""
     return json.dumps(value, ensure_ascii=False)
-
-
-def _labels(root: str) -> str:
-    """A CEL map of the labels under ``root`` (``{}`` when metadata or labels are absent)."""
-    return f"(has({root}.metadata) && has({root}.metadata.labels) ? {root}.metadata.labels : {{}})"
 
 
 def requirement_cel(requirement: Requirement, labels: str) -> str:
@@ -112,51 +110,44 @@ def policies_cel(policies: Iterable[Policy], labels: str) -> str:
     return " || ".join(terms) if terms else "false"
 
 
-def _template_root(kind: str) -> str:
-    """The CEL path of a controller's pod template (``object.spec.template``...)."""
-    return ".".join(("object", *TEMPLATE_PATHS[kind]))
+def _labels_at(path: tuple[str, ...]) -> str:
+    """The labels map under ``object.<path>.metadata`` with every level guarded (``{}``)."""
+    parts = ["object", *path, "metadata", "labels"]
+    guards = " && ".join(f"has({'.'.join(parts[: i + 1])})" for i in range(1, len(parts)))
+    return f"({guards} ? {'.'.join(parts)} : {{}})"
 
 
-def _guarded_root(kind: str) -> str:
-    """``has()`` guards down to a controller's template (a missing level is not an error)."""
-    path = ["object", *TEMPLATE_PATHS[kind]]
-    return " && ".join(f"has({'.'.join(path[: i + 1])})" for i in range(1, len(path)))
-
-
-def _template_cel(policies: tuple[Policy, ...], kind: str) -> str:
-    """Some policy selects the labels of a ``kind`` controller's pod template."""
-    return policies_cel(policies, _labels(_template_root(kind)))
+def labels_by_kind() -> str:
+    """The labels the policies judge: a pod's own, or its controller template's."""
+    cron = CONTROLLER_RESOURCES_BY_PATH["cronjobs"]
+    return (
+        f"(request.resource.resource == 'pods' ? {_labels_at(())} : "
+        f"request.resource.resource == 'cronjobs' ? {_labels_at(cron)} : "
+        f"{_labels_at(TEMPLATE_PATHS['Deployment'])})"
+    )
 
 
 def scope_expression(policies: Iterable[Policy], *, by_namespace_only: bool = False) -> str:
     """The ``snapready-scope`` expression for the current policies.
 
-    ``by_namespace_only`` drops the label selectors: any pod or template of a namespace that has
-    a policy is sent (the fallback when the selectors do not fit).
+    The labels map is computed once and bound to ``L`` through a one-element list
+    (``[labels].all(L, ...)``, a standard CEL comprehension), so each policy's selector is
+    written once whatever the number of kinds. ``by_namespace_only`` drops the label selectors:
+    any pod or template of a namespace that has a policy is sent (the fallback when the selectors
+    do not fit).
     """
     policies = tuple(policies)
+    kinds = "[" + ", ".join(cel_string(r) for r in ("pods", *CONTROLLER_RESOURCES)) + "]"
     if by_namespace_only:
         namespaces = sorted({p.namespace for p in policies})
         listed = "[" + ", ".join(cel_string(ns) for ns in namespaces) + "]"
         selected = f"request.namespace in {listed}"
-        pod = template = selected
-        per_kind = {kind: template for kind in CONTROLLER_RESOURCES.values()}
     else:
-        pod = policies_cel(policies, _labels("object"))
-        per_kind = {
-            kind: f"({_guarded_root(kind)} && ({_template_cel(policies, kind)}))"
-            for kind in CONTROLLER_RESOURCES.values()
-        }
-    branches = [
-        f"request.resource.group == {cel_string(SNAPSHOT_GROUP)}",
-        f"(request.resource.resource == 'pods' && object != null && ({pod}))",
-    ]
-    for resource, kind in CONTROLLER_RESOURCES.items():
-        branches.append(
-            f"(request.resource.resource == {cel_string(resource)} && object != null && "
-            f"{per_kind[kind]})"
-        )
-    return " || ".join(branches)
+        selected = f"[{labels_by_kind()}].all(L, {policies_cel(policies, 'L')})"
+    return (
+        f"request.resource.group == {cel_string(SNAPSHOT_GROUP)} || "
+        f"(request.resource.resource in {kinds} && object != null && {selected})"
+    )
 
 
 def build_scope(policies: Iterable[Policy], *, max_chars: int = MAX_EXPRESSION_CHARS) -> Scope:

@@ -93,7 +93,7 @@ class ClusterState:
         details: per-source status for ``/readyz`` (e.g. ``{"computeclasses": "not served"}``).
         snapshots: PodSnapshots by policy and name (cluster mode); ``snapshots_known`` is True
             once they were listed (restore predictions are made only then).
-        pods: the stamped pods (label ``<prefix>selected``) by ``(namespace, name)``.
+        pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``.
         scope_synced: whether the live webhook configurations carry the scope the policies
             imply (cluster mode, ``webhook.cluster.scope``); None where nothing is reconciled.
     """
@@ -110,7 +110,7 @@ class ClusterState:
     scope_synced: bool | None = None
     snapshots: SnapshotIndex = field(default_factory=SnapshotIndex)
     snapshots_known: bool = False
-    pods: Mapping[tuple[str, str], PodRecord] = field(default_factory=dict)
+    pods: Mapping[str, PodRecord] = field(default_factory=dict)
 
 
 def _require_str(value: Any, where: str) -> str:

@@ -10,8 +10,9 @@ PodSnapshotPolicy selects. Steps:
 2. The mutators of ``MUTATORS`` edit one copy-on-write working copy (``patch.Draft``) in order:
    helper files (``helpers``), env (``env``), ``<prefix>policy``, the label ``<prefix>selected``,
    ``<prefix>spec-hash`` (the fingerprint of the final pod) and, in cluster mode, the
-   ``<prefix>restore-*`` prediction (``webhook.mutation.prediction``). Injection steps are skipped when
-   ``settings.injection.enabled`` is false or the pod says ``<prefix>inject: "false"``.
+   ``<prefix>restore-*`` prediction (``webhook.mutation.prediction``). Injection steps are
+   skipped when ``settings.injection.enabled`` is false or the pod says
+   ``<prefix>inject: "false"``.
 3. The recorded operations are the patch. A pod already carrying everything (the webhook's own
    output on reinvocation) yields no operation, hence no ``patch`` in the response; a pod whose
    ``spec-hash`` went stale because another webhook changed hashed fields gets only that

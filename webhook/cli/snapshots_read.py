@@ -1,0 +1,164 @@
+"""What ``snapready status`` and ``explain`` read from the API server: one GET or list each.
+
+The commands run from a laptop (or a pod) against a cluster, with no cache: every call is a plain
+paginated list or GET through ``cluster.client.KubeTransport`` (raw JSON), converted by the same
+functions the cluster caches use (``parse_policy``, ``snapshot_view`` with the ``<prefix>origin``
+record, ``node_view`` + ``node_pools``), so the answers tell the same story as the admission-time
+annotations. PodSnapshot APIs are tried as ``v1``, then ``v1alpha1``, like the caches.
+
+Errors: ``ConfigError`` (kubeconfig), ``NotServed`` (404), ``TransportError`` (anything else:
+unreachable, 403, 5xx); the commands turn them into one ``snapready: ...`` line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from webhook.base.config import Settings
+from webhook.base.errors import ConfigError
+from webhook.base.types import RawObject
+from webhook.cli.common import add_settings_arguments
+from webhook.cluster.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
+from webhook.cluster.client import Connection, KubeTransport, connect
+from webhook.cluster.records import selected_label_query
+from webhook.cluster.syncing import NotServed, TransportError
+from webhook.kube.facts import node_pools, node_view
+from webhook.kube.matching import Policy
+from webhook.kube.snapshots import SnapshotIndex, SnapshotView, snapshot_view
+from webhook.kube.state import NodePoolFacts, parse_policy
+
+FORMAT_VERSION = 1
+"""Bumped only on an incompatible change of either command's JSON document."""
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--kubeconfig``, ``--format`` and the settings arguments (``--config``)."""
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)",
+    )
+    parser.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    add_settings_arguments(parser)
+
+
+def open_connection(args: argparse.Namespace, settings: Settings) -> Connection:
+    """``--kubeconfig``, else ``source.kubeconfig`` of the settings, else kubectl's defaults.
+
+    Raises:
+        ConfigError: the configuration cannot be loaded.
+    """
+    kubeconfig = args.kubeconfig or settings.source.kubeconfig
+    if kubeconfig is not None and not Path(kubeconfig).is_file():
+        raise ConfigError(f"kubeconfig {kubeconfig}: no such file")
+    return connect(kubeconfig, request_timeout=settings.source.request_timeout_seconds)
+
+
+@dataclass
+class Live:
+    """One reading of the cluster (a namespace, or all of them when ``namespace`` is None).
+
+    Attributes:
+        policies: parsed PodSnapshotPolicies (unreadable ones skipped, named in ``notes``).
+        snapshots: every PodSnapshot view; ``index``: the same, indexed like the cache.
+        pools: node pool facts from the live Nodes (empty when nodes cannot be listed).
+        pods: raw stamped pods (label ``<prefix>selected=true``).
+        notes: what could not be read and what that leaves out.
+    """
+
+    namespace: str | None
+    policies: list[Policy] = field(default_factory=list)
+    snapshots: list[SnapshotView] = field(default_factory=list)
+    index: SnapshotIndex = field(default_factory=SnapshotIndex)
+    pools: dict[str, NodePoolFacts] = field(default_factory=dict)
+    pods: list[RawObject] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _scoped(base: str, resource: str, namespace: str | None) -> str:
+    where = f"/namespaces/{quote(namespace, safe='')}" if namespace else ""
+    return f"{base}{where}/{resource}"
+
+
+def list_snapshot_api(
+    transport: KubeTransport, resource: str, namespace: str | None, page_size: int
+) -> list[RawObject] | None:
+    """Every object of a ``podsnapshot.gke.io`` resource (``v1``, else ``v1alpha1``); None when
+    neither version is served (the CRDs are not installed)."""
+    for version in SNAPSHOT_VERSIONS:
+        try:
+            items, _ = transport.list(
+                _scoped(f"{SNAPSHOT_API}/{version}", resource, namespace), page_size=page_size
+            )
+        except NotServed:
+            continue
+        return items
+    return None
+
+
+def read_live(
+    transport: KubeTransport, namespace: str | None, settings: Settings, *, pods: bool = True
+) -> Live:
+    """Policies, snapshots, node pools and (``pods``) stamped pods of ``namespace``.
+
+    Raises:
+        TransportError: the API server cannot be reached or refuses a list (nodes excepted:
+            without them node checks are skipped and a note says so).
+    """
+    page = settings.source.list_page_size
+    live = Live(namespace)
+    raw_policies = list_snapshot_api(transport, "podsnapshotpolicies", namespace, page)
+    if raw_policies is None:
+        live.notes.append("the podsnapshot.gke.io API is not served: no policies, no snapshots")
+    for obj in raw_policies or []:
+        try:
+            live.policies.append(parse_policy(obj, prefix=settings.prefix, where=_where(obj)))
+        except ConfigError as exc:
+            live.notes.append(f"skipped an unreadable policy: {exc}")
+    origin = settings.annotation("origin")
+    for obj in list_snapshot_api(transport, "podsnapshots", namespace, page) or []:
+        view = snapshot_view(obj, origin_annotation=origin)
+        if view is not None:
+            live.snapshots.append(view)
+    live.index = SnapshotIndex.build(live.snapshots)
+    live.pools = read_pools(transport, page, live.notes)
+    if pods:
+        path = _scoped("/api/v1", "pods", namespace) + "?" + selected_label_query(settings.prefix)
+        live.pods, _ = transport.list(path, page_size=page)
+    return live
+
+
+def read_pools(
+    transport: KubeTransport, page_size: int, notes: list[str]
+) -> dict[str, NodePoolFacts]:
+    """Node pool facts of the live Nodes; ``{}`` (and a note) when they cannot be listed."""
+    try:
+        nodes, _ = transport.list("/api/v1/nodes", page_size=page_size)
+    except (NotServed, TransportError) as exc:
+        notes.append(f"cannot list nodes ({exc}): node versions and pools not checked")
+        return {}
+    views = [view for view in (node_view(obj) for obj in nodes) if view is not None]
+    return node_pools(views)
+
+
+def read_pod(transport: KubeTransport, namespace: str, name: str) -> RawObject:
+    """GET one pod.
+
+    Raises:
+        ConfigError: no such pod (the message names it).
+        TransportError: the API server cannot be reached or refuses the GET.
+    """
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+    try:
+        return transport.get(path)
+    except NotServed:
+        raise ConfigError(f"pod {namespace}/{name} not found") from None
+
+
+def _where(obj: RawObject) -> str:
+    metadata = obj.get("metadata")
+    meta = metadata if isinstance(metadata, dict) else {}
+    return f"PodSnapshotPolicy {meta.get('namespace') or ''}/{meta.get('name')}"

@@ -1,0 +1,109 @@
+"""Text rendering of ``snapready status`` (the JSON document of ``status.build_report``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+OUTCOME_WORDS = {
+    "restored": "restored",
+    "restored_unexpected": "restored unexpectedly",
+    "missed": "missed",
+    "cold_expected": "cold as predicted",
+    "cold_first": "cold first start",
+}
+
+
+def age_text(seconds: float | None) -> str:
+    """``45s``, ``12m``, ``3h20m``, ``5d`` (kubectl-like); ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m"
+    if whole < 86400:
+        hours, minutes = divmod(whole // 60, 60)
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    return f"{whole // 86400}d"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:g} s"
+
+
+def _snapshots(block: dict[str, Any]) -> list[str]:
+    lines = [
+        f"  snapshots  {block['ready']} ready, {block['notReady']} not ready, "
+        f"{block['stale']} stale"
+    ]
+    newest = block["newest"]
+    if newest is not None:
+        version = newest["originVersion"] or "unknown version (no origin record)"
+        pool = f" (pool {newest['originPool']})" if newest["originPool"] else ""
+        lines.append(
+            f"  newest     {newest['name']} ({newest['state']}), {newest['age']} old, "
+            f"taken on {version}{pool}, last access {newest['lastAccess'] or 'never'}"
+        )
+    return lines
+
+
+def _pods(block: dict[str, Any]) -> list[str]:
+    counts = block["predictions"]
+    shown = ", ".join(f"{counts[k]} {k}" for k in ("hit", "miss", "none"))
+    unrecorded = f", {counts['unrecorded']} without prediction" if counts["unrecorded"] else ""
+    lines = [f"  pods       {block['stamped']} stamped: {shown}{unrecorded}"]
+    for item in block["missReasons"]:
+        lines.append(f"    miss x{item['count']}: {item['reason']}")
+    return lines
+
+
+def _recent(block: dict[str, Any], indent: str = "  ") -> list[str]:
+    outcomes = block["outcomes"]
+    parts = ", ".join(f"{outcomes[k]} {word}" for k, word in OUTCOME_WORDS.items() if outcomes[k])
+    lines = [
+        f"{indent}last 24 h  {block['pods']} pod(s) turned Ready{': ' + parts if parts else ''}"
+    ]
+    if block["hitRate"] is not None:
+        lines.append(
+            f"{indent}  hit rate {block['hitRate']:.0%} "
+            f"({outcomes['restored']} of {block['hitRateOf']})"
+        )
+    p50 = block["p50StartupSeconds"]
+    if p50["restored"] is not None or p50["cold"] is not None:
+        restored, cold = _seconds(p50["restored"]), _seconds(p50["cold"])
+        line = f"{indent}  p50 start-up: restored {restored}, cold {cold}"
+        saving = block["savingSeconds"]
+        if saving is not None:
+            line += (
+                f": snapshots save {saving:g} s per pod" if saving > 0 else ": no saving measured"
+            )
+        lines.append(line)
+    return lines
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """Readable lines: a block per policy, the stale groups, the hit-rate definition."""
+    where = f"namespace {report['namespace']}" if report["namespace"] else "all namespaces"
+    lines = [f"snapready status: {where}, {report['generatedAt']}"]
+    if not report["policies"]:
+        lines.append("no PodSnapshotPolicy and no stamped pod here")
+    for entry in report["policies"]:
+        name = entry["name"] if report["namespace"] else f"{entry['namespace']}/{entry['name']}"
+        missing = "" if entry["exists"] else " (policy not found; named by stamped pods)"
+        scope = f" [{entry['scope']}]" if entry["scope"] == "rootfs-only" else ""
+        lines += ["", f"policy {name}{scope}{missing}"]
+        lines += _snapshots(entry["snapshots"]) + _pods(entry["pods"]) + _recent(entry["last24h"])
+    if len(report["policies"]) > 1:
+        lines += ["", "all policies", *_recent(report["last24h"])]
+    if report["stale"]:
+        lines += ["", "stale snapshots"]
+        for group in report["stale"]:
+            lines.append(f"  {group['namespace']}: {group['note']}")
+            lines.append(f"    {', '.join(group['snapshots'])}")
+    lines += [
+        "",
+        f"hit rate = {report['hitRateDefinition']}, over pods that turned Ready in the last "
+        f"{report['windowHours']} h (cold first starts, before any snapshot, are left out)",
+    ]
+    return "\n".join(lines) + "\n"
