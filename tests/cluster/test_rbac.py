@@ -32,3 +32,42 @@ def documents() -> list[dict[str, Any]]:
 def test_rbac_manifest_is_schema_valid(version: str) -> None:
     for document in documents():
         kubernetes_validate.validate(document, version, strict=True)
+
+
+def grants(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
+    """Whether a rule grants ``verb`` on ``group``/``resource`` (any resourceNames)."""
+    return any(
+        group in rule.get("apiGroups", [])
+        and resource in rule.get("resources", [])
+        and verb in rule.get("verbs", [])
+        for rule in rules
+    )
+
+
+def test_every_watched_collection_is_granted_list_and_watch() -> None:
+    """The caches' collections (from the code) against the ClusterRole: a new cache without
+    its RBAC would leave /readyz false forever on a real cluster (403)."""
+    from webhook.cluster.caches import resources  # noqa: PLC0415
+
+    rules = documents()[0]["rules"]
+    for resource in resources("snapready.io/"):
+        path = resource.paths[0].split("?", 1)[0].strip("/").split("/")
+        group, plural = ("", path[2]) if path[0] == "api" else (path[1], path[3])
+        for verb in ("list", "watch"):
+            assert grants(rules, group, plural, verb), f"{verb} {group}/{plural} not granted"
+
+
+def test_writes_are_granted_and_bounded() -> None:
+    """The leader's writes: scope (webhook configurations, by name), origin records
+    (podsnapshots), origin pods read once, the Lease (its own Role)."""
+    docs = documents()
+    rules = docs[0]["rules"]
+    assert grants(rules, "podsnapshot.gke.io", "podsnapshots", "patch")
+    assert grants(rules, "", "pods", "get")
+    for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+        rule = next(r for r in rules if kind in r.get("resources", []))
+        assert rule["resourceNames"] == ["snapready"] and set(rule["verbs"]) == {"get", "patch"}
+    role = next(d for d in docs if d["kind"] == "Role")
+    assert grants(role["rules"], "coordination.k8s.io", "leases", "create")
+    assert grants(role["rules"], "coordination.k8s.io", "leases", "update")
+    assert not grants(rules, "", "pods", "patch"), "snapready never writes pods"
