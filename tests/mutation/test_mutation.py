@@ -809,7 +809,9 @@ def test_as_admitted_adds_exactly_the_helpers() -> None:
     assert shaped == expected
 
 
-def test_as_admitted_matches_the_webhook_patch_minus_annotations_and_label(examples: Engine) -> None:
+def test_as_admitted_is_the_webhook_patch_minus_annotations_and_label(
+    examples: Engine,
+) -> None:
     review = load_review("40")
     pod = review["request"]["object"]
     patched = apply(pod, run(review, examples))

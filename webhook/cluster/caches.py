@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from webhook.base.config import SourceSettings
 from webhook.base.types import RawObject
@@ -26,7 +27,7 @@ from webhook.kube.facts import (
     node_view,
 )
 from webhook.kube.matching import PolicyIndex
-from webhook.kube.snapshots import SnapshotIndex, snapshot_view
+from webhook.kube.snapshots import PodRecord, SnapshotIndex, snapshot_view
 from webhook.kube.state import ClusterState, NodeView, parse_policy, parse_storage_config
 
 log = logging.getLogger("snapready.kube")
@@ -44,7 +45,9 @@ def _where(obj: RawObject) -> str:
     return f"{obj.get('kind', 'object')} {meta.get('namespace') or ''}/{meta.get('name')}"
 
 
-def resources(prefix: str) -> tuple[Resource, ...]:
+def resources(
+    prefix: str, on_pod: Callable[[PodRecord | None], PodRecord | None] | None = None
+) -> tuple[Resource, ...]:
     """The watched collections, in ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
 
     PodSnapshot CRDs are tried as ``v1`` first, then ``v1alpha1`` (older GKE clusters served only
@@ -84,7 +87,7 @@ def resources(prefix: str) -> tuple[Resource, ...]:
         Resource(
             "pods",
             (f"/api/v1/pods?{selected_label_query(prefix)}",),
-            convert=lambda obj: pod_record(obj, prefix),
+            convert=lambda obj: (on_pod or _same)(pod_record(obj, prefix)),
             # The cache's own dict, keyed ``namespace/name``: O(1) per event at 20,000 pods
             # (readers only look up; the reflector swaps in a new dict on a relist).
             build=lambda items: items,
@@ -96,6 +99,10 @@ def resources(prefix: str) -> tuple[Resource, ...]:
             build=lambda items: {facts.name: facts for facts in items.values()},
         ),
     )
+
+
+def _same(record: PodRecord | None) -> PodRecord | None:
+    return record
 
 
 def timing_from(source: SourceSettings) -> Timing:
@@ -127,9 +134,10 @@ class ClusterSource:
     ) -> None:
         self._lock = threading.Lock()
         self._on_stop = on_stop
+        self.pod_listeners: list[Callable[[PodRecord | None], PodRecord | None]] = []
         self.reflectors = {
             r.name: Reflector(r, transport, timing, self._lock, self._rebuild)
-            for r in resources(prefix)
+            for r in resources(prefix, self._observe_pod)
         }
         self.version = Poller(
             "version",
@@ -141,6 +149,8 @@ class ClusterSource:
             on_change=self._rebuild,
         )
         self.extra: list[Worker] = []
+        self.restores: Any = None
+        """The restore tracker, when attached (its ``listeners`` take outcome callbacks)."""
         self.on_policies: list[Callable[[], None]] = []
         self.on_snapshots: list[Callable[[], None]] = []
         self._nodes_seen: object = None
@@ -150,6 +160,12 @@ class ClusterSource:
         self._state = ClusterState()
         with self._lock:
             self._rebuild()
+
+    def _observe_pod(self, record: PodRecord | None) -> PodRecord | None:
+        """Every pod record the pod cache converts, to the attached listeners (O(1) each)."""
+        for listener in self.pod_listeners:
+            listener(record)
+        return record
 
     @property
     def lock(self) -> threading.Lock:

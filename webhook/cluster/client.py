@@ -27,11 +27,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
 from webhook.base.types import RawObject
-from webhook.cluster.caches import ClusterSource, timing_from
-from webhook.cluster.leader import LeaderElector
-from webhook.cluster.origins import OriginRecorder
-from webhook.cluster.scope import ScopeController
-from webhook.cluster.syncing import Gone, NotServed, TransportError, describe
+from webhook.cluster.syncing import Conflict, Gone, NotServed, TransportError, describe
 
 log = logging.getLogger("snapready.kube")
 
@@ -114,6 +110,8 @@ class KubeTransport:
             raise NotServed(f"{path}: {detail}")
         if response.status == 410:
             raise Gone(detail)
+        if response.status == 409:
+            raise Conflict(f"HTTP 409: {detail}")
         raise TransportError(f"HTTP {response.status} {response.reason}: {detail}")
 
     def _json(self, path: str, query: list[tuple[str, Any]], **request: Any) -> RawObject:
@@ -170,6 +168,16 @@ class KubeTransport:
             method="PATCH",
             body=list(ops),
             content_type="application/json-patch+json",
+        )
+
+    def create(self, path: str, body: RawObject) -> RawObject:
+        """POST ``body`` to a collection; returns the created object (409 -> ``Conflict``)."""
+        return self._json(
+            path,
+            [("fieldManager", "snapready")],
+            method="POST",
+            body=body,
+            content_type="application/json",
         )
 
     def merge_patch(
@@ -282,57 +290,3 @@ def _read_text(path: Path) -> str | None:
         return path.read_text().strip() or None
     except OSError:
         return None
-
-
-def open_cluster_source(settings: Settings) -> ClusterSource:
-    """A started ``ClusterSource`` reading the API server named by the settings.
-
-    Returns at once; ``state().synced`` turns True when every cache has listed once.
-
-    Raises:
-        ConfigError: the client configuration cannot be loaded (see ``api_client``).
-    """
-    client = api_client(settings)
-    transport = KubeTransport(client, settings.source.request_timeout_seconds)
-    source = ClusterSource(
-        transport,
-        prefix=settings.prefix,
-        timing=timing_from(settings.source),
-        on_stop=client.close,
-    )
-    elector: LeaderElector | None = None
-    if settings.leader.enabled:
-        elector = LeaderElector(client, settings.leader, lock=source.lock, on_change=source.rebuild)
-        source.attach(elector)
-    is_leader = (lambda: elector.is_leader) if elector is not None else (lambda: True)
-    scope = ScopeController(
-        transport,
-        settings.scope,
-        policies=source.synced_policies,
-        is_leader=is_leader,
-        lock=source.lock,
-        on_change=source.rebuild,
-    )
-    source.attach(scope)
-    source.on_policies.append(scope.notify)
-    recorder = OriginRecorder(
-        transport,
-        state=source.state,
-        snapshot_api=lambda: source.served_api("podsnapshots"),
-        is_leader=is_leader,
-        prefix=settings.prefix,
-        lock=source.lock,
-        on_change=source.rebuild,
-    )
-    source.attach(recorder)
-    source.on_snapshots.append(recorder.notify)
-    if elector is not None:
-
-        def on_leading() -> None:
-            scope.notify()
-            recorder.notify()
-
-        elector.on_leading = on_leading
-    log.info("cluster mode: watching the API server at %s", client.configuration.host)
-    source.start()
-    return source

@@ -36,6 +36,10 @@ class TransportError(SnapreadyError):
     """Any other API failure: HTTP status, connection error, timeout or undecodable body."""
 
 
+class Conflict(TransportError):
+    """HTTP 409: the object already exists (create) or changed meanwhile (update)."""
+
+
 class WatchStream(Protocol):
     """An open watch: iterates decoded events (``{"type": ..., "object": {...}}``)."""
 

@@ -20,15 +20,16 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from webhook.admission.engine import DISPATCH
 from webhook.base.types import Endpoint, Finding
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionReviewRequest
+from webhook.kube.snapshots import PodRecord
 from webhook.kube.state import ClusterState
 from webhook.server import certs
+from webhook.server.collectors import SnapshotCollector, SourceApiCollector
 from webhook.server.logs import decision_label
 
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -39,34 +40,8 @@ SCRAPE_SOCKET_TIMEOUT = 10.0
 """Seconds a scrape connection may stay silent: a slow client cannot pin a thread forever."""
 
 
-NOT_SERVED = "not served"
-"""Status prefix the cluster caches use for an API the cluster does not serve (a 404 on list)."""
-SOURCE_DETAIL_KEYS = frozenset({"source", "policies", "gkeVersion"})
-"""``ClusterState.details`` keys that are facts, not per-resource cache statuses."""
-
-
-class SourceApiCollector:
-    """``snapready_source_api_served{resource}``: 1 when the cluster serves the API a cache
-    watches, 0 when it answered 404 (CRD not installed, ComputeClass API absent). Read from
-    ``ClusterState.details`` at scrape time; the file source has no such series."""
-
-    def __init__(self, state: Callable[[], ClusterState]) -> None:
-        self.state = state
-
-    def collect(self) -> Iterable[GaugeMetricFamily]:
-        """One gauge sample per cache of the current state (none for the file source)."""
-        details = self.state().details
-        if details.get("source") != "kube":
-            return
-        family = GaugeMetricFamily(
-            "snapready_source_api_served",
-            "1 when the API a cluster cache watches is served, 0 when it is not installed.",
-            labels=["resource"],
-        )
-        for resource, status in sorted(details.items()):
-            if resource not in SOURCE_DETAIL_KEYS:
-                family.add_metric([resource], 0.0 if status.startswith(NOT_SERVED) else 1.0)
-        yield family
+STARTUP_BUCKETS = (1, 2, 5, 10, 15, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1200, 1800)
+"""Pod start-up seconds: a restore takes seconds, a cold AI-inference start minutes (<= 30 min)."""
 
 
 class Metrics:
@@ -112,6 +87,21 @@ class Metrics:
             "1 when the policy source has delivered its first full list (readiness), else 0.",
             registry=reg,
         )
+        self.restores = Counter(
+            "snapready_restores",
+            "Stamped pods by restore outcome, decided when they first turn Ready: restored, "
+            "restored_unexpected, missed (predicted a restore, started cold), cold_expected, "
+            "cold_first.",
+            ["namespace", "policy", "outcome"],
+            registry=reg,
+        )
+        self.pod_startup = Histogram(
+            "snapready_pod_startup_seconds",
+            "Seconds from a stamped pod's creation to its Ready transition, by outcome.",
+            ["policy", "outcome"],
+            buckets=STARTUP_BUCKETS,
+            registry=reg,
+        )
         self.webhook_scope_synced = Gauge(
             "snapready_webhook_scope_synced",
             "1 when the webhook configurations carry the matchConditions scope the current "
@@ -154,6 +144,14 @@ class Metrics:
         if state().scope_synced is not None:
             self.webhook_scope_synced.set_function(lambda: 1.0 if state().scope_synced else 0.0)
         self.registry.register(SourceApiCollector(state))
+        self.registry.register(SnapshotCollector(state))
+
+    def observe_restore(self, record: PodRecord, outcome: str, seconds: float | None) -> None:
+        """Count one restore outcome (and its start-up time when known)."""
+        policy = record.policy or ""
+        self.restores.labels(record.namespace, policy, outcome).inc()
+        if seconds is not None:
+            self.pod_startup.labels(policy, outcome).observe(seconds)
 
     def record_certificate(self, cert_file: Path) -> None:
         """Set the expiry gauge from the PEM ``cert_file``.

@@ -86,14 +86,14 @@ def build_engine(settings: Settings) -> Engine:
     # PodSnapshotPolicy/StorageConfig governance; GCS is only contacted for storage configs.
     governance = Governance(BucketInspector(settings.storage))
     if settings.source.kind == "kube":
-        from webhook.cluster.client import open_cluster_source  # noqa: PLC0415 - import kubernetes lazily
+        from webhook.cluster.wiring import open_cluster_source  # noqa: PLC0415 - lazy kubernetes
 
         source = open_cluster_source(settings)
         return Engine(
             settings=settings,
             state=source.state,
             governance=governance,
-            extra={"stop_source": source.stop},
+            extra={"stop_source": source.stop, "source": source},
         )
     state: ClusterState = load_policy_dir(settings.source.policy_dir, prefix=settings.prefix)
     return Engine(settings=settings, state=lambda: state, governance=governance)
@@ -197,6 +197,10 @@ def start_metrics(settings: Settings, engine: Engine, metrics: Metrics) -> Any:
         ConfigError: the metrics port cannot be bound.
     """
     metrics.watch_state(engine.state)
+    source = engine.extra.get("source")
+    tracker = getattr(source, "restores", None)
+    if tracker is not None:
+        tracker.listeners.append(metrics.observe_restore)
     try:
         metrics.record_certificate(settings.server.cert_file)
     except (OSError, ValueError) as exc:

@@ -1,0 +1,146 @@
+"""Closing the loop on a real API server: restore outcomes, missed-restore and stale events.
+
+Pods admitted through snapready's engine are created on a node; GKE's kubelet is simulated by
+setting their status through ``pods/status`` (condition Ready, and ``PodRestored`` for a restored
+pod). The leader decides each outcome once, counts it, and writes ``events.k8s.io/v1`` Events:
+``SnapshotRestoreMissed`` on a pod that should have restored, ``SnapshotsStale`` once on the
+policy after a node-pool upgrade.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import jsonpatch
+from kubernetes import client
+
+from tests.cluster.test_snapshots import NEW, OLD, Env, env, set_node_version, take_snapshot
+from tests.envtest.plugin import wait_for
+from webhook.kube.snapshots import PodRecord
+
+__all__ = ["env"]  # the fixture, shared with test_snapshots
+
+
+def create_admitted(env: Env, name: str, **changes: Any) -> dict[str, Any]:
+    """Admit a pod through the engine (label, annotations, prediction) and create it on the node."""
+    pod = env.pod(name, **changes)
+    admitted: dict[str, Any] = jsonpatch.apply_patch(pod, list(env.mutate(pod).patch))
+    admitted["spec"]["nodeName"] = env.node
+    created = client.CoreV1Api(env.api).create_namespaced_pod(
+        env.namespace, client.V1Pod.model_validate(admitted)
+    )
+    assert created.metadata is not None and created.metadata.creation_timestamp is not None
+    return admitted
+
+
+def turn_ready(env: Env, name: str, *, restored: str | None = None, after: float = 42.0) -> None:
+    """What the kubelet (and GKE's restore) report: Ready, optionally PodRestored."""
+    core = client.CoreV1Api(env.api)
+    pod = core.read_namespaced_pod(name, env.namespace)
+    assert pod.metadata is not None and pod.metadata.creation_timestamp is not None
+    ready_at = pod.metadata.creation_timestamp + timedelta(seconds=after)
+    stamp = ready_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [{"type": "Ready", "status": "True", "lastTransitionTime": stamp}]
+    if restored is not None:
+        conditions.append(
+            {
+                "type": "PodRestored",
+                "status": "True",
+                "lastTransitionTime": stamp,
+                "message": f"restored from PodSnapshot {restored}",
+            }
+        )
+    core.patch_namespaced_pod_status(name, env.namespace, {"status": {"conditions": conditions}})
+
+
+def events(env: Env, reason: str) -> list[dict[str, Any]]:
+    """events.k8s.io/v1 Events of ``reason`` in the test namespace."""
+    listed = client.EventsV1Api(env.api).list_namespaced_event(env.namespace)
+    return [e.to_dict() for e in listed.items if e.reason == reason]
+
+
+def test_outcomes_are_decided_once_and_a_missed_restore_is_an_event(env: Env) -> None:
+    seen: list[tuple[str, str, float | None]] = []
+    tracker = env.source.restores
+    tracker.listeners.append(lambda r, o, s: seen.append((r.name, o, s)))
+    wait_for("leader", lambda: env.source.state().details.get("leader") == "leader", 20)
+    take_snapshot(env)
+
+    create_admitted(env, "hit-cold")  # predicted hit
+    create_admitted(env, "hit-restored")
+    create_admitted(env, "miss-restored", container={"image": "registry.example/llm:v2"})
+    create_admitted(env, "first", labels={"model": "other"})  # no snapshot in its group
+    turn_ready(env, "hit-cold", after=95)
+    turn_ready(env, "hit-restored", restored="snap-1", after=7)
+    turn_ready(env, "miss-restored", restored="snap-1", after=9)
+    turn_ready(env, "first", after=120)
+
+    wait_for("four outcomes", lambda: len(seen) >= 4, timeout=15)
+    outcomes = {name: outcome for name, outcome, _ in seen}
+    assert outcomes == {
+        "hit-cold": "missed",
+        "hit-restored": "restored",
+        "miss-restored": "restored_unexpected",
+        "first": "cold_first",
+    }
+    seconds = {name: s for name, _, s in seen}
+    assert seconds["hit-restored"] == 7 and seconds["hit-cold"] == 95
+
+    missed = wait_for("missed event", lambda: events(env, "SnapshotRestoreMissed"), timeout=10)
+    assert len(missed) == 1
+    event = missed[0]
+    assert event["type"] == "Warning"
+    assert event["regarding"]["name"] == "hit-cold"
+    assert event["reporting_controller"] == "snapready.io/snapready"
+    assert "snap-1" in event["note"] and env.node in event["note"]
+
+    # A later status update of the same pod is not a second outcome.
+    turn_ready(env, "hit-cold", after=96)
+    wait_for("update seen", lambda: _cached(env, "hit-cold", "ready_at"), timeout=10)
+    assert [n for n, _, _ in seen].count("hit-cold") == 1
+
+
+def _cached(env: Env, name: str, attribute: str) -> object:
+    record: PodRecord | None = env.source.state().pods.get(f"{env.namespace}/{name}")
+    return getattr(record, attribute) if record is not None else None
+
+
+def test_a_node_pool_upgrade_marks_snapshots_stale_once(env: Env) -> None:
+    wait_for("leader", lambda: env.source.state().details.get("leader") == "leader", 20)
+    take_snapshot(env)
+    assert events(env, "SnapshotsStale") == []
+    set_node_version(env.api, env.node, NEW)
+    stale = wait_for("stale event", lambda: events(env, "SnapshotsStale"), timeout=15)
+    assert len(stale) == 1
+    note = stale[0]["note"]
+    assert f"{OLD[1:]} -> {NEW[1:]}" in note and env.pool in note and "llm-policy" in note
+    assert stale[0]["regarding"]["kind"] == "PodSnapshotPolicy"
+    env.source.restores.notify()
+    wait_for("another pass", lambda: env.source.restores.step() is None, timeout=5)
+    assert len(events(env, "SnapshotsStale")) == 1, "reported once per upgrade"
+
+
+def test_followers_write_no_event(env: Env) -> None:
+    tracker = env.source.restores
+    tracker.is_leader = lambda: False
+    take_snapshot(env, name="snap-f", origin="origin-f")
+    create_admitted(env, "follower-pod")
+    turn_ready(env, "follower-pod", after=30)
+    wait_for("pod ready in cache", lambda: _cached(env, "follower-pod", "ready_at"), timeout=10)
+    tracker.step()
+    assert tracker.events.written == 0
+    assert events(env, "SnapshotRestoreMissed") == []
+
+
+def test_start_time_is_ready_minus_creation() -> None:
+    created = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    record = PodRecord(
+        "ns",
+        "p",
+        created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        ready_at=(created + timedelta(seconds=41)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+    from webhook.kube.outcomes import startup_seconds  # noqa: PLC0415
+
+    assert startup_seconds(record) == 41

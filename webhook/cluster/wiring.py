@@ -1,0 +1,85 @@
+"""``open_cluster_source``: cluster mode assembled from its parts.
+
+The caches (``caches.ClusterSource``) over the ``kubernetes``-backed transport (``client``), plus
+the controllers that write (leader election, webhook scope, origin records, restore outcomes and
+events), each attached to the source so that ``/readyz`` shows their status and ``stop()`` ends
+them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from webhook.base.config import Settings
+from webhook.cluster.caches import ClusterSource, timing_from
+from webhook.cluster.client import KubeTransport, api_client
+from webhook.cluster.events import EventRecorder
+from webhook.cluster.leader import LeaderElector, new_identity
+from webhook.cluster.origins import OriginRecorder
+from webhook.cluster.restores import RestoreTracker
+from webhook.cluster.scope import ScopeController
+
+log = logging.getLogger("snapready.kube")
+
+
+def open_cluster_source(settings: Settings) -> ClusterSource:
+    """A started ``ClusterSource`` reading the API server named by the settings.
+
+    Returns at once; ``state().synced`` turns True when every cache has listed once.
+
+    Raises:
+        ConfigError: the client configuration cannot be loaded (see ``api_client``).
+    """
+    client = api_client(settings)
+    transport = KubeTransport(client, settings.source.request_timeout_seconds)
+    source = ClusterSource(
+        transport,
+        prefix=settings.prefix,
+        timing=timing_from(settings.source),
+        on_stop=client.close,
+    )
+    elector: LeaderElector | None = None
+    if settings.leader.enabled:
+        elector = LeaderElector(client, settings.leader, lock=source.lock, on_change=source.rebuild)
+        source.attach(elector)
+    is_leader = (lambda: elector.is_leader) if elector is not None else (lambda: True)
+    scope = ScopeController(
+        transport,
+        settings.scope,
+        policies=source.synced_policies,
+        is_leader=is_leader,
+        lock=source.lock,
+        on_change=source.rebuild,
+    )
+    source.attach(scope)
+    source.on_policies.append(scope.notify)
+    recorder = OriginRecorder(
+        transport,
+        state=source.state,
+        snapshot_api=lambda: source.served_api("podsnapshots"),
+        is_leader=is_leader,
+        prefix=settings.prefix,
+        lock=source.lock,
+        on_change=source.rebuild,
+    )
+    source.attach(recorder)
+    source.on_snapshots.append(recorder.notify)
+    events = EventRecorder(transport, elector.identity if elector is not None else new_identity())
+    tracker = RestoreTracker(
+        events, state=source.state, is_leader=is_leader, lock=source.lock, on_change=source.rebuild
+    )
+    source.attach(tracker)
+    source.pod_listeners.append(tracker.observe)
+    source.on_snapshots.append(tracker.notify)
+    source.restores = tracker
+    if elector is not None:
+
+        def on_leading() -> None:
+            scope.notify()
+            recorder.notify()
+            tracker.notify()
+
+        elector.on_leading = on_leading
+    log.info("cluster mode: watching the API server at %s", client.configuration.host)
+    source.start()
+    return source

@@ -1,0 +1,79 @@
+"""Scrape-time collectors: series computed from the current ``ClusterState`` when Prometheus
+scrapes (cache statuses and PodSnapshots by state), so nothing is updated on the request path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client.core import GaugeMetricFamily
+
+from webhook.kube.outcomes import snapshot_state
+from webhook.kube.state import ClusterState
+
+NOT_SERVED = "not served"
+"""Status prefix the cluster caches use for an API the cluster does not serve (a 404 on list)."""
+
+
+SOURCE_DETAIL_KEYS = frozenset(
+    {
+        "source",
+        "policies",
+        "gkeVersion",
+        "leader",
+        "webhookScope",
+        "originRecords",
+        "restoreOutcomes",
+    }
+)
+"""``ClusterState.details`` keys that are facts, not per-resource cache statuses."""
+
+
+class SourceApiCollector:
+    """``snapready_source_api_served{resource}``: 1 when the cluster serves the API a cache
+    watches, 0 when it answered 404 (CRD not installed, ComputeClass API absent). Read from
+    ``ClusterState.details`` at scrape time; the file source has no such series."""
+
+    def __init__(self, state: Callable[[], ClusterState]) -> None:
+        self.state = state
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        """One gauge sample per cache of the current state (none for the file source)."""
+        details = self.state().details
+        if details.get("source") != "kube":
+            return
+        family = GaugeMetricFamily(
+            "snapready_source_api_served",
+            "1 when the API a cluster cache watches is served, 0 when it is not installed.",
+            labels=["resource"],
+        )
+        for resource, status in sorted(details.items()):
+            if resource not in SOURCE_DETAIL_KEYS:
+                family.add_metric([resource], 0.0 if status.startswith(NOT_SERVED) else 1.0)
+        yield family
+
+
+class SnapshotCollector:
+    """``snapready_snapshots{namespace,policy,state}``: PodSnapshots by state (``ready``,
+    ``stale``, ``not_ready``; ``kube.outcomes.snapshot_state``), read from the cache at scrape
+    time; no series in file mode."""
+
+    def __init__(self, state: Callable[[], ClusterState]) -> None:
+        self.state = state
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        """One sample per namespace, policy and state present in the cache."""
+        current = self.state()
+        if not current.snapshots_known:
+            return
+        family = GaugeMetricFamily(
+            "snapready_snapshots",
+            "PodSnapshots by namespace, policy and state (ready, stale, not_ready).",
+            labels=["namespace", "policy", "state"],
+        )
+        counts: dict[tuple[str, str, str], int] = {}
+        for view in current.snapshots.by_name.values():
+            key = (view.namespace, view.policy, snapshot_state(view, current.node_pools))
+            counts[key] = counts.get(key, 0) + 1
+        for key, count in sorted(counts.items()):
+            family.add_metric(list(key), float(count))
+        yield family
