@@ -57,7 +57,7 @@ from tests.support.kube_real import (
     validate,
 )
 from webhook.admission.engine import Engine
-from webhook.cluster.client import open_cluster_source
+from webhook.cluster.wiring import open_cluster_source
 from webhook.kube.gke import (
     ACCELERATOR,
     ACCELERATOR_COUNT,

@@ -26,7 +26,7 @@ from tests.envtest.plugin import unique_name, wait_for, wait_for_service_account
 from tests.support import helm_support
 from webhook.base.config import LeaderSettings, ScopeSettings, Settings, SourceSettings
 from webhook.cluster.caches import ClusterSource
-from webhook.cluster.client import open_cluster_source
+from webhook.cluster.wiring import open_cluster_source
 from webhook.kube.scope import CONDITION_NAME
 
 GROUP, VERSION = "podsnapshot.gke.io", "v1"

@@ -28,7 +28,7 @@ from tests.support.kube_real import create_policy, policy
 from webhook.admission.engine import Engine, admit
 from webhook.base.config import Settings
 from webhook.cluster.caches import ClusterSource
-from webhook.cluster.client import open_cluster_source
+from webhook.cluster.wiring import open_cluster_source
 from webhook.kube.review import AdmissionRequest
 from webhook.kube.snapshots import OriginRecord
 from webhook.server.runner import build_engine
