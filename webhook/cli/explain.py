@@ -26,14 +26,16 @@ from webhook.cli.explain_hints import explain_differences
 from webhook.cli.explain_text import render_text
 from webhook.cli.snapshots_read import (
     FORMAT_VERSION,
+    READ_ERRORS,
     Live,
     add_cluster_arguments,
+    internal_error,
     open_connection,
+    read_error,
     read_live,
     read_pod,
 )
 from webhook.cluster.records import pod_record
-from webhook.cluster.syncing import NotServed, TransportError
 from webhook.kube.matching import PolicyIndex
 from webhook.kube.outcomes import outcome_of, startup_seconds
 from webhook.kube.snapshots import SnapshotView
@@ -60,6 +62,13 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read the pod and its namespace, print the explanation; 0, or 2 with one line."""
     try:
+        return _run(args)
+    except Exception as exc:  # the last line: a message, never a traceback
+        return internal_error(exc)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
         settings = settings_from(args)
         connection = open_connection(args, settings)
     except ConfigError as exc:
@@ -70,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
         live = read_live(connection.transport, namespace, settings, pods=False)
     except ConfigError as exc:
         return fail(str(exc))
-    except (TransportError, NotServed) as exc:
-        return fail(f"cannot read the cluster ({connection.where}): {exc}")
+    except READ_ERRORS as exc:
+        return fail(read_error(exc, connection))
     finally:
         connection.close()
     report = explain(pod, live, settings.prefix)

@@ -19,12 +19,13 @@ from urllib.parse import quote
 
 from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
+from webhook.base.text import clip
 from webhook.base.types import RawObject
-from webhook.cli.common import add_settings_arguments
+from webhook.cli.common import add_settings_arguments, fail
 from webhook.cluster.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
 from webhook.cluster.client import Connection, KubeTransport, connect
 from webhook.cluster.records import selected_label_query
-from webhook.cluster.syncing import NotServed, TransportError
+from webhook.cluster.syncing import Gone, NotServed, TransportError
 from webhook.kube.facts import node_pools, node_view
 from webhook.kube.matching import Policy
 from webhook.kube.snapshots import SnapshotIndex, SnapshotView, snapshot_view
@@ -32,6 +33,24 @@ from webhook.kube.state import NodePoolFacts, parse_policy
 
 FORMAT_VERSION = 1
 """Bumped only on an incompatible change of either command's JSON document."""
+READ_ERRORS = (TransportError, NotServed, Gone)
+"""What reading the API server may raise (``Gone``: a list's continue token expired)."""
+
+
+def internal_error(exc: Exception) -> int:
+    """The last line of a command: ``snapready: internal error: ...`` and 2, never a traceback."""
+    text = str(exc)
+    return fail(f"internal error: {type(exc).__name__}" + (f": {clip(text, 200)}" if text else ""))
+
+
+def read_error(exc: Exception, connection: Connection) -> str:
+    """One line for a failed read; a connection failure names the server and its root cause
+    (urllib3 keeps it as the ``reason`` of the error the transport replaced)."""
+    cause = getattr(exc.__context__, "reason", None)
+    if isinstance(cause, Exception):
+        text = clip(str(cause).rsplit("): ", 1)[-1], 160)
+        return f"cannot reach the API server {connection.host} ({connection.where}): {text}"
+    return f"cannot read the cluster ({connection.where}): {exc}"
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:

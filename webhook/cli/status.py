@@ -27,14 +27,16 @@ from webhook.base.errors import ConfigError
 from webhook.cli.common import fail, print_json, settings_from
 from webhook.cli.snapshots_read import (
     FORMAT_VERSION,
+    READ_ERRORS,
     Live,
     add_cluster_arguments,
+    internal_error,
     open_connection,
+    read_error,
     read_live,
 )
 from webhook.cli.status_text import age_text, render_text
 from webhook.cluster.records import pod_record
-from webhook.cluster.syncing import NotServed, TransportError
 from webhook.kube.outcomes import (
     OUTCOMES,
     outcome_of,
@@ -68,6 +70,13 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read the cluster and print the report; 0, or 2 with one ``snapready: ...`` line."""
     try:
+        return _run(args)
+    except Exception as exc:  # the last line: a message, never a traceback
+        return internal_error(exc)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
         settings = settings_from(args)
         connection = open_connection(args, settings)
     except ConfigError as exc:
@@ -75,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         namespace = None if args.all_namespaces else (args.namespace or connection.namespace)
         live = read_live(connection.transport, namespace, settings)
-    except (TransportError, NotServed) as exc:
-        return fail(f"cannot read the cluster ({connection.where}): {exc}")
+    except READ_ERRORS as exc:
+        return fail(read_error(exc, connection))
     finally:
         connection.close()
     report = build_report(live, settings.prefix, now=datetime.now(UTC))

@@ -239,12 +239,14 @@ class Connection:
         namespace: the kubeconfig context's namespace (in a pod: the service account's), else
             ``default``, like ``kubectl``.
         where: what was loaded (``kubeconfig PATH`` or ``in-cluster config``), for messages.
+        host: the API server's URL.
     """
 
     transport: KubeTransport
     namespace: str
     where: str
     close: Callable[[], None]
+    host: str = ""
 
 
 def connect(kubeconfig: Path | None, *, request_timeout: float) -> Connection:
@@ -275,13 +277,15 @@ def connect(kubeconfig: Path | None, *, request_timeout: float) -> Connection:
             )
             namespace = _read_text(SERVICE_ACCOUNT_NAMESPACE)
     except (kube_config.ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
-        raise ConfigError(f"cannot load {where}: {describe(exc)}") from None
+        hint = "" if config_file else " (no --kubeconfig, $KUBECONFIG or ~/.kube/config)"
+        raise ConfigError(f"cannot load {where}{hint}: {describe(exc)}") from None
     client = kube_client.ApiClient(configuration)
     return Connection(
         KubeTransport(client, request_timeout),
         namespace if isinstance(namespace, str) and namespace else "default",
         where,
         client.close,
+        str(configuration.host),
     )
 
 
