@@ -125,7 +125,18 @@ def test_review_03_gets_helpers_env_and_annotations(examples: Engine) -> None:
     assert decision.allowed
     pod = apply(original, decision)
     spec, app = pod["spec"], pod["spec"]["containers"][0]
-    assert spec["initContainers"] == [HELPERS_INIT_CONTAINER]
+    # The ServiceAccount plugin's token mount comes with it (no reinvocation round for it).
+    token = next(v["name"] for v in original["spec"]["volumes"] if v["name"].startswith("kube-"))
+    token_mount = {
+        "name": token,
+        "readOnly": True,
+        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+    }
+    expected_init = {
+        **HELPERS_INIT_CONTAINER,
+        "volumeMounts": [*HELPERS_INIT_CONTAINER["volumeMounts"], token_mount],
+    }
+    assert spec["initContainers"] == [expected_init]
     assert spec["volumes"][-1] == {"name": "snapready-helpers", "emptyDir": {}}
     assert spec["volumes"][:-1] == original["spec"]["volumes"]
     assert app["volumeMounts"] == [
@@ -675,10 +686,22 @@ def test_unselected_pod_is_not_mutated(examples: Engine) -> None:
     assert wire_patch(review, run(review, examples)) is None
 
 
-def test_twin_replicas_get_identical_patches(examples: Engine) -> None:
+def test_twin_replicas_get_identical_patches_but_their_own_token_volume(examples: Engine) -> None:
     twin_1, twin_2 = load_review("30"), load_review("31")
     assert twin_1["request"]["object"] != twin_2["request"]["object"]
-    assert run(twin_1, examples).patch == run(twin_2, examples).patch
+    patch_1, patch_2 = run(twin_1, examples).patch, run(twin_2, examples).patch
+    names = [
+        next(
+            v["name"]
+            for v in r["request"]["object"]["spec"]["volumes"]
+            if "api-access" in v["name"]
+        )
+        for r in (twin_1, twin_2)
+    ]
+    assert names[0] != names[1]
+    normalised = json.dumps(patch_1).replace(names[0], "TOKEN")
+    assert normalised == json.dumps(patch_2).replace(names[1], "TOKEN")
+    assert patch_1[-1] == patch_2[-1], "one fingerprint for both replicas"
 
 
 def test_the_helper_image_is_part_of_the_fingerprint() -> None:

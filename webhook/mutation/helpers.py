@@ -26,6 +26,7 @@ from webhook.base.config import Settings
 from webhook.base.types import RawObject
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
+from webhook.pod.distill import SERVICE_ACCOUNT_VOLUME_PREFIX
 
 HELPERS_NAME = "snapready-helpers"
 """Name of the injected init container and emptyDir volume (reserved)."""
@@ -42,6 +43,8 @@ NONROOT_ID = 65532
 which ``runAsNonRoot`` refuses. The emptyDir is created world-writable (mode 0777)."""
 
 
+SA_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where the ServiceAccount plugin mounts the API token (``DefaultAPITokenMountPath``)."""
 HELPERS_INIT_MOUNT = {"name": HELPERS_NAME, "mountPath": MOUNT_PATH}
 """The init container's (writable) mount of the helpers volume."""
 
@@ -56,14 +59,36 @@ def helpers_mount() -> RawObject:
     return {"name": HELPERS_NAME, "mountPath": MOUNT_PATH, "readOnly": True}
 
 
-def init_container(image: str) -> RawObject:
-    """The injected init container for ``image`` (fixed, restricted-PSS securityContext)."""
+def token_mount(volumes: Any) -> RawObject | None:
+    """The service-account token mount the API server's ServiceAccount plugin would add to our
+    init container, or None when the pod has no token volume (``automountServiceAccountToken``
+    false).
+
+    The plugin (k8s.io/kubernetes plugin/pkg/admission/serviceaccount ``mountServiceAccountToken``)
+    runs before webhooks and again after a webhook changed the pod: it mounts the first volume
+    named ``kube-api-access-*`` at ``/var/run/secrets/kubernetes.io/serviceaccount`` (read-only)
+    in every container lacking a mount there. Giving our init container that mount up front
+    leaves the re-run nothing to add, so the API server does not call the mutating webhooks a
+    second time (``reinvocationPolicy: IfNeeded``). The end state is the one the plugin produces
+    anyway, and the token volume and its mounts are not part of the fingerprint
+    (``webhook.pod.distill``).
+    """
+    for _, volume in indexed_dicts(volumes):
+        name = volume.get("name")
+        if isinstance(name, str) and name.startswith(SERVICE_ACCOUNT_VOLUME_PREFIX):
+            return {"name": name, "readOnly": True, "mountPath": SA_MOUNT_PATH}
+    return None
+
+
+def init_container(image: str, token: RawObject | None = None) -> RawObject:
+    """The injected init container for ``image`` (fixed, restricted-PSS securityContext), with
+    the service-account ``token`` mount when the pod has one (``token_mount``)."""
     return {
         "name": HELPERS_NAME,
         "image": image,
         "command": list(COPY_COMMAND),
         "resources": {"limits": dict(RESOURCES), "requests": dict(RESOURCES)},
-        "volumeMounts": [dict(HELPERS_INIT_MOUNT)],
+        "volumeMounts": [dict(HELPERS_INIT_MOUNT), *([dict(token)] if token else [])],
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
         "imagePullPolicy": "IfNotPresent",
@@ -189,7 +214,8 @@ def inject_helpers(draft: Draft, ctx: PodContext) -> bool:
         changed |= draft.extend(("spec", "volumes"), [helpers_volume()])
     if not has_named(draft.get("spec", "initContainers")):
         image = ctx.settings.injection.helpers_image
-        changed |= draft.insert(("spec", "initContainers"), 0, init_container(image))
+        token = token_mount(draft.get("spec", "volumes"))
+        changed |= draft.insert(("spec", "initContainers"), 0, init_container(image, token))
     for list_name in ("containers", "initContainers"):
         for index, container in indexed_dicts(draft.get("spec", list_name)):
             if not gets_mount(list_name, container):
