@@ -316,7 +316,10 @@ def test_status_text_is_readable_and_defaults_to_the_kubeconfig_namespace(
     assert "miss x1: spec.containers[0].image differs" in text
     assert "hit rate 33% (1 of 3)" in text
     assert "p50 start-up: restored 5 s, cold 46 s: snapshots save 41 s per pod" in text
-    assert "hit rate = restored / (restored + missed + cold_expected" in text
+    assert (
+        "hit rate = (restored + restored_unexpected) / (restored + restored_unexpected + missed"
+        in text
+    )
 
 
 def test_upgrade_makes_the_snapshot_stale_and_explain_names_the_versions(

@@ -29,6 +29,7 @@ from tests.support.helm_support import (
     objects,
     one,
     render,
+    settings_configmap,
     settings_of,
     validate_all,
 )
@@ -71,6 +72,10 @@ VALUE_SETS = [
             "failurePolicy": "Ignore",
             "timeoutSeconds": 10,
             "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+            "monitoring": {
+                "grafanaDashboard": {"enabled": True},
+                "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
+            },
             "networkPolicy": {
                 "enabled": True,
                 "webhookFrom": [{"ipBlock": {"cidr": "172.16.0.0/28"}}],
@@ -143,6 +148,7 @@ def test_crd_kinds_really_have_no_schema(kind: str) -> None:
     values = {
         "certificates": {"mode": "certManager"},
         "metrics": {"serviceMonitor": {"enabled": True}},
+        "monitoring": {"prometheusRule": {"enabled": True}},
     }
     obj = by_kind(objects(render(values)), kind)[0]
     with pytest.raises(SchemaNotFoundError):
@@ -416,8 +422,8 @@ def test_settings_file_is_accepted_by_the_server(values: dict[str, Any]) -> None
     config_file = Path(env["SNAPREADY_CONFIG_FILE"])
     assert config_file.parent == Path(mounts["config"])
     (config_volume,) = [v for v in spec["volumes"] if v["name"] == "config"]
-    assert config_volume["configMap"]["name"] == one(objs, "ConfigMap")["metadata"]["name"]
-    assert config_file.name in one(objs, "ConfigMap")["data"]
+    assert config_volume["configMap"]["name"] == settings_configmap(objs)["metadata"]["name"]
+    assert config_file.name in settings_configmap(objs)["data"]
     metrics = [p["containerPort"] for p in container(objs)["ports"] if p["name"] == "metrics"]
     assert metrics == [settings.server.metrics_port]
 
@@ -534,7 +540,8 @@ def test_cluster_role_grants_exactly_what_the_cluster_source_needs(defaults: lis
 
 def test_optional_objects_are_off_by_default(defaults: list[Obj]) -> None:
     kinds = {obj["kind"] for obj in defaults}
-    assert not kinds & {"ServiceMonitor", "NetworkPolicy", "Issuer", "Certificate"}
+    optional = {"ServiceMonitor", "PrometheusRule", "NetworkPolicy", "Issuer", "Certificate"}
+    assert not kinds & optional
 
 
 def test_network_policy_admits_the_webhook_and_metrics_ports() -> None:
@@ -657,7 +664,7 @@ def test_rbac_writes_only_snapshot_origins_and_the_two_own_webhook_configuration
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
             "resourceNames": sorted(names),
             "verbs": ["get", "patch"],
-        }
+        },
     ]
     role, binding = one(objs, "Role"), one(objs, "RoleBinding")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "platform"

@@ -5,9 +5,9 @@ binding of ``libhelm_c``; no ``helm`` binary). Validation uses ``kubernetes-vali
 (its Python API): the JSON schemas of the Kubernetes OpenAPI with ``additionalProperties: false``,
 so a misspelt or misplaced field fails.
 
-Kinds that cannot be validated: ``Issuer`` and ``Certificate`` (cert-manager.io) and
-``ServiceMonitor`` (monitoring.coreos.com) are CustomResourceDefinitions of other projects;
-kubernetes-validate ships only the built-in API's schemas, so it has none for them
+Kinds that cannot be validated: ``Issuer`` and ``Certificate`` (cert-manager.io),
+``ServiceMonitor`` and ``PrometheusRule`` (monitoring.coreos.com) are CustomResourceDefinitions of
+other projects; kubernetes-validate ships only the built-in API's schemas, so it has none for them
 (``SchemaNotFoundError``). Tests check those objects' fields directly instead.
 """
 
@@ -28,7 +28,7 @@ INSTALL = ROOT / "manifests" / "install.yaml"
 
 KUBE_VERSIONS = ("1.30.0", "1.36.0")
 """Oldest Kubernetes minor GKE still serves with Pod snapshots in reach, and Helm's default."""
-UNVALIDATABLE_KINDS = frozenset({"Issuer", "Certificate", "ServiceMonitor"})
+UNVALIDATABLE_KINDS = frozenset({"Issuer", "Certificate", "ServiceMonitor", "PrometheusRule"})
 """CRD kinds of cert-manager and the Prometheus Operator: no schema in kubernetes-validate."""
 
 Obj = dict[str, Any]
@@ -100,8 +100,18 @@ def validate_all(objs: list[Obj]) -> tuple[list[str], set[str]]:
     return problems, skipped
 
 
+SETTINGS_FILE = "settings.yaml"
+"""Key of the server settings file in the chart's settings ConfigMap."""
+
+
+def settings_configmap(objs: list[Obj]) -> Obj:
+    """The ConfigMap holding the server settings (others, e.g. the Grafana dashboard, may exist)."""
+    found = [c for c in by_kind(objs, "ConfigMap") if SETTINGS_FILE in c.get("data", {})]
+    assert len(found) == 1, f"expected one settings ConfigMap, got {len(found)}"
+    return found[0]
+
+
 def settings_of(objs: list[Obj]) -> Obj:
     """The server settings file the chart's ConfigMap carries, parsed."""
-    configmap = one(objs, "ConfigMap")
-    parsed: Obj = yaml.safe_load(configmap["data"]["settings.yaml"])
+    parsed: Obj = yaml.safe_load(settings_configmap(objs)["data"][SETTINGS_FILE])
     return parsed

@@ -48,7 +48,9 @@ from webhook.kube.outcomes import (
 from webhook.kube.snapshots import PodRecord, SnapshotView
 
 WINDOW = timedelta(hours=24)
-HIT_RATE = "restored / (restored + missed + cold_expected + restored_unexpected)"
+HIT_RATE = (
+    "(restored + restored_unexpected) / (restored + restored_unexpected + missed + cold_expected)"
+)
 """Pods restored as predicted, among the pods that started while a Ready snapshot existed or was
 predicted; ``cold_first`` (no snapshot yet) is left out."""
 RESTORED = ("restored", "restored_unexpected")
@@ -227,7 +229,9 @@ def recent_summary(records: Iterable[PodRecord], now: datetime) -> dict[str, Any
     return {
         "pods": sum(outcomes.values()),
         "outcomes": outcomes,
-        "hitRate": round(outcomes["restored"] / denominator, 4) if denominator else None,
+        "hitRate": (
+            round(sum(outcomes[k] for k in RESTORED) / denominator, 4) if denominator else None
+        ),
         "hitRateOf": denominator,
         "p50StartupSeconds": p50,
         "savingSeconds": saving,

@@ -27,6 +27,8 @@ from webhook.kube.matching import PolicyIndex
 from webhook.kube.scope import CONDITION_NAME, Scope, build_scope
 
 log = logging.getLogger("snapready.scope")
+FIRST_SYNC_RETRY = 2.0
+"""Seconds between reconciles while the scope is not yet in sync."""
 API = "/apis/admissionregistration.k8s.io/v1"
 KINDS = {
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
@@ -111,7 +113,9 @@ class ScopeController(Worker):
         """Reconcile on every wake-up and every ``recheck_seconds``."""
         while not self.stopping:
             self.reconcile()
-            self._wake.wait(self.settings.recheck_seconds)
+            # Until the first reconcile succeeded (configurations not created yet, as in a fresh
+            # `helm install`, which creates them after the Deployment), look again every 2 s.
+            self._wake.wait(self.settings.recheck_seconds if self.in_sync else FIRST_SYNC_RETRY)
             self._wake.clear()
 
     def reconcile(self) -> None:
