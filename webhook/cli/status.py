@@ -39,6 +39,7 @@ from webhook.cli.status_text import age_text, render_text
 from webhook.cluster.records import pod_record
 from webhook.kube.outcomes import (
     OUTCOMES,
+    Outcome,
     outcome_of,
     parse_time,
     snapshot_state,
@@ -53,7 +54,7 @@ HIT_RATE = (
 )
 """Pods restored as predicted, among the pods that started while a Ready snapshot existed or was
 predicted; ``cold_first`` (no snapshot yet) is left out."""
-RESTORED = ("restored", "restored_unexpected")
+RESTORED: tuple[Outcome, ...] = ("restored", "restored_unexpected")
 COLD = ("missed", "cold_expected", "cold_first")
 
 
@@ -230,7 +231,7 @@ def recent_summary(records: Iterable[PodRecord], now: datetime) -> dict[str, Any
         "pods": sum(outcomes.values()),
         "outcomes": outcomes,
         "hitRate": (
-            round(sum(outcomes[k] for k in RESTORED) / denominator, 4) if denominator else None
+            round(sum([outcomes[k] for k in RESTORED]) / denominator, 4) if denominator else None
         ),
         "hitRateOf": denominator,
         "p50StartupSeconds": p50,
