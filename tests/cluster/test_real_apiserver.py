@@ -42,6 +42,8 @@ from tests.support.kube_real import (
     NAMESPACES,
     NODES,
     POLICIES,
+    SELECTED_PODS,
+    SNAPSHOTS,
     STORAGE_CONFIGS,
     VERSION,
     create_policy,
@@ -448,8 +450,9 @@ def wait_until_allowed(kubeconfig: Path, resource: str) -> None:
 
 
 def grants(path: str, verb: str, rules: list[dict[str, Any]]) -> bool:
-    """Whether ``rules`` allow ``verb`` on an API path (``/api/v1/nodes``, ``/version``)."""
-    parts = path.strip("/").split("/")
+    """Whether ``rules`` allow ``verb`` on an API path (``/api/v1/nodes``, ``/version``); a
+    label-selector query does not change what is asked for."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
     if parts[0] == "api" and len(parts) == 3:
         group, resource = "", parts[2]
     elif parts[0] == "apis" and len(parts) == 4:
@@ -471,7 +474,8 @@ def test_manifest_rbac_is_enough_for_every_cache(
     start_cluster: StartCluster,
 ) -> None:
     """As a ServiceAccount bound to exactly ``manifests/rbac.yaml``: every cache syncs, no request
-    is refused, and every request the caches make is one the role grants, read-only."""
+    is refused, and every request the caches make is one the role grants, read-only but for the
+    origin-record patch on PodSnapshots."""
     kubeconfig, name = service_account
     role = manifest_role(name)
     bind_role(kube_admin, role, namespace, "snapready")
@@ -485,6 +489,8 @@ def test_manifest_rbac_is_enough_for_every_cache(
         "nodes": "synced",
         "computeclasses": "not served",  # 404 only because the role grants it (else 403)
         "version": "synced",
+        "podsnapshots": "synced",
+        "pods": "synced",
     }
     assert state.gke_version == K8S_VERSION
     errors = list(cluster.spy.errors)
@@ -497,6 +503,8 @@ def test_manifest_rbac_is_enough_for_every_cache(
         STORAGE_CONFIGS,
         NAMESPACES,
         NODES,
+        SNAPSHOTS,
+        SELECTED_PODS,
         COMPUTE_CLASSES,
         VERSION,
     }
@@ -505,9 +513,12 @@ def test_manifest_rbac_is_enough_for_every_cache(
         assert grants(path, "list", rules)
         assert grants(path, "watch", rules)
     assert grants(VERSION, "get", rules)
-    cached = {path.rsplit("/", 1)[1] for path in requested - {VERSION}}
+    cached = {path.split("?", 1)[0].rsplit("/", 1)[1] for path in requested - {VERSION}}
     cache_rules = [r for r in rules if cached & set(r.get("resources", []))]
-    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in cache_rules), "read-only"
+    # Read-only, except the origin records the leader writes on PodSnapshots (merge patch).
+    for rule in cache_rules:
+        writes = set(rule["verbs"]) - {"get", "list", "watch"}
+        assert not writes or (rule["resources"] == ["podsnapshots"] and writes == {"patch"}), rule
 
 
 def test_version_poller_reads_the_real_version(
@@ -629,6 +640,8 @@ def test_serve_readyz_waits_for_every_cache_then_validates_from_the_cluster(
         "nodes": "synced",
         "computeclasses": "not served",
         "version": "synced",
+        "podsnapshots": "synced",
+        "pods": "synced",
     }
     assert body["gkeVersion"] == K8S_VERSION
     overlap = [w for w in answer.json()["response"].get("warnings", []) if "[policy-overlap]" in w]

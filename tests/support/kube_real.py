@@ -48,6 +48,9 @@ NAMESPACES = "/api/v1/namespaces"
 NODES = "/api/v1/nodes"
 COMPUTE_CLASSES = "/apis/cloud.google.com/v1/computeclasses"
 VERSION = "/version"
+SNAPSHOTS = f"/apis/{GROUP}/v1/podsnapshots"
+SELECTED_PODS = "/api/v1/pods?labelSelector=snapready.io%2Fselected%3Dtrue"
+"""The pod cache's collection: only pods labelled snapready.io/selected=true."""
 ALL_CACHES = (
     "podsnapshotpolicies",
     "podsnapshotstorageconfigs",
@@ -55,6 +58,8 @@ ALL_CACHES = (
     "nodes",
     "computeclasses",
     "version",
+    "podsnapshots",
+    "pods",
 )
 
 
