@@ -472,6 +472,7 @@ def test_manifest_rbac_is_enough_for_every_cache(
     namespace: str,
     service_account: tuple[Path, str],
     start_cluster: StartCluster,
+    podsnapshot_crds: list[str],
 ) -> None:
     """As a ServiceAccount bound to exactly ``manifests/rbac.yaml``: every cache syncs, no request
     is refused, and every request the caches make is one the role grants, read-only but for the
