@@ -31,7 +31,7 @@ def rollout_warning(ctx: PodContext) -> str | None:
         annotations={k: v for k, v in ctx.annotations.items() if isinstance(v, str)},
         policies=ctx.policies,
         spec_hash=fingerprint(pod),
-        fields=field_digests(pod),
+        fields=lambda: field_digests(pod),
         selection=node_selection(ctx.spec, ctx.spec_path),
     )
     result = predict(facts, state.snapshots, state.node_pools, rootfs_only=ctx.rootfs_only)

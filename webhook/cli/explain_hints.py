@@ -45,7 +45,7 @@ def explain_differences(
     out: list[dict[str, Any]] = []
     for position, reason in enumerate(reasons):
         if spec_differs and position == 0:  # ``differences`` puts the spec reason first
-            out += [field_entry(path, pod.fields, origin.fields, spec) for path in fields]
+            out += [field_entry(path, pod.field_digests(), origin.fields, spec) for path in fields]
             if not fields:
                 out.append(_entry("fingerprint", reason, "compare the pods with `snapready diff`"))
             continue

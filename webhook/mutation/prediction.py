@@ -44,7 +44,7 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
         annotations={k: v for k, v in annotations.items() if isinstance(v, str)},
         policies=ctx.policies,
         spec_hash=str(annotations.get(ctx.settings.annotation("spec-hash"), "")),
-        fields=field_digests(doc),
+        fields=lambda: field_digests(doc),
         selection=node_selection(ctx.spec, "spec"),  # injection never touches node pins
     )
 

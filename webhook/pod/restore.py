@@ -20,7 +20,7 @@ Pure module.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -56,13 +56,15 @@ class Prediction:
     candidates: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass
 class PodFacts:
     """What the prediction reads of the pod (final, after injection).
 
     Attributes:
         namespace: the pod's namespace; ``labels``/``annotations``: its metadata.
-        policies: the selecting policies; ``spec_hash``/``fields``: fingerprint and digests.
+        policies: the selecting policies; ``spec_hash``: its fingerprint.
+        fields: its field digests, or a function computing them: only a fingerprint mismatch
+            needs them, so the common case (hit, none) never distills the pod a second time.
         selection: its node pins (``pod.node_pins.node_selection``).
     """
 
@@ -71,8 +73,14 @@ class PodFacts:
     annotations: Mapping[str, str]
     policies: tuple[Policy, ...]
     spec_hash: str
-    fields: Mapping[str, str]
+    fields: Mapping[str, str] | Callable[[], Mapping[str, str]]
     selection: NodeSelection
+
+    def field_digests(self) -> Mapping[str, str]:
+        """The digests (computed once, on first use)."""
+        if callable(self.fields):
+            self.fields = self.fields()
+        return self.fields
 
 
 def group_of(policy: Policy, labels: Mapping[str, str]) -> dict[str, str]:
@@ -144,7 +152,7 @@ def differences(
     reasons: list[str] = []
     fields: list[str] = []
     if not rootfs_only and origin.spec_hash != pod.spec_hash:
-        fields = differing_fields(pod.fields, origin.fields) if origin.fields else []
+        fields = differing_fields(pod.field_digests(), origin.fields) if origin.fields else []
         reasons.append(_fields_reason(fields) if fields else "the spec fingerprint differs")
     node = origin.node
     families = _families(pod.selection)
