@@ -8,6 +8,7 @@ Pure module.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,8 +84,12 @@ class PodContext:
         return join_path(self.metadata_path, *parts)
 
 
+@functools.lru_cache(maxsize=4096)
 def join_path(base: str, *parts: str | int) -> str:
     """Build a Kubernetes-style field path: ints as ``[i]``, keys with dots or slashes quoted.
+
+    Cached: the rules build the same few dozen paths for every pod (bounded LRU, so user-supplied
+    keys cannot grow it).
 
     >>> join_path("spec", "containers", 1, "resources", "limits", "nvidia.com/gpu")
     'spec.containers[1].resources.limits["nvidia.com/gpu"]'
