@@ -31,7 +31,6 @@ from webhook.cli.common import add_settings_arguments, fail, print_json, setting
 from webhook.kube.manifests import LoadedObject, load_objects
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionRequest
-from webhook.server.runner import build_engine
 
 CHECK_FORMAT_VERSION = 1
 """Bumped only on an incompatible change of the JSON output."""
@@ -74,6 +73,8 @@ def _run(args: argparse.Namespace) -> int:
         settings = settings_from(args, **extra)
         # Offline by definition: policies come from files even if the config says ``kube``.
         source = settings.source.model_copy(update={"kind": "files"})
+        from webhook.server.runner import build_engine  # noqa: PLC0415 - lazy
+
         engine = build_engine(settings.model_copy(update={"source": source}))
         engine.offline = True  # manifests never passed a mutating webhook
         objects = load_objects(expand_paths(args.files))

@@ -14,7 +14,6 @@ from webhook.cli.common import add_settings_arguments, fail, print_json, setting
 from webhook.kube.manifests import read_source
 from webhook.kube.responses import finalize
 from webhook.kube.review import parse_review
-from webhook.server.runner import build_engine
 
 
 def register(subparsers: Any) -> None:
@@ -37,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     """Print the response review; the decoded patch is added as ``response.patchDecoded``."""
     try:
         settings = settings_from(args)
+        from webhook.server.runner import build_engine  # noqa: PLC0415 - lazy
+
         engine = build_engine(settings)
         review = parse_review(read_source(args.file))
     except (ConfigError, BadRequest) as exc:

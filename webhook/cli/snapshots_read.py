@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from webhook.base.config import Settings
@@ -23,13 +24,15 @@ from webhook.base.text import clip
 from webhook.base.types import RawObject
 from webhook.cli.common import add_settings_arguments, fail
 from webhook.cluster.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
-from webhook.cluster.client import Connection, KubeTransport, connect
 from webhook.cluster.records import selected_label_query
 from webhook.cluster.syncing import Gone, NotServed, TransportError
 from webhook.kube.facts import node_pools, node_view
 from webhook.kube.matching import Policy
 from webhook.kube.snapshots import SnapshotIndex, SnapshotView, snapshot_view
 from webhook.kube.state import NodePoolFacts, parse_policy
+
+if TYPE_CHECKING:  # the kubernetes client is imported only when a command connects
+    from webhook.cluster.client import Connection, KubeTransport
 
 FORMAT_VERSION = 1
 """Bumped only on an incompatible change of either command's JSON document."""
@@ -73,6 +76,8 @@ def open_connection(args: argparse.Namespace, settings: Settings) -> Connection:
     kubeconfig = args.kubeconfig or settings.source.kubeconfig
     if kubeconfig is not None and not Path(kubeconfig).is_file():
         raise ConfigError(f"kubeconfig {kubeconfig}: no such file")
+    from webhook.cluster.client import connect  # noqa: PLC0415 - keep `snapready hash` fast
+
     return connect(kubeconfig, request_timeout=settings.source.request_timeout_seconds)
 
 
