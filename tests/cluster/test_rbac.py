@@ -64,6 +64,8 @@ def test_writes_are_granted_and_bounded() -> None:
     rules = docs[0]["rules"]
     assert grants(rules, "podsnapshot.gke.io", "podsnapshots", "patch")
     assert grants(rules, "", "pods", "get")
+    assert grants(rules, "events.k8s.io", "events", "create")
+    assert grants(rules, "events.k8s.io", "events", "patch")
     for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
         rule = next(r for r in rules if kind in r.get("resources", []))
         assert rule["resourceNames"] == ["snapready"] and set(rule["verbs"]) == {"get", "patch"}

@@ -660,6 +660,11 @@ def test_rbac_writes_only_snapshot_origins_and_the_two_own_webhook_configuration
             "verbs": ["get", "list", "watch", "patch"],
         },
         {
+            "apiGroups": ["events.k8s.io"],
+            "resources": ["events"],
+            "verbs": ["create", "patch", "get"],
+        },
+        {
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
             "resourceNames": sorted(names),
