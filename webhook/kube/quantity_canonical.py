@@ -11,62 +11,36 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
 from decimal import MAX_EMAX, MIN_EMIN, ROUND_UP, Context, Decimal
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
-# Suffix tables of suffix.go (newSuffixer): decimal SI exponents of 10, binary SI exponents of 2.
-_DECIMAL_SI: Final[Mapping[str, int]] = {
-    "n": -9,
-    "u": -6,
-    "m": -3,
-    "": 0,
-    "k": 3,
-    "M": 6,
-    "G": 9,
-    "T": 12,
-    "P": 15,
-    "E": 18,
-}
-_BINARY_SI: Final[Mapping[str, int]] = {
-    "Ki": 10,
-    "Mi": 20,
-    "Gi": 30,
-    "Ti": 40,
-    "Pi": 50,
-    "Ei": 60,
-}
-_DECIMAL_SI_SUFFIX: Final = {exponent: suffix for suffix, exponent in _DECIMAL_SI.items()}
-_BINARY_SI_SUFFIX: Final = {0: "", **{e // 10: s for s, e in _BINARY_SI.items()}}
-_DECIMAL_SI_FORMAT: Final = "DecimalSI"
-_BINARY_SI_FORMAT: Final = "BinarySI"
-_DECIMAL_EXPONENT_FORMAT: Final = "DecimalExponent"
-_ASCII_DIGITS: Final = frozenset("0123456789")
-_SUFFIX_LETTERS: Final = frozenset("eEinumkKMGTP")  # parseQuantityString's suffix alphabet
+from webhook.kube.quantity_scan import (
+    ASCII_DIGITS,
+    BINARY_SI,
+    BINARY_SI_FORMAT,
+    DECIMAL_SI,
+    DECIMAL_SI_FORMAT,
+    INT32_MIN,
+    INT64_MAX,
+    Scanned,
+    interpret,
+    scan,
+)
+
+_DECIMAL_SI_SUFFIX: Final = {exponent: suffix for suffix, exponent in DECIMAL_SI.items()}
+_BINARY_SI_SUFFIX: Final = {0: "", **{e // 10: s for s, e in BINARY_SI.items()}}
 # Go's unicode.IsSpace (what strings.TrimSpace strips in Quantity.UnmarshalJSON); Python's
 # str.strip() would also strip \x1c-\x1f, which Go keeps.
 _GO_SPACE: Final = (
     " \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
     "\u200a\u2028\u2029\u202f\u205f\u3000"
 )
-_INT64_MAX: Final = 2**63 - 1
-_INT32_MIN: Final = -(2**31)
 _INT32_MAX: Final = 2**31 - 1
 _MAX_INT64_FACTORS: Final = 18  # amount.go: decimal digits an int64 always holds
 _NANO_SCALE: Final = -9  # resource.Nano: the finest step ParseQuantity keeps
 _MILLI_SCALE: Final = -3  # resource.Milli: SetDefaults_ResourceList rounds up to it
 _EXPONENT_MARGIN: Final = 2**20  # exponents this close to int32's bounds are left as written
 _MAX_TEXT: Final = 256  # longer quantities are junk: left as written (bounded time and cache)
-
-
-class _Scanned(NamedTuple):
-    """parseQuantityString's result: sign, numeric text, digits before/after '.', suffix."""
-
-    positive: bool
-    value: str
-    num: str
-    denom: str
-    suffix: str
 
 
 def canonical_quantity(value: Any, *, round_up_to_milli: bool = False) -> Any:
@@ -116,8 +90,8 @@ def _canonical(text: str, round_up_to_milli: bool) -> str | None:
         return None
     if text == "0":  # ParseQuantity's own shortcut
         return "0"
-    scanned = _scan(text)
-    interpreted = _interpret(scanned.suffix) if scanned is not None else None
+    scanned = scan(text)
+    interpreted = interpret(scanned.suffix) if scanned is not None else None
     if scanned is None or interpreted is None:
         return None
     base, exponent, fmt = interpreted
@@ -132,8 +106,8 @@ def _canonical(text: str, round_up_to_milli: bool) -> str | None:
             amount = _slow_path_amount(scanned, base, exponent)
             if amount is None:
                 return None
-            if fmt == _BINARY_SI_FORMAT and abs(amount) > _INT64_MAX:
-                amount = Decimal(_INT64_MAX).copy_sign(amount)  # ParseQuantity's BinarySI cap
+            if fmt == BINARY_SI_FORMAT and abs(amount) > INT64_MAX:
+                amount = Decimal(INT64_MAX).copy_sign(amount)  # ParseQuantity's BinarySI cap
             if round_up_to_milli:
                 amount = _round_up(amount, _MILLI_SCALE, len(num) + len(denom))
         return _format(amount, fmt)
@@ -142,7 +116,7 @@ def _canonical(text: str, round_up_to_milli: bool) -> str | None:
 
 
 def _fast_path_amount(
-    text: str, scanned: _Scanned, interpreted: tuple[int, int, str], round_up_to_milli: bool
+    text: str, scanned: Scanned, interpreted: tuple[int, int, str], round_up_to_milli: bool
 ) -> Decimal | str | None:
     """ParseQuantity's int64 fast path: ``text`` itself when it is kept verbatim (the parsed
     Quantity caches it and MarshalJSON writes it back), else the exact amount; None when the
@@ -163,9 +137,9 @@ def _fast_path_amount(
     shifted = num + denom  # at most 18 digits here
     mantissa = int(shifted)
     magnitude = mantissa << exponent if base == 2 else mantissa
-    if magnitude > _INT64_MAX:  # int64Multiply overflow
+    if magnitude > INT64_MAX:  # int64Multiply overflow
         return None
-    if fmt == _BINARY_SI_FORMAT:
+    if fmt == BINARY_SI_FORMAT:
         kept = exponent % 10 == 0 and mantissa & 0x07 != 0
     else:
         kept = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
@@ -180,10 +154,10 @@ def _fast_path_amount(
     return amount
 
 
-def _slow_path_amount(scanned: _Scanned, base: int, exponent: int) -> Decimal | None:
+def _slow_path_amount(scanned: Scanned, base: int, exponent: int) -> Decimal | None:
     """ParseQuantity's inf.Dec path: the exact amount rounded up (away from 0) to 1n; None when
     the numeric part has no digit (inf.Dec.SetString fails)."""
-    if not any(char in _ASCII_DIGITS for char in scanned.value):
+    if not any(char in ASCII_DIGITS for char in scanned.value):
         return None
     digits = len(scanned.num) + len(scanned.denom)
     context = _context(digits)
@@ -216,9 +190,9 @@ def _format(amount: Decimal, fmt: str) -> str | None:
     """CanonicalizeBytes: mantissa and suffix of ``amount`` in format class ``fmt``."""
     if not amount:
         return "0"
-    if fmt == _BINARY_SI_FORMAT:
+    if fmt == BINARY_SI_FORMAT:
         if -1024 < amount < 1024 or amount != amount.to_integral_value():
-            fmt = _DECIMAL_SI_FORMAT  # would round: shown as DecimalSI instead
+            fmt = DECIMAL_SI_FORMAT  # would round: shown as DecimalSI instead
         else:
             whole = int(amount)  # at most 2^63-1 (capped)
             magnitude, times = abs(whole), 0
@@ -233,78 +207,13 @@ def _format(amount: Decimal, fmt: str) -> str | None:
     exponent += len(digits) - len(stripped)
     padding = exponent % 3  # move the exponent down to a multiple of 3
     exponent -= padding
-    if not _INT32_MIN <= exponent <= _INT32_MAX:
+    if not INT32_MIN <= exponent <= _INT32_MAX:
         return None  # Go's int32 exponent arithmetic would wrap: leave the value as written
-    if fmt == _DECIMAL_SI_FORMAT and exponent in _DECIMAL_SI_SUFFIX:
+    if fmt == DECIMAL_SI_FORMAT and exponent in _DECIMAL_SI_SUFFIX:
         suffix = _DECIMAL_SI_SUFFIX[exponent]
     else:
         suffix = f"e{exponent}" if exponent else ""
     return f"{'-' if sign else ''}{stripped}{'0' * padding}{suffix}"
-
-
-def _scan(text: str) -> _Scanned | None:
-    """parseQuantityString: a faithful port (also accepts ``"."``, ``"1."`` and ``"1.G"``);
-    None for ErrFormatWrong."""
-    positive, pos, end = True, 0, len(text)
-    if text[0] in "+-":
-        positive = text[0] == "+"
-        pos = 1
-    while pos < end and text[pos] == "0":  # leading zeros
-        pos += 1
-    if pos >= end:
-        return _Scanned(positive, "0", "0", "", "")
-    start = pos
-    while pos < end and text[pos] in _ASCII_DIGITS:
-        pos += 1
-    num = text[start:pos] or "0"
-    if pos >= end:
-        return _Scanned(positive, text, num, "", "")
-    denom = ""
-    if text[pos] == ".":
-        pos += 1
-        start = pos
-        while pos < end and text[pos] in _ASCII_DIGITS:
-            pos += 1
-        denom = text[start:pos]
-        if pos >= end:
-            return _Scanned(positive, text, num, denom, "")
-    value, suffix_start = text[:pos], pos
-    while pos < end and text[pos] in _SUFFIX_LETTERS:
-        pos += 1
-    if pos < end and text[pos] in "+-":
-        pos += 1
-    while pos < end and text[pos] in _ASCII_DIGITS:
-        pos += 1
-    if pos < end:
-        return None
-    return _Scanned(positive, value, num, denom, text[suffix_start:])
-
-
-def _interpret(suffix: str) -> tuple[int, int, str] | None:
-    """suffixHandler.interpret: (base, exponent, format) of a suffix, or None (ErrSuffix)."""
-    if suffix in _DECIMAL_SI:
-        return 10, _DECIMAL_SI[suffix], _DECIMAL_SI_FORMAT
-    if suffix in _BINARY_SI:
-        return 2, _BINARY_SI[suffix], _BINARY_SI_FORMAT
-    if len(suffix) > 1 and suffix[0] in "eE":
-        parsed = _go_parse_int64(suffix[1:])
-        if parsed is None:
-            return None
-        wrapped = (parsed - _INT32_MIN) % 2**32 + _INT32_MIN  # Go's int32(parsed)
-        return 10, wrapped, _DECIMAL_EXPONENT_FORMAT
-    return None
-
-
-def _go_parse_int64(text: str) -> int | None:
-    """strconv.ParseInt(text, 10, 64), or None where Go returns an error."""
-    body = text[1:] if text[:1] in ("+", "-") else text
-    if not body or any(char not in _ASCII_DIGITS for char in body):
-        return None
-    digits = body.lstrip("0") or "0"
-    if len(digits) > 19:
-        return None
-    value = -int(digits) if text[0] == "-" else int(digits)
-    return value if -(2**63) <= value <= _INT64_MAX else None
 
 
 def _go_json_float(value: float) -> str | None:
