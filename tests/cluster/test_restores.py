@@ -71,18 +71,21 @@ def test_outcomes_are_decided_once_and_a_missed_restore_is_an_event(env: Env) ->
     create_admitted(env, "hit-restored")
     create_admitted(env, "miss-restored", container={"image": "registry.example/llm:v2"})
     create_admitted(env, "first", labels={"model": "other"})  # no snapshot in its group
+    create_admitted(env, "miss-cold", container={"image": "registry.example/llm:v3"})
     turn_ready(env, "hit-cold", after=95)
+    turn_ready(env, "miss-cold", after=80)
     turn_ready(env, "hit-restored", restored="snap-1", after=7)
     turn_ready(env, "miss-restored", restored="snap-1", after=9)
     turn_ready(env, "first", after=120)
 
-    wait_for("four outcomes", lambda: len(seen) >= 4, timeout=15)
+    wait_for("five outcomes", lambda: len(seen) >= 5, timeout=15)
     outcomes = {name: outcome for name, outcome, _ in seen}
     assert outcomes == {
         "hit-cold": "missed",
         "hit-restored": "restored",
         "miss-restored": "restored_unexpected",
         "first": "cold_first",
+        "miss-cold": "cold_expected",
     }
     seconds = {name: s for name, _, s in seen}
     assert seconds["hit-restored"] == 7 and seconds["hit-cold"] == 95
@@ -99,6 +102,21 @@ def test_outcomes_are_decided_once_and_a_missed_restore_is_an_event(env: Env) ->
     turn_ready(env, "hit-cold", after=96)
     wait_for("update seen", lambda: _cached(env, "hit-cold", "ready_at"), timeout=10)
     assert [n for n, _, _ in seen].count("hit-cold") == 1
+
+
+def test_a_dry_run_create_is_never_an_outcome_or_an_event(env: Env) -> None:
+    """Events come from pods that exist: a server-side dry-run create leaves nothing to see."""
+    wait_for("leader", lambda: env.source.state().details.get("leader") == "leader", 20)
+    take_snapshot(env)
+    pod = env.pod("dry")
+    admitted = jsonpatch.apply_patch(pod, list(env.mutate(pod).patch))
+    client.CoreV1Api(env.api).create_namespaced_pod(
+        env.namespace, client.V1Pod.model_validate(admitted), dry_run="All"
+    )
+    create_admitted(env, "real")  # a real pod afterwards: once it is cached, "dry" never was
+    wait_for("real pod cached", lambda: _cached(env, "real", "name"), timeout=10)
+    assert _cached(env, "dry", "name") is None
+    assert events(env, "SnapshotRestoreMissed") == []
 
 
 def _cached(env: Env, name: str, attribute: str) -> object:
