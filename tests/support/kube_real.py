@@ -20,7 +20,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -150,9 +150,11 @@ class SpyTransport:
         self._rewind: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def list(self, path: str, *, page_size: int) -> tuple[builtins.list[RawObject], str]:
+    def list(
+        self, path: str, *, page_size: int, each: Callable[[RawObject], None] | None = None
+    ) -> tuple[builtins.list[RawObject], str]:
         try:
-            items, version = self._inner.list(path, page_size=page_size)
+            items, version = self._inner.list(path, page_size=page_size, each=each)
         except SnapreadyError as exc:
             self.errors.append((path, f"{type(exc).__name__}: {exc}"))
             raise

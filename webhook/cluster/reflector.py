@@ -51,6 +51,24 @@ def convert_item(resource: Resource, key: str, obj: RawObject) -> Any:
         return INVALID
 
 
+class _Collected:
+    """A list converted as each page arrives: only compact values are kept (bounded memory)."""
+
+    def __init__(self, resource: Resource) -> None:
+        self.resource = resource
+        self.items: dict[str, Any] = {}
+        self.invalid: set[str] = set()
+
+    def take(self, obj: RawObject) -> None:
+        """Convert one listed object and keep its compact value (or count it invalid)."""
+        key = object_key(obj) if isinstance(obj, dict) else None
+        value = None if key is None else convert_item(self.resource, key, obj)
+        if value is INVALID:
+            self.invalid.add(str(key))
+        elif value is not None and key is not None:
+            self.items[key] = value
+
+
 class Reflector(Worker):
     """Keeps ``view`` = ``resource.build(items)`` in step with the API server.
 
@@ -111,24 +129,20 @@ class Reflector(Worker):
 
     def _list(self) -> None:
         for path in self.resource.paths:
+            collected = _Collected(self.resource)
             try:
-                objects, version = self.transport.list(path, page_size=self.timing.page_size)
+                leftovers, version = self.transport.list(
+                    path, page_size=self.timing.page_size, each=collected.take
+                )
             except NotServed:
                 continue
-            self._replace(path, objects, version)
+            for obj in leftovers:  # a transport that returns its items instead
+                collected.take(obj)
+            self._replace(path, collected.items, collected.invalid, version)
             return
         raise NotServed(", ".join(self.resource.paths))
 
-    def _replace(self, path: str, objects: list[RawObject], version: str) -> None:
-        items: dict[str, Any] = {}
-        invalid: set[str] = set()
-        for obj in objects:
-            key = object_key(obj) if isinstance(obj, dict) else None
-            value = None if key is None else convert_item(self.resource, key, obj)
-            if value is INVALID:
-                invalid.add(str(key))
-            elif value is not None and key is not None:
-                items[key] = value
+    def _replace(self, path: str, items: dict[str, Any], invalid: set[str], version: str) -> None:
         with self.lock:
             self.items, self.invalid, self.served = items, invalid, True
             self.path, self.resource_version = path, version
@@ -137,7 +151,7 @@ class Reflector(Worker):
             self.on_change()
         self._backoff.reset()
         self._not_served_logged = False
-        log.info("%s: listed %d at resourceVersion %s", self.name, len(objects), version)
+        log.info("%s: listed %d at resourceVersion %s", self.name, len(items), version)
 
     def _synced_status(self) -> str:
         notes = []

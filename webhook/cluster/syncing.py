@@ -52,8 +52,11 @@ class WatchStream(Protocol):
 class Transport(Protocol):
     """The API calls a reflector needs. Every method raises NotServed, Gone or TransportError."""
 
-    def list(self, path: str, *, page_size: int) -> tuple[list[RawObject], str]:
-        """All items of ``path`` (following ``continue``) and the list's resourceVersion."""
+    def list(
+        self, path: str, *, page_size: int, each: Callable[[RawObject], None] | None = None
+    ) -> tuple[list[RawObject], str]:
+        """All items of ``path`` (following ``continue``) and the list's resourceVersion; with
+        ``each``, items are handed over page by page instead of returned."""
         ...
 
     def watch(self, path: str, *, resource_version: str, timeout_seconds: int) -> WatchStream:
