@@ -205,9 +205,15 @@ def predict(
         )
     landing = landing_pools(pod.selection, pools)
     best: tuple[int, SnapshotView, list[str], list[str]] | None = None
+    # Snapshots of one template on one pool share their record's hash and node facts: compare
+    # each distinct origin once (21 snapshots of a group cost one comparison, not 21).
+    seen: dict[tuple[object, ...], tuple[list[str], list[str]]] = {}
     for view in recorded:
         assert view.origin is not None
-        fields, reasons = differences(pod, view.origin, landing, rootfs_only)
+        key = (view.origin.spec_hash, bool(view.origin.fields), *sorted(view.origin.node.items()))
+        if key not in seen:
+            seen[key] = differences(pod, view.origin, landing, rootfs_only)
+        fields, reasons = seen[key]
         if not reasons:
             return Prediction("hit", view.name, "matches snapshot " + view.name, (), len(recorded))
         score = len(reasons) * 1000 + len(fields)
