@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools envtest serve test lint typecheck unit fuzz bench manifests clean
+.PHONY: help install tools envtest serve test lint typecheck unit fuzz bench bench-cluster bench-scale manifests clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -59,6 +59,12 @@ fuzz: $(STAMP) ## longer hypothesis fuzzing of the admission edge
 
 bench: $(STAMP) ## throughput/latency benchmark against a constant-response server
 	$(BIN)/python scripts/bench.py
+
+bench-cluster: $(STAMP) ## pod CREATE latency through a real kube-apiserver: none vs constant webhook vs snapready
+	$(BIN)/python scripts/bench_cluster.py $(BENCH_ARGS)
+
+bench-scale: $(STAMP) ## caches at scale (2,000 nodes, 20,000 pods, 5,000 PodSnapshots): sync time, RSS, admission p99
+	$(BIN)/python scripts/bench_scale.py $(BENCH_ARGS)
 
 manifests: $(STAMP) ## regenerate manifests/install.yaml from the chart
 	$(BIN)/python scripts/render_manifests.py
