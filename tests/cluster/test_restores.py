@@ -141,6 +141,8 @@ def test_a_node_pool_upgrade_marks_snapshots_stale_once(env: Env) -> None:
 
 def test_followers_write_no_event(env: Env) -> None:
     tracker = env.source.restores
+    tracker.stop()  # drive it by hand, as a replica that does not hold the Lease
+    assert tracker.join(5)
     tracker.is_leader = lambda: False
     take_snapshot(env, name="snap-f", origin="origin-f")
     create_admitted(env, "follower-pod")

@@ -178,7 +178,7 @@ def _candidate(
         "originPod": view.origin_pod,
         "originNode": dict(view.origin.node) if view.origin is not None else None,
     }
-    if view.origin is None:
+    if view.origin is None or not view.origin.spec_hash:  # unknown origin: nothing to compare
         return {**entry, "matches": None, "differences": []}
     found = explain_differences(facts, view.origin, landing, rootfs_only=rootfs_only, spec=spec)
     return {**entry, "matches": not found, "differences": found}

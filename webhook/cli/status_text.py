@@ -39,7 +39,7 @@ def _snapshots(block: dict[str, Any]) -> list[str]:
     ]
     newest = block["newest"]
     if newest is not None:
-        version = newest["originVersion"] or "unknown version (no origin record)"
+        version = newest["originVersion"] or "an unknown node version"
         pool = f" (pool {newest['originPool']})" if newest["originPool"] else ""
         lines.append(
             f"  newest     {newest['name']} ({newest['state']}), {newest['age']} old, "
@@ -67,7 +67,7 @@ def _recent(block: dict[str, Any], indent: str = "  ") -> list[str]:
     if block["hitRate"] is not None:
         lines.append(
             f"{indent}  hit rate {block['hitRate']:.0%} "
-            f"({outcomes['restored']} of {block['hitRateOf']})"
+            f"({outcomes['restored'] + outcomes['restored_unexpected']} of {block['hitRateOf']})"
         )
     p50 = block["p50StartupSeconds"]
     if p50["restored"] is not None or p50["cold"] is not None:

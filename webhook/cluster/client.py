@@ -212,7 +212,7 @@ def _status_message(body: bytes) -> str:
         status = orjson.loads(body)
     except orjson.JSONDecodeError:
         return body.decode("utf-8", "replace").strip().splitlines()[0][:160] if body.strip() else ""
-    return str(status.get("message", ""))[:160] if isinstance(status, dict) else ""
+    return str(status.get("message", ""))[:400] if isinstance(status, dict) else ""
 
 
 def api_client(settings: Settings) -> Any:

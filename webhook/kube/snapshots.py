@@ -119,8 +119,9 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         return None
     annotations = _dict(metadata, "annotations")
     origin_pod = _str(annotations.get(ORIGIN_POD))
-    if origin_pod is not None and "/" in origin_pod:  # tolerate "namespace/name"
-        origin_pod = origin_pod.rsplit("/", 1)[1] or None
+    if origin_pod is not None and "/" in origin_pod:  # "namespace/name": only our namespace
+        where, _, pod_name = origin_pod.rpartition("/")
+        origin_pod = pod_name or None if where == namespace else None
     ready, reason = _ready(status.get("conditions"))
     return SnapshotView(
         namespace=namespace,

@@ -89,7 +89,13 @@ def group_of(policy: Policy, labels: Mapping[str, str]) -> dict[str, str]:
 
 
 def candidates(pod: PodFacts, index: SnapshotIndex) -> tuple[list[SnapshotView], str]:
-    """Ready snapshots the pod could restore from (newest first), and why there are none."""
+    """Ready snapshots the pod could restore from (newest first), and why there are none.
+
+    A ``ps-name`` pin names the only candidate; it must be Ready and belong to a selecting
+    policy (GKE restores only within the pod's policy). Otherwise the candidates are the Ready
+    snapshots of the selecting policies whose recorded group equals the pod's (a snapshot not
+    recorded yet is kept: its group is unknown).
+    """
     pinned = pod.annotations.get(PS_NAME)
     names = {p.name for p in pod.policies}
     if pinned:
@@ -97,14 +103,27 @@ def candidates(pod: PodFacts, index: SnapshotIndex) -> tuple[list[SnapshotView],
         if view is None or not view.ready:
             state = "does not exist" if view is None else "is not Ready"
             return [], f"pinned snapshot {clip(pinned, 63)} ({PS_NAME}) {state}"
+        if view.policy not in names:
+            return [], (
+                f"pinned snapshot {clip(pinned, 63)} belongs to policy {clip(view.policy, 63)}, "
+                f"not to {', '.join(sorted(names))}"
+            )
         return [view], ""
     found: list[SnapshotView] = []
+    groups: list[str] = []
+    any_ready = False
     for policy in pod.policies:
         wanted = group_of(policy, pod.labels)
+        if policy.grouping_labels:
+            shown = ",".join(f"{k}={wanted.get(k, '<none>')}" for k in policy.grouping_labels)
+            groups.append(f"{policy.name} group {shown}")
         for view in index.of_policy(pod.namespace, policy.name):
+            any_ready = any_ready or view.ready
             if view.ready and (view.origin is None or dict(view.origin.group) == wanted):
                 found.append(view)
     found.sort(key=lambda v: (v.created, v.name), reverse=True)
+    if not found and any_ready and groups:
+        return [], f"no Ready snapshot in {'; '.join(groups)} yet (first start checkpoints)"
     if not found:
         return [], f"no Ready snapshot of {', '.join(sorted(names))} yet (first start checkpoints)"
     return found, ""
@@ -198,10 +217,12 @@ def predict(
     found, why_none = candidates(pod, index)
     if not found:
         return Prediction("none", None, why_none)
-    recorded = [view for view in found if view.origin is not None]
+    # A record whose origin pod was never known (``specHash`` null) cannot be compared: it is
+    # treated like a snapshot without a record, never as a difference.
+    recorded = [v for v in found if v.origin is not None and v.origin.spec_hash]
     if not recorded:
         return Prediction(
-            "none", None, f"{len(found)} Ready snapshot(s) have no origin record yet", (), 0
+            "none", None, f"{len(found)} Ready snapshot(s) have no known origin yet", (), 0
         )
     landing = landing_pools(pod.selection, pools)
     best: tuple[int, SnapshotView, list[str], list[str]] | None = None
