@@ -9,14 +9,25 @@ policy after a node-pool upgrade.
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
+import yaml
 from kubernetes import client
 
+from tests.cluster.test_real_apiserver import RBAC, bind_role, manifest_role, wait_until_allowed
 from tests.cluster.test_snapshots import NEW, OLD, Env, env, set_node_version, take_snapshot
-from tests.envtest.plugin import wait_for
+from tests.conftest import make_settings
+from tests.envtest.controlplane import ControlPlane
+from tests.envtest.plugin import service_account_token, wait_for
+from tests.support.kube_real import delete_quietly
+from webhook.base.config import LeaderSettings
+from webhook.cluster.client import KubeTransport, api_client
+from webhook.cluster.events import Event, EventRecorder, Regarding
+from webhook.cluster.leader import LeaderElector
 from webhook.kube.snapshots import PodRecord
 
 __all__ = ["env"]  # the fixture, shared with test_snapshots
@@ -134,8 +145,7 @@ def test_a_node_pool_upgrade_marks_snapshots_stale_once(env: Env) -> None:
     note = stale[0]["note"]
     assert f"{OLD[1:]} -> {NEW[1:]}" in note and env.pool in note and "llm-policy" in note
     assert stale[0]["regarding"]["kind"] == "PodSnapshotPolicy"
-    env.source.restores.notify()
-    wait_for("another pass", lambda: env.source.restores.step() is None, timeout=5)
+    env.source.restores.step()  # one more pass by hand: the same upgrade is not reported again
     assert len(events(env, "SnapshotsStale")) == 1, "reported once per upgrade"
 
 
@@ -164,3 +174,53 @@ def test_start_time_is_ready_minus_creation() -> None:
     from webhook.kube.outcomes import startup_seconds  # noqa: PLC0415
 
     assert startup_seconds(record) == 41
+
+
+def test_the_leaders_writes_are_allowed_by_manifests_rbac(
+    env: Env, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """As a ServiceAccount bound to exactly ``manifests/rbac.yaml`` (ClusterRole, and the lease
+    Role moved to this namespace): the origin-record merge patch on a PodSnapshot, a new Event
+    and its series patch, and holding the Lease are all allowed (the writers' tests above run as
+    admin)."""
+    token = service_account_token(env.api, env.namespace, "writer")
+    kubeconfig = control_plane.token_kubeconfig(tmp_path / "writer.kubeconfig", token)
+    name = f"writer-{env.namespace}"[:63]
+    role = manifest_role(name)
+    bind_role(env.api, role, env.namespace, "writer")
+    lease_role = next(d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == "Role")
+    lease_role["metadata"] = {"name": "snapready", "namespace": env.namespace}
+    rbac = client.RbacAuthorizationV1Api(env.api)
+    rbac.create_namespaced_role(env.namespace, client.V1Role.model_validate(lease_role))
+    binding = {
+        "metadata": {"name": "snapready", "namespace": env.namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "snapready"},
+        "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": env.namespace}],
+    }
+    rbac.create_namespaced_role_binding(env.namespace, client.V1RoleBinding.model_validate(binding))
+    take_snapshot(env)  # the origin pod and a Ready PodSnapshot
+    wait_until_allowed(kubeconfig, "nodes")
+    settings = make_settings(source={"kind": "kube", "kubeconfig": kubeconfig})
+    transport = KubeTransport(api_client(settings), 10.0)
+    path = f"/apis/podsnapshot.gke.io/v1/namespaces/{env.namespace}/podsnapshots/snap-1"
+    transport.merge_patch(path, {"metadata": {"annotations": {"x.test/probe": "1"}}})
+    recorder = EventRecorder(transport, "rbac-test")
+    regarding = Regarding("v1", "Pod", env.namespace, "origin")
+    event = Event(regarding, "Warning", "SnapshotRestoreMissed", "Restore", "rbac probe")
+    assert recorder.emit(event) and recorder.emit(event)
+    (written,) = events(env, "SnapshotRestoreMissed")
+    assert written["series"]["count"] == 2
+    elector = LeaderElector(
+        api_client(settings),
+        LeaderSettings(lease_name="snapready", lease_namespace=env.namespace),
+        lock=threading.Lock(),
+        on_change=lambda: None,
+    )
+    elector.start()
+    try:
+        wait_for("lease held", lambda: elector.is_leader, timeout=15)
+    finally:
+        elector.stop()
+        elector.join(10)
+    delete_quietly(rbac.delete_cluster_role_binding, name)
+    delete_quietly(rbac.delete_cluster_role, name)

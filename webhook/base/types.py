@@ -14,6 +14,14 @@ RawObject = dict[str, Any]
 """A Kubernetes object exactly as decoded from JSON (``{"apiVersion": ..., "metadata": ...}``)."""
 
 Labels = Mapping[str, str]
+
+
+def mapping(value: Any) -> RawObject:
+    """``value`` if it is a JSON object, else ``{}`` (absent, null or a wrong type in hostile or
+    partial input: readers of raw objects never crash on shape)."""
+    return value if isinstance(value, dict) else {}
+
+
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 Endpoint = Literal["mutate", "validate"]
 Mode = Literal["enforce", "warn", "audit"]

@@ -16,24 +16,18 @@ Exit codes: 0 explained, 2 bad input, pod not found, or API server unreachable/r
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from webhook.base.errors import ConfigError
 from webhook.base.types import RawObject
-from webhook.cli.common import fail, print_json, settings_from
 from webhook.cli.explain_hints import explain_differences
 from webhook.cli.explain_text import render_text
 from webhook.cli.snapshots_read import (
     FORMAT_VERSION,
-    READ_ERRORS,
     Live,
     add_cluster_arguments,
-    internal_error,
-    open_connection,
-    read_error,
     read_live,
     read_pod,
+    run_reader,
 )
 from webhook.cluster.records import pod_record
 from webhook.kube.matching import PolicyIndex
@@ -44,6 +38,10 @@ from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, candidates, landing_pools, predict
+
+if TYPE_CHECKING:
+    from webhook.base.config import Settings
+    from webhook.cluster.client import Connection
 
 RECORDED = ("restore-prediction", "restore-snapshot", "restore-reason", "spec-hash", "policy")
 
@@ -61,36 +59,14 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the pod and its namespace, print the explanation; 0, or 2 with one line."""
-    try:
-        return _run(args)
-    except Exception as exc:  # the last line: a message, never a traceback
-        return internal_error(exc)
 
-
-def _run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_from(args)
-        connection = open_connection(args, settings)
-    except ConfigError as exc:
-        return fail(str(exc))
-    namespace = args.namespace or connection.namespace
-    try:
+    def read(connection: Connection, settings: Settings) -> tuple[dict[str, Any], list[str]]:
+        namespace = args.namespace or connection.namespace
         pod = read_pod(connection.transport, namespace, args.pod)
         live = read_live(connection.transport, namespace, settings, pods=False)
-    except ConfigError as exc:
-        return fail(str(exc))
-    except READ_ERRORS as exc:
-        return fail(read_error(exc, connection))
-    finally:
-        connection.close()
-    report = explain(pod, live, settings.prefix)
-    if args.format == "json":
-        print_json(report)
-    else:
-        sys.stdout.write(render_text(report))
-    for note in live.notes:
-        sys.stderr.write(f"snapready: note: {note}\n")
-    return 0
+        return explain(pod, live, settings.prefix), live.notes
+
+    return run_reader(args, read, render_text)
 
 
 def _strings(value: Any) -> dict[str, str]:
@@ -171,6 +147,7 @@ def _candidate(
     rootfs_only: bool,
     spec: dict[str, Any],
 ) -> dict[str, Any]:
+
     entry: dict[str, Any] = {
         "snapshot": view.name,
         "policy": view.policy,

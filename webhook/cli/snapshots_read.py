@@ -13,16 +13,18 @@ unreachable, 403, 5xx); the commands turn them into one ``snapready: ...`` line 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import RawObject
-from webhook.cli.common import add_settings_arguments, fail
+from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.cluster.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
 from webhook.cluster.records import selected_label_query
 from webhook.cluster.syncing import Gone, NotServed, TransportError
@@ -44,6 +46,42 @@ def internal_error(exc: Exception) -> int:
     """The last line of a command: ``snapready: internal error: ...`` and 2, never a traceback."""
     text = str(exc)
     return fail(f"internal error: {type(exc).__name__}" + (f": {clip(text, 200)}" if text else ""))
+
+
+Reader = Callable[["Connection", Settings], tuple[dict[str, Any], list[str]]]
+"""Reads the cluster through the connection and builds a command's report; returns the report
+and notes for stderr. May raise ``ConfigError`` (bad input) or ``READ_ERRORS``."""
+
+
+def run_reader(
+    args: argparse.Namespace, read: Reader, render: Callable[[dict[str, Any]], str]
+) -> int:
+    """What ``status`` and ``explain`` share: settings, connection, read (closing it after),
+    output as ``--format`` says, notes on stderr; 0, or 2 with one ``snapready: ...`` line and
+    never a traceback."""
+    try:
+        try:
+            settings = settings_from(args)
+            connection = open_connection(args, settings)
+        except ConfigError as exc:
+            return fail(str(exc))
+        try:
+            report, notes = read(connection, settings)
+        except ConfigError as exc:
+            return fail(str(exc))
+        except READ_ERRORS as exc:
+            return fail(read_error(exc, connection))
+        finally:
+            connection.close()
+        if args.format == "json":
+            print_json(report)
+        else:
+            sys.stdout.write(render(report))
+        for note in notes:
+            sys.stderr.write(f"snapready: note: {note}\n")
+        return 0
+    except Exception as exc:  # the last line: a message, never a traceback
+        return internal_error(exc)
 
 
 def read_error(exc: Exception, connection: Connection) -> str:

@@ -17,23 +17,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from webhook.base.errors import ConfigError
-from webhook.cli.common import fail, print_json, settings_from
 from webhook.cli.snapshots_read import (
     FORMAT_VERSION,
-    READ_ERRORS,
     Live,
     add_cluster_arguments,
-    internal_error,
-    open_connection,
-    read_error,
     read_live,
+    run_reader,
 )
 from webhook.cli.status_text import age_text, render_text
 from webhook.cluster.records import pod_record
@@ -47,6 +41,10 @@ from webhook.kube.outcomes import (
     startup_seconds,
 )
 from webhook.kube.snapshots import PodRecord, SnapshotView
+
+if TYPE_CHECKING:
+    from webhook.base.config import Settings
+    from webhook.cluster.client import Connection
 
 WINDOW = timedelta(hours=24)
 HIT_RATE = (
@@ -72,33 +70,13 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Read the cluster and print the report; 0, or 2 with one ``snapready: ...`` line."""
-    try:
-        return _run(args)
-    except Exception as exc:  # the last line: a message, never a traceback
-        return internal_error(exc)
 
-
-def _run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_from(args)
-        connection = open_connection(args, settings)
-    except ConfigError as exc:
-        return fail(str(exc))
-    try:
+    def read(connection: Connection, settings: Settings) -> tuple[dict[str, Any], list[str]]:
         namespace = None if args.all_namespaces else (args.namespace or connection.namespace)
         live = read_live(connection.transport, namespace, settings)
-    except READ_ERRORS as exc:
-        return fail(read_error(exc, connection))
-    finally:
-        connection.close()
-    report = build_report(live, settings.prefix, now=datetime.now(UTC))
-    if args.format == "json":
-        print_json(report)
-    else:
-        sys.stdout.write(render_text(report))
-    for note in live.notes:
-        sys.stderr.write(f"snapready: note: {note}\n")
-    return 0
+        return build_report(live, settings.prefix, now=datetime.now(UTC)), live.notes
+
+    return run_reader(args, read, render_text)
 
 
 def build_report(live: Live, prefix: str, *, now: datetime) -> dict[str, Any]:

@@ -35,8 +35,6 @@ log = logging.getLogger("snapready.kube")
 SNAPSHOT_API = "/apis/podsnapshot.gke.io"
 SNAPSHOT_VERSIONS = ("v1", "v1alpha1")
 VERSION_PATH = "/version"
-SCOPE = "webhookScope"
-"""Name of the scope controller's worker (``webhook.cluster.scope``) among the attached ones."""
 
 
 def _where(obj: RawObject) -> str:
@@ -149,10 +147,13 @@ class ClusterSource:
             on_change=self._rebuild,
         )
         self.extra: list[Worker] = []
+        self.scope: Any = None
+        """The webhook-scope controller, when attached (its ``in_sync`` feeds the state)."""
         self.restores: Any = None
         """The restore tracker, when attached (its ``listeners`` take outcome callbacks)."""
         self.on_policies: list[Callable[[], None]] = []
         self.on_snapshots: list[Callable[[], None]] = []
+        """Woken when PodSnapshots or node pools change (origin records, stale snapshots)."""
         self._nodes_seen: object = None
         self._nodes: Mapping[str, NodeView] = {}
         self._snapshots_seen: object = None
@@ -256,12 +257,11 @@ class ClusterSource:
             snapshots=snapshots.view,
             snapshots_known=snapshots.synced and snapshots.served,
             pods=self.reflectors["pods"].view,
-            scope_synced=next(
-                (bool(getattr(w, "in_sync", False)) for w in self.extra if w.name == SCOPE),
-                None,
-            ),
+            scope_synced=None if self.scope is None else bool(self.scope.in_sync),
         )
-        if snapshots.view is not self._snapshots_seen:
-            self._snapshots_seen = snapshots.view
+        # Snapshots or node pools changed (a node-pool upgrade makes snapshots stale).
+        facts = (snapshots.view, self.reflectors["nodes"].view)
+        if facts != self._snapshots_seen:
+            self._snapshots_seen = facts
             for notify in self.on_snapshots:  # after the swap; listeners only set an event
                 notify()

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from webhook.base.types import RawObject
+from webhook.base.types import RawObject, mapping
 from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
 from webhook.kube.gke import (
     ACCELERATOR,
@@ -68,11 +68,9 @@ def build_record(view: SnapshotView, pod: RawObject | None, state: ClusterState)
     )
     cached = state.pods.get(f"{view.namespace}/{view.origin_pod}") if view.origin_pod else None
     if pod is not None:
-        metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-        spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-        raw_labels = metadata.get("labels") if isinstance(metadata, dict) else None
-        labels = {k: v for k, v in (raw_labels or {}).items() if isinstance(v, str)}
-        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        metadata, spec = mapping(pod.get("metadata")), mapping(pod.get("spec"))
+        labels = {k: v for k, v in mapping(metadata.get("labels")).items() if isinstance(v, str)}
+        node = spec.get("nodeName")
         spec_hash: str | None = fingerprint(pod)
         fields = field_digests(pod)
     elif cached is not None:

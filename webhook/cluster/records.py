@@ -8,10 +8,7 @@ prediction), the node it runs on, and its start-up facts (Ready transition, ``Po
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from webhook.base.types import RawObject
+from webhook.base.types import RawObject, mapping
 from webhook.kube.gke import POD_RESTORED
 from webhook.kube.snapshots import PodRecord, condition
 
@@ -23,18 +20,14 @@ def selected_label_query(prefix: str) -> str:
     return "labelSelector=" + quote(f"{prefix}selected=true", safe="")
 
 
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
     """The compact record of a stamped pod; None without namespace or name."""
-    metadata, spec = _dict(obj.get("metadata")), _dict(obj.get("spec"))
+    metadata, spec = mapping(obj.get("metadata")), mapping(obj.get("spec"))
     namespace, name = metadata.get("namespace"), metadata.get("name")
     if not isinstance(namespace, str) or not isinstance(name, str):
         return None
-    labels = {k: v for k, v in _dict(metadata.get("labels")).items() if isinstance(v, str)}
-    annotations = _dict(metadata.get("annotations"))
+    labels = {k: v for k, v in mapping(metadata.get("labels")).items() if isinstance(v, str)}
+    annotations = mapping(metadata.get("annotations"))
 
     def ours(key: str) -> str | None:
         value = annotations.get(prefix + key)

@@ -149,7 +149,9 @@ class ScopeController(Worker):
         if pending:
             self._report(False, "waiting for the leader to write the scope")
         else:
-            self._report(True, f"synced ({scope.level}, {len(index)} policies)")
+            count = len(index)
+            noun = "policy" if count == 1 else "policies"
+            self._report(True, f"synced ({scope.level}, {count} {noun})")
 
     def _apply(self, scope: Scope) -> bool:
         """Patch (as leader) or compare (as follower); True while some configuration differs."""

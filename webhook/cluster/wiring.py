@@ -52,6 +52,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
         on_change=source.rebuild,
     )
     source.attach(scope)
+    source.scope = scope
     source.on_policies.append(scope.notify)
     recorder = OriginRecorder(
         transport,

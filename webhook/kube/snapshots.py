@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from webhook.base.types import RawObject
+from webhook.base.types import RawObject, mapping
 from webhook.kube.gke import ORIGIN_POD
 
 RECORD_VERSION = 1
@@ -77,11 +77,6 @@ class OriginRecord:
         )
 
 
-def _dict(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = obj.get(key)
-    return value if isinstance(value, dict) else {}
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -112,12 +107,13 @@ class SnapshotView:
 
 def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | None:
     """Compact view of a PodSnapshot; None without namespace, name or ``spec.policyName``."""
-    metadata, spec, status = _dict(obj, "metadata"), _dict(obj, "spec"), _dict(obj, "status")
+    metadata, spec = mapping(obj.get("metadata")), mapping(obj.get("spec"))
+    status = mapping(obj.get("status"))
     namespace, name = _str(metadata.get("namespace")), _str(metadata.get("name"))
     policy = _str(spec.get("policyName"))
     if namespace is None or name is None or policy is None:
         return None
-    annotations = _dict(metadata, "annotations")
+    annotations = mapping(metadata.get("annotations"))
     origin_pod = _str(annotations.get(ORIGIN_POD))
     if origin_pod is not None and "/" in origin_pod:  # "namespace/name": only our namespace
         where, _, pod_name = origin_pod.rpartition("/")

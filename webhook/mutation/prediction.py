@@ -12,9 +12,7 @@ exceed the 63 characters of a label value).
 
 from __future__ import annotations
 
-from typing import Any
-
-from webhook.kube.gke import PS_NAME
+from webhook.base.types import mapping
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
 from webhook.pod.fields import field_digests
@@ -36,8 +34,8 @@ def stamp_selected(draft: Draft, ctx: PodContext) -> bool:
 def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
     """What the prediction reads of the working copy (fingerprint from ``spec-hash``)."""
     doc = draft.doc
-    metadata = _dict(doc.get("metadata"))
-    labels, annotations = _dict(metadata.get("labels")), _dict(metadata.get("annotations"))
+    metadata = mapping(doc.get("metadata"))
+    labels, annotations = mapping(metadata.get("labels")), mapping(metadata.get("annotations"))
     return PodFacts(
         namespace=ctx.namespace,
         labels={k: v for k, v in labels.items() if isinstance(v, str)},
@@ -47,10 +45,6 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
         fields=lambda: field_digests(doc),
         selection=node_selection(ctx.spec, "spec"),  # injection never touches node pins
     )
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def stamp_prediction(draft: Draft, ctx: PodContext) -> bool:
@@ -68,6 +62,3 @@ def stamp_prediction(draft: Draft, ctx: PodContext) -> bool:
         changed = draft.put(ANNOTATIONS, key, result.snapshot) or changed
     reason = result.reason[:MAX_REASON_CHARS]
     return draft.put(ANNOTATIONS, ctx.settings.annotation("restore-reason"), reason) or changed
-
-
-__all__ = ["PS_NAME", "stamp_prediction", "stamp_selected"]

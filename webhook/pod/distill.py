@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-from webhook.base.types import RawObject
+from webhook.base.types import RawObject, mapping
 from webhook.kube.canonical import JCS_INT_MAX, canonical_json
 from webhook.kube.defaults import default_container, default_pod_spec, default_volume
 
@@ -138,17 +138,17 @@ def distill(pod: RawObject) -> RawObject:
     "containers", <POD_FIELDS>}}`` with empty parts left out. Never raises on odd shapes: a
     non-dict ``metadata``/``spec`` counts as empty.
     """
-    metadata = _mapping(pod.get("metadata"))
-    spec = _mapping(pod.get("spec"))
+    metadata = mapping(pod.get("metadata"))
+    spec = mapping(pod.get("spec"))
     out_meta: RawObject = {}
     annotations = {
         k: _canon(v)
-        for k, v in _mapping(metadata.get("annotations")).items()
+        for k, v in mapping(metadata.get("annotations")).items()
         if isinstance(k, str) and k.startswith(GVISOR_ANNOTATION_PREFIX) and v is not None
     }
     if annotations:
         out_meta["annotations"] = annotations
-    labels = _mapping(metadata.get("labels"))
+    labels = mapping(metadata.get("labels"))
     hashed = {k: _canon(labels[k]) for k in HASHED_LABELS if labels.get(k) is not None}
     if hashed:
         out_meta["labels"] = hashed
@@ -277,11 +277,6 @@ def _name(item: RawObject) -> str | None:
     """``item["name"]`` if it is a string (odd JSON may hold anything there)."""
     name = item.get("name")
     return name if isinstance(name, str) else None
-
-
-def _mapping(value: Any) -> RawObject:
-    """``value`` if it is a dict, else ``{}`` (null/absent/odd shapes)."""
-    return value if isinstance(value, dict) else {}
 
 
 def _list(value: Any) -> list[Any]:
