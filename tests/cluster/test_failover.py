@@ -112,7 +112,9 @@ def test_one_writer_and_the_follower_takes_over_after_a_kill(
         core.create_namespaced_pod(env.namespace, client.V1Pod.model_validate(admitted))
         snapshot(env, "before-kill", "origin-1")
         wait_for("record by the leader", lambda: recorded(env, "before-kill"), timeout=20)
-        assert (writes(leader, "before-kill"), writes(follower, "before-kill")) == (1, 0)
+        # The annotation can be visible before the writer's log line is: wait for the line.
+        wait_for("leader's log line", lambda: writes(leader, "before-kill") == 1, timeout=5)
+        assert writes(follower, "before-kill") == 0
 
         os.kill(leader.process.pid, signal.SIGKILL)
         leader.process.wait(10)
@@ -124,7 +126,7 @@ def test_one_writer_and_the_follower_takes_over_after_a_kill(
 
         snapshot(env, "after-kill", "origin-1")
         wait_for("the new leader writes", lambda: recorded(env, "after-kill"), timeout=20)
-        assert writes(follower, "after-kill") == 1
+        wait_for("new leader's log line", lambda: writes(follower, "after-kill") == 1, timeout=5)
     finally:
         for process in (first, second):
             process.stop()
