@@ -260,7 +260,8 @@ def set_up_cluster(admin: Any, api: Api) -> None:
             path = (
                 f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
             )
-            conditions = api.json("GET", path).get("status", {}).get("conditions", [])
+            status = api.json("GET", path).get("status") or {}
+            conditions = status.get("conditions") or []  # null right after the create
             if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
                 return False
         return True

@@ -1151,3 +1151,39 @@ def test_property_any_json_shaped_pod_gets_a_fingerprint(metadata: Any, spec: Po
     value = fingerprint({"metadata": metadata, "spec": spec})
     assert re.fullmatch(r"v1:sha256:[0-9a-f]{64}", value)
     assert changed_paths({"metadata": metadata, "spec": spec}, {}) is not None
+
+
+ANY_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()  # NaN and infinities included: JCS refuses them
+    | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    security=st.dictionaries(st.text(max_size=4), ANY_JSON, max_size=3),
+    args=st.lists(ANY_JSON, max_size=3),
+    annotation=ANY_JSON,
+)
+def test_property_fingerprint_is_sha256_of_the_rfc8785_bytes(
+    security: dict[str, Any], args: list[Any], annotation: Any
+) -> None:
+    """The fingerprint's orjson fast path writes exactly what ``rfc8785`` writes, or defers to
+    it: floats, NaN, big integers and non-ASCII keys anywhere in the hashed fields."""
+    pod = {
+        "metadata": {"annotations": {"dev.gvisor.x": annotation}},
+        "spec": {"securityContext": security, "containers": [{"name": "a", "args": args}]},
+    }
+    try:
+        expected = rfc8785.dumps(distill(pod))
+    except ValueError:
+        with pytest.raises(ValueError):
+            fingerprint(pod)
+        return
+    assert fingerprint(pod) == "v1:sha256:" + hashlib.sha256(expected).hexdigest()

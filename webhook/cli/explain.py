@@ -101,7 +101,7 @@ def explain(pod: RawObject, live: Live, prefix: str) -> dict[str, Any]:
     annotations = facts.annotations
     rootfs_only = bool(facts.policies) and all(p.scope == "rootfs-only" for p in facts.policies)
     recorded = {key: annotations.get(prefix + key) for key in RECORDED}
-    landing = landing_pools(facts.selection, live.pools)
+    landing = landing_pools(facts.node_selection(), live.pools)
     prediction: dict[str, Any] | None = None
     found: list[SnapshotView] = []
     why_none = "no PodSnapshotPolicy of the namespace selects this pod"

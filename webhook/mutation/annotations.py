@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
-from webhook.pod.distill import fingerprint
+from webhook.pod.memo import admitted_fingerprint
 
 ANNOTATIONS = ("metadata", "annotations")
 
@@ -23,5 +23,10 @@ def stamp_policy(draft: Draft, ctx: PodContext) -> bool:
 
 
 def stamp_fingerprint(draft: Draft, ctx: PodContext) -> bool:
-    """Set ``<prefix>spec-hash`` to ``fingerprint`` of the working copy (run it last)."""
-    return draft.put(ANNOTATIONS, ctx.settings.annotation("spec-hash"), fingerprint(draft.doc))
+    """Set ``<prefix>spec-hash`` to ``fingerprint`` of the working copy (run it last).
+
+    Through the content memo (``webhook.pod.memo``): the validating call of the same pod then
+    finds the value instead of recomputing it for ``hash-drift``.
+    """
+    value = admitted_fingerprint(draft.doc)
+    return draft.put(ANNOTATIONS, ctx.settings.annotation("spec-hash"), value)

@@ -18,6 +18,7 @@ was, unknown fields included.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,9 +33,12 @@ def escape(token: Token) -> str:
     return str(token).replace("~", "~0").replace("/", "~1")
 
 
+@functools.lru_cache(maxsize=1024)
 def pointer(path: Path) -> str:
     """The JSON Pointer for ``path``, e.g. ``("metadata", "annotations", "a/b")`` ->
-    ``/metadata/annotations/a~1b``; ``()`` is the whole document (``""``)."""
+    ``/metadata/annotations/a~1b``; ``()`` is the whole document (``""``).
+
+    Cached (bounded): every selected pod gets the same few annotation and label pointers."""
     return "".join("/" + escape(token) for token in path)
 
 

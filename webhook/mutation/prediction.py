@@ -43,7 +43,8 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
         policies=ctx.policies,
         spec_hash=str(annotations.get(ctx.settings.annotation("spec-hash"), "")),
         fields=lambda: field_digests(doc),
-        selection=node_selection(ctx.spec, "spec"),  # injection never touches node pins
+        # Injection never touches node pins; read only when there are snapshots to compare.
+        selection=lambda: node_selection(ctx.spec, "spec"),
     )
 
 

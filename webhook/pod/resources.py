@@ -64,7 +64,11 @@ def _containers(spec: RawObject) -> Iterator[tuple[str, int, RawObject, Containe
 def _whole(value: Any, field: str, problems: list[tuple[str, str]]) -> int | None:
     """A quantity as whole units; None (and a ``(field, message)`` problem) when malformed, out
     of range, negative or fractional (devices are whole: the API server requires an integer for
-    extended resources, and ``"1e-99999999"`` is ``1n`` there, so it is fractional too)."""
+    extended resources, and ``"1e-99999999"`` is ``1n`` there, so it is fractional too).
+    Plain ASCII digits (``"4"``, the usual device count) are read directly: up to 18 digits
+    they are below 2^63-1 and need none of ``parse_quantity``'s decimal work."""
+    if type(value) is str and len(value) <= 18 and value.isdigit() and value.isascii():
+        return int(value)
     try:
         quantity = parse_quantity(value)
     except ValueError as exc:

@@ -65,7 +65,8 @@ class PodFacts:
         policies: the selecting policies; ``spec_hash``: its fingerprint.
         fields: its field digests, or a function computing them: only a fingerprint mismatch
             needs them, so the common case (hit, none) never distills the pod a second time.
-        selection: its node pins (``pod.node_pins.node_selection``).
+        selection: its node pins (``pod.node_pins.node_selection``), or a function computing
+            them: only a pod with Ready recorded snapshots to compare needs them.
     """
 
     namespace: str
@@ -74,13 +75,19 @@ class PodFacts:
     policies: tuple[Policy, ...]
     spec_hash: str
     fields: Mapping[str, str] | Callable[[], Mapping[str, str]]
-    selection: NodeSelection
+    selection: NodeSelection | Callable[[], NodeSelection]
 
     def field_digests(self) -> Mapping[str, str]:
         """The digests (computed once, on first use)."""
         if callable(self.fields):
             self.fields = self.fields()
         return self.fields
+
+    def node_selection(self) -> NodeSelection:
+        """The node pins (computed once, on first use)."""
+        if callable(self.selection):
+            self.selection = self.selection()
+        return self.selection
 
 
 def group_of(policy: Policy, labels: Mapping[str, str]) -> dict[str, str]:
@@ -174,11 +181,11 @@ def differences(
         fields = differing_fields(pod.field_digests(), origin.fields) if origin.fields else []
         reasons.append(_fields_reason(fields) if fields else "the spec fingerprint differs")
     node = origin.node
-    families = _families(pod.selection)
+    families = _families(pod.node_selection())
     family = node.get("family")
     if family and families is not None and family not in families:
         reasons.append(f"pinned to {'/'.join(sorted(families))}, snapshot taken on {family}")
-    arch_pin = pod.selection.pins.get(ARCHITECTURE)
+    arch_pin = pod.node_selection().pins.get(ARCHITECTURE)
     arch = node.get("arch")
     if arch and arch_pin is not None and arch_pin.exhaustive and arch not in arch_pin.values:
         reasons.append(f"pinned to arch {'/'.join(sorted(arch_pin.values))}, snapshot on {arch}")
@@ -224,7 +231,7 @@ def predict(
         return Prediction(
             "none", None, f"{len(found)} Ready snapshot(s) have no known origin yet", (), 0
         )
-    landing = landing_pools(pod.selection, pools)
+    landing = landing_pools(pod.node_selection(), pools)
     best: tuple[int, SnapshotView, list[str], list[str]] | None = None
     # Snapshots of one template on one pool share their record's hash and node facts: compare
     # each distinct origin once (21 snapshots of a group cost one comparison, not 21).

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext
-from webhook.pod.distill import FINGERPRINT_PREFIX, fingerprint
+from webhook.pod.distill import FINGERPRINT_PREFIX
+from webhook.pod.memo import admitted_fingerprint
 
 
 class HashDrift:
@@ -34,7 +35,8 @@ class HashDrift:
         recorded = pod.annotations.get(key)
         if not isinstance(recorded, str) or not recorded.startswith(FINGERPRINT_PREFIX):
             return []
-        if fingerprint({"metadata": pod.metadata, "spec": pod.spec}) == recorded:
+        # The memo usually holds it: this replica stamped the same content at /mutate.
+        if admitted_fingerprint({"metadata": pod.metadata, "spec": pod.spec}) == recorded:
             return []
         message = (
             "a mutating webhook that ran after snapready changed hashed fields; set snapready's "

@@ -14,7 +14,8 @@ Pure module: reads the PodContext only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from webhook.base.sections import RuleSettings
 from webhook.base.text import clip, clip_all
@@ -67,12 +68,25 @@ class Placement:
     gpus: ResourceUsage
     tpus: ResourceUsage
     selection: NodeSelection
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What ``family_constraints`` derived (with the rules it used), read by several rules."""
 
 
-def family_constraints(place: Placement, rules: RuleSettings) -> list[Constraint]:
+def family_constraints(place: Placement, rules: RuleSettings) -> tuple[Constraint, ...]:
     """Family statements from every source: family pins and pool/class/node facts, instance
     types (their family prefix), supported accelerators (the families carrying them) and the
-    term-by-term reading of the affinity."""
+    term-by-term reading of the affinity. Computed once per placement and rules (the machine
+    and GPU rules each ask)."""
+    cached = place.derived.get("families")
+    if cached is not None and cached[0] is rules:
+        constraints: tuple[Constraint, ...] = cached[1]
+        return constraints
+    constraints = _family_constraints(place, rules)
+    place.derived["families"] = (rules, constraints)
+    return constraints
+
+
+def _family_constraints(place: Placement, rules: RuleSettings) -> tuple[Constraint, ...]:
     out = list(place.families)
     for c in place.instance_types:
         families = frozenset(instance_family(t) for t in c.values)
@@ -82,7 +96,7 @@ def family_constraints(place: Placement, rules: RuleSettings) -> list[Constraint
         if carriers is not None:
             out.append(Constraint(carriers, c.exhaustive, c.path, c.source))
     out.extend(place.term_families)
-    return out
+    return tuple(out)
 
 
 def accelerator_families(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import urllib.parse
+from typing import Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -21,6 +22,70 @@ from webhook.server.app import RejectHook
 ENDPOINT_LABELS = {"/mutate": "mutate", "/validate": "validate"}
 """Metric label of a refused request by path; any other path is ``other``, an unknown one
 ``unknown`` (a fixed label set, whatever the client sends)."""
+
+
+class CoalescedWrites:
+    """A transport whose writes made in one event-loop turn leave as one write.
+
+    uvicorn writes a response's head and its body with two ``transport.write`` calls. On a TLS
+    transport each is its own TLS record and ``send`` syscall, and the API server's client reads
+    (and wakes up for) each: measured under ``make bench-cluster`` the two writes were ~14 % of
+    the event loop's busy time. Here the first write of a turn is held and
+    ``loop.call_soon`` flushes everything written meanwhile in one ``write`` at the end of the
+    turn (the ``TCP_CORK`` idea, bounded to one loop iteration). ``close`` flushes first, so no
+    written byte is lost; ``abort`` drops them, as a real abort does. Every other attribute is
+    the wrapped transport's.
+    """
+
+    __slots__ = ("_loop", "_pending", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Queue ``data``; it is written at the end of this loop turn (or by ``close``)."""
+        if not data:
+            return
+        if self._pending is None:
+            self._pending = [bytes(data)]
+            self._loop.call_soon(self.flush)
+        else:
+            self._pending.append(bytes(data))
+
+    def writelines(self, chunks: Any) -> None:
+        """``write`` each chunk."""
+        for chunk in chunks:
+            self.write(chunk)
+
+    def flush(self) -> None:
+        """Write what is queued now, as one write (no-op when nothing is, or once closing)."""
+        pending, self._pending = self._pending, None
+        if pending and not self._transport.is_closing():
+            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def close(self) -> None:
+        """Flush, then close the wrapped transport."""
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        """Drop what is queued and abort the wrapped transport."""
+        self._pending = None
+        self._transport.abort()
+
+    def is_closing(self) -> bool:
+        """Whether the wrapped transport is closing or closed."""
+        return self._transport.is_closing()
+
+    def get_write_buffer_size(self) -> int:
+        """Bytes queued here plus the wrapped transport's buffer."""
+        queued = sum(map(len, self._pending)) if self._pending else 0
+        return queued + self._transport.get_write_buffer_size()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class HardenedHttpProtocol(HttpToolsProtocol):
@@ -52,8 +117,9 @@ class HardenedHttpProtocol(HttpToolsProtocol):
     (its bytes then belong to a finished head or body, not to a head still coming)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Accept the connection and start the deadline for its first request."""
-        super().connection_made(transport)
+        """Accept the connection (its writes coalesced per loop turn, ``CoalescedWrites``) and
+        start the deadline for its first request."""
+        super().connection_made(CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
         self._arm_deadline()
 
     def data_received(self, data: bytes) -> None:

@@ -1,0 +1,115 @@
+"""``webhook.pod.memo``: the fingerprint remembered by content, never stale, bounded.
+
+The point of the memo (issue 16) is that ``hash-drift`` at ``/validate`` does not distill again
+the pod snapready just stamped at ``/mutate``; the risk is an answer for other content.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.conftest import load_review
+from tests.mutation.test_mutation import apply, engine_for, run
+from webhook.admission.engine import admit
+from webhook.kube.review import parse_review
+from webhook.pod import distill, memo
+from webhook.pod.memo import MEMO_SIZE, admitted_fingerprint, content_key
+
+INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+
+
+@pytest.fixture(autouse=True)
+def empty_memo() -> None:
+    memo._memo.clear()
+
+
+def pod03() -> dict[str, Any]:
+    pod: dict[str, Any] = load_review("03")["request"]["object"]
+    return pod
+
+
+def test_same_value_as_fingerprint_first_and_second_time() -> None:
+    pod = pod03()
+    assert admitted_fingerprint(pod) == distill.fingerprint(pod)
+    assert admitted_fingerprint(copy.deepcopy(pod)) == distill.fingerprint(pod)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda p: p["spec"]["containers"][0].__setitem__("image", "other@sha256:" + "1" * 64),
+        lambda p: p["spec"].__setitem__("hostIPC", True),
+        lambda p: p["metadata"].setdefault("annotations", {}).__setitem__("dev.gvisor.x", "1"),
+        lambda p: p["metadata"]["labels"].__setitem__(
+            "batch.kubernetes.io/job-completion-index", "3"
+        ),
+    ],
+    ids=["image", "pod-field", "gvisor-annotation", "completion-index-label"],
+)
+def test_a_changed_hashed_field_is_computed_afresh(edit: Any) -> None:
+    """Content the memo saw, then the same pod edited in place (as a later webhook would): the
+    answer follows the new content, never the remembered one."""
+    pod = pod03()
+    before = admitted_fingerprint(pod)
+    edit(pod)
+    after = admitted_fingerprint(pod)
+    assert after == distill.fingerprint(pod)
+    assert after != before
+
+
+def test_unhashed_metadata_shares_the_entry() -> None:
+    """Names, other labels and annotations are not read by ``distill``: not in the key."""
+    pod = pod03()
+    other = copy.deepcopy(pod)
+    other["metadata"]["name"] = "replica-2"
+    other["metadata"]["annotations"]["snapready.io/spec-hash"] = "anything"
+    assert content_key(pod) == content_key(other)
+
+
+def test_bounded_oldest_first() -> None:
+    pod = pod03()
+    keys = []
+    for index in range(MEMO_SIZE + 10):
+        pod["spec"]["containers"][0]["args"] = [str(index)]
+        admitted_fingerprint(pod)
+        keys.append(content_key(pod))
+    assert len(memo._memo) == MEMO_SIZE
+    assert keys[0] not in memo._memo and keys[-1] in memo._memo
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"spec": {"containers": [{"name": "a", "args": [2**70]}]}},  # beyond int64: orjson refuses
+        {"metadata": {"annotations": {"dev.gvisor.a": "x"}}, "spec": {1: "non-string key"}},
+    ],
+    ids=["huge-int", "non-string-key"],
+)
+def test_values_orjson_cannot_write_skip_the_memo(odd: dict[str, Any]) -> None:
+    assert content_key(odd) is None
+    assert admitted_fingerprint(odd) == distill.fingerprint(odd)
+    assert not memo._memo
+
+
+def test_validate_reuses_what_mutate_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 03 through /mutate, then its patched pod through /validate: one distillation."""
+    review = load_review("03")
+    engine = engine_for()
+    calls = []
+    real = distill.distill
+
+    def counting(pod: Any) -> Any:
+        calls.append(1)
+        return real(pod)
+
+    monkeypatch.setattr(distill, "distill", counting)
+    final = apply(review["request"]["object"], run(review, engine))
+    assert len(calls) == 1
+    review["request"]["object"] = final
+    decision = admit(parse_review(orjson.dumps(review)).request, "validate", engine)
+    assert len(calls) == 1
+    assert "hash-drift" not in {f.rule for f in decision.audit["findings"]}
