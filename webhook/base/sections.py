@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from webhook.base.types import Mode, Severity
 
@@ -33,7 +33,13 @@ SANDBOX_COMPAT_DEFAULTS: dict[SandboxFeature, Literal["deny", "warn", "off"]] = 
 
 
 class RuleSettings(BaseModel):
-    """Facts and switches of the readiness rules (defaults from domain.md sections 4-6)."""
+    """Facts and switches of the readiness rules (defaults from domain.md sections 4-6).
+
+    Frozen: rules derive tables from it once per object (``webhook.rules.tables``); a reload
+    builds new settings.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     runtime_class_names: list[str] = Field(
         ["gvisor"], description="runtimeClassName values that mean GKE Sandbox (gVisor)."

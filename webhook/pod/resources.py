@@ -106,20 +106,52 @@ def resource_usage(spec: RawObject, spec_path: str, resource: str) -> ResourceUs
     A ``"0"`` limit is no device. A request without a limit counts (the author wants a device)
     and is reported in ``problems``; so are malformed and fractional quantities (counted as 0).
     """
-    problems: list[tuple[str, str]] = []
-    uses: list[ContainerUse] = []
-    app = sidecars = init_peak = 0
+    return resource_usages(spec, spec_path, (resource,))[0]
+
+
+def resource_usages(
+    spec: RawObject, spec_path: str, resources: tuple[str, ...]
+) -> tuple[ResourceUsage, ...]:
+    """``resource_usage`` of each of ``resources``, in one walk over the containers (the
+    placement asks for GPUs and TPUs of every pod; a container without ``resources`` is
+    skipped at once)."""
+    tallies = [_Tally() for _ in resources]
     for kind, index, container, role in _containers(spec):
-        count, field, found = _container_count(container, resource)
-        if count or found:  # paths are built only when reported (the hot path has none)
-            base = join_path(spec_path, kind, index, "resources")
-            problems.extend((join_path(base, where, resource), text) for where, text in found)
-            if count:
-                uses.append(ContainerUse(join_path(base, field, resource), role, count))
+        if not isinstance(container.get("resources"), dict):
+            for tally in tallies:
+                tally.add(role, 0)
+            continue
+        for resource, tally in zip(resources, tallies, strict=True):
+            count, field, found = _container_count(container, resource)
+            if count or found:  # paths are built only when reported (the hot path has none)
+                base = join_path(spec_path, kind, index, "resources")
+                tally.problems.extend(
+                    (join_path(base, where, resource), text) for where, text in found
+                )
+                if count:
+                    tally.uses.append(ContainerUse(join_path(base, field, resource), role, count))
+            tally.add(role, count)
+    return tuple(tally.usage() for tally in tallies)
+
+
+class _Tally:
+    """The running KEP-753 sums of one resource over the containers in spec order."""
+
+    __slots__ = ("app", "init_peak", "problems", "sidecars", "uses")
+
+    def __init__(self) -> None:
+        self.problems: list[tuple[str, str]] = []
+        self.uses: list[ContainerUse] = []
+        self.app = self.sidecars = self.init_peak = 0
+
+    def add(self, role: ContainerRole, count: int) -> None:
         if role == "init":
-            init_peak = max(init_peak, count + sidecars)
+            self.init_peak = max(self.init_peak, count + self.sidecars)
         elif role == "sidecar":
-            sidecars += count
+            self.sidecars += count
         else:
-            app += count
-    return ResourceUsage(max(app + sidecars, init_peak), tuple(uses), tuple(problems))
+            self.app += count
+
+    def usage(self) -> ResourceUsage:
+        total = max(self.app + self.sidecars, self.init_peak)
+        return ResourceUsage(total, tuple(self.uses), tuple(self.problems))

@@ -27,6 +27,7 @@ from webhook.rules.gpu_sharing import mig_findings, sharing_findings
 from webhook.rules.gpu_whole_node import subset_allowed, whole_node_findings
 from webhook.rules.landing import GPU_MACHINE_TYPES, landing
 from webhook.rules.placement import Placement, describe
+from webhook.rules.tables import gpu_tables
 
 
 def _type_summary(types: Iterable[str], limit: int = 12) -> str:
@@ -110,14 +111,13 @@ def _unsupported_type(c: Constraint, name: str, ctx: PodContext, gpus: int) -> F
 def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-machine``: every machine type, family and accelerator a GPU pod may land on must be
     a supported one."""
-    rules, gpus = ctx.settings.rules, place.gpus.total
-    gpu_families = {instance_family(t) for t in rules.gpu_machine_types}
+    tables, gpus = gpu_tables(ctx.settings.rules), place.gpus.total
     for c in place.instance_types:
-        for name in sorted(c.values - set(rules.gpu_machine_types)):
+        for name in sorted(c.values - tables.machine_types):
             yield _unsupported_type(c, name, ctx, gpus)
     checks = (
-        (place.families, gpu_families, "family ", ", ".join(sorted(gpu_families))),
-        (place.accelerators, set(rules.gpu_accelerators), "", ", ".join(rules.gpu_accelerators)),
+        (place.families, tables.families, "family ", tables.families_text),
+        (place.accelerators, tables.accelerators, "", tables.accelerators_text),
     )
     for constraints, accepted, kind, accept in checks:
         for c in constraints:
@@ -167,11 +167,9 @@ def landing_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     yield Finding(path, "gpu-machine", text, "deny" if found.only else "warn")
 
 
-def _multi_counts(rules: RuleSettings) -> list[tuple[str, int]]:
+def _multi_counts(rules: RuleSettings) -> tuple[tuple[str, int], ...]:
     """``(machine type, GPUs)`` of the multi-GPU accelerators' families, fewest GPUs first."""
-    families = {f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())}
-    fits = [(t, n) for t, n in rules.gpu_machine_types.items() if instance_family(t) in families]
-    return sorted(fits, key=lambda item: (item[1], item[0]))
+    return gpu_tables(rules).multi_counts
 
 
 def _carried(place: Placement) -> tuple[frozenset[str] | None, frozenset[str] | None]:
@@ -227,33 +225,37 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-multi-l4``: a pod with more than one GPU must be pinned to L4 machines that have
     enough GPUs (``g2-standard-48``/``-96``). Values already unsupported are left to gpu-machine;
     accelerators and families the pod's instance-type pin rules out are not judged."""
-    rules, gpus = ctx.settings.rules, place.gpus.total
-    types = [(t, n) for t, n in _multi_counts(rules) if n >= gpus]
+    rules, tables, gpus = ctx.settings.rules, gpu_tables(ctx.settings.rules), place.gpus.total
+    types = [(t, n) for t, n in tables.multi_counts if n >= gpus]
     first = place.gpus.containers[0].path
     if not types:
         text = f"no supported machine has {clip(gpus)} GPUs; use at most {_max_gpus(rules)} per pod"
         yield Finding(first, "gpu-multi-l4", text)
         return
-    exact = not subset_allowed(ctx)
-    accept, short = _offer(types, gpus, exact), _offer(types, gpus, exact, short=True)
-    multi = {f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())}
+    offers: list[str] = []
+
+    def offer() -> tuple[str, str]:
+        """The machine types to suggest (long and short), built only for a finding."""
+        if not offers:
+            exact = not subset_allowed(ctx)
+            offers.extend((_offer(types, gpus, exact), _offer(types, gpus, exact, short=True)))
+        return offers[0], offers[1]
+
     accelerators, families = _carried(place)
     swaps = (
         (place.accelerators, ACCELERATOR, accelerators, rules.multi_gpu_accelerators),
-        (place.families, MACHINE_FAMILY, families, sorted(multi)),
+        (place.families, MACHINE_FAMILY, families, sorted(tables.multi_families)),
     )
-    singles = (
-        set(rules.gpu_accelerators) - set(rules.multi_gpu_accelerators),
-        {instance_family(t) for t in rules.gpu_machine_types} - multi,
-    )
+    singles = (tables.single_accelerators, tables.single_families)
     for (constraints, key, carried, to), unfit in zip(swaps, singles, strict=True):
         for c in constraints:
             for name in sorted(_reachable(c.values, carried) & unfit):
-                text = _swap(c, name, key, " or ".join(to), gpus=gpus, offers=(accept, short))
+                text = _swap(c, name, key, " or ".join(to), gpus=gpus, offers=offer())
                 yield Finding(c.path_of(name), "gpu-multi-l4", text)
     fits, problem = {t for t, _ in types}, "has too few GPUs"
     for c in place.instance_types:
-        for name in sorted(c.values & (set(rules.gpu_machine_types) - fits)):
+        for name in sorted(c.values & (tables.machine_types - fits)):
+            accept, short = offer()
             text = fit(
                 "gpu-multi-l4",
                 c.path_of(name),
@@ -265,6 +267,7 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
             yield Finding(c.path_of(name), "gpu-multi-l4", text)
     stated = (*place.accelerators, *place.instance_types, *place.families)
     if not any(c.exhaustive for c in stated) and not place.unknown:
+        accept, short = offer()
         text = fit(
             "gpu-multi-l4",
             first,

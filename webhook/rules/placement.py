@@ -13,7 +13,7 @@ Pure module: reads the PodContext only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +36,7 @@ from webhook.kube.gke import (
 from webhook.kube.state import NodePoolFacts
 from webhook.pod.context import PodContext
 from webhook.pod.node_pins import LabelPin, NodeSelection, node_selection
-from webhook.pod.resources import ResourceUsage, resource_usage
+from webhook.pod.resources import ResourceUsage, resource_usages
 from webhook.rules.constraints import Constraint, Unknown, instance_family
 
 
@@ -245,8 +245,7 @@ def _stated(constraint: Constraint | None) -> tuple[Constraint, ...]:
     return (constraint,) if constraint is not None and constraint.values else ()
 
 
-def _tuple(*groups: Iterable[Constraint]) -> tuple[Constraint, ...]:
-    return tuple(c for group in groups for c in group)
+_NO_FACTS: Mapping[str, tuple[Constraint, ...]] = {prop: () for prop in _PROPERTIES}
 
 
 def describe(ctx: PodContext) -> Placement:
@@ -267,32 +266,38 @@ def _resolve(ctx: PodContext) -> Placement:
     pool, pool_unknown = _pool_constraints(ctx, pins.get(NODE_POOL))
     node, node_unknown = _node_constraints(ctx, pins.get(NODE_NAME))
     klass, class_unknown = _class_constraints(ctx, pins.get(COMPUTE_CLASS))
-
-    def facts(prop: str) -> tuple[Constraint, ...]:
-        return (*_stated(pool.get(prop)), *_stated(node.get(prop)))
-
+    # Per property: what the pinned pools' and nodes' facts state (most pods pin neither).
+    facts = _NO_FACTS
+    if pool or node:
+        facts = {p: (*_stated(pool.get(p)), *_stated(node.get(p))) for p in _PROPERTIES}
+    gpus, tpus = resource_usages(ctx.spec, ctx.spec_path, (GPU_RESOURCE, TPU_RESOURCE))
     return Placement(
         pins=pins,
-        families=_tuple(
-            _from_pin(pins.get(MACHINE_FAMILY)), facts("machine_families"), klass["families"]
+        families=(
+            *_from_pin(pins.get(MACHINE_FAMILY)),
+            *facts["machine_families"],
+            *klass["families"],
         ),
-        instance_types=_tuple(_from_pin(pins.get(INSTANCE_TYPE)), facts("instance_types")),
-        accelerators=_tuple(_from_pin(pins.get(ACCELERATOR)), facts("accelerators")),
-        accelerator_counts=_tuple(
-            _from_pin(pins.get(ACCELERATOR_COUNT)), facts("accelerator_counts")
+        instance_types=(*_from_pin(pins.get(INSTANCE_TYPE)), *facts["instance_types"]),
+        accelerators=(*_from_pin(pins.get(ACCELERATOR)), *facts["accelerators"]),
+        accelerator_counts=(
+            *_from_pin(pins.get(ACCELERATOR_COUNT)),
+            *facts["accelerator_counts"],
         ),
-        partition_sizes=_tuple(
-            _from_pin(pins.get(PARTITION_SIZE)), facts("partition_sizes"), klass["mig"]
+        partition_sizes=(
+            *_from_pin(pins.get(PARTITION_SIZE)),
+            *facts["partition_sizes"],
+            *klass["mig"],
         ),
-        sharing=_tuple(
-            _from_pin(pins.get(SHARING_STRATEGY)),
-            _from_pin(pins.get(MAX_SHARED_CLIENTS)),
-            facts("sharing_strategies"),
-            klass["sharing"],
+        sharing=(
+            *_from_pin(pins.get(SHARING_STRATEGY)),
+            *_from_pin(pins.get(MAX_SHARED_CLIENTS)),
+            *facts["sharing_strategies"],
+            *klass["sharing"],
         ),
         term_families=_term_families(selection, ctx.settings.rules),
         unknown=(*pool_unknown, *node_unknown, *class_unknown),
-        gpus=resource_usage(ctx.spec, ctx.spec_path, GPU_RESOURCE),
-        tpus=resource_usage(ctx.spec, ctx.spec_path, TPU_RESOURCE),
+        gpus=gpus,
+        tpus=tpus,
         selection=selection,
     )
