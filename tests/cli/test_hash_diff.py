@@ -37,7 +37,7 @@ REVIEW_13 = str(REVIEWS / "13-deployment-create.json")
 REVIEW_40 = str(REVIEWS / "40-pod-create-by-replicaset-controller.json")
 
 
-HASH_POINTER = "/metadata/annotations/snapready.io~1spec-hash"
+HASH_KEY = "snapready.io/spec-hash"
 # From the user report: review 40's pod as written, and the spec-hash the webhook wrote on it.
 REPORTED_RAW_40 = "v1:sha256:c9fe1168a27677b3f853b4310400e074135cce111a82e14d73a2dbf823d70673"
 REPORTED_WEBHOOK_40 = "v1:sha256:1ce2ef4eedcafb350a89de0b6d481329d517d378900718ef93e9e52677410cc7"
@@ -54,9 +54,8 @@ def webhook_patch(review: RawObject, **settings: Any) -> list[RawObject]:
 def webhook_hash(name: str | RawObject, **settings: Any) -> str:
     """The ``spec-hash`` the webhook writes on the pod of review ``name`` (or a review dict)."""
     review = load_review(name) if isinstance(name, str) else name
-    (value,) = [
-        op["value"] for op in webhook_patch(review, **settings) if op["path"] == HASH_POINTER
-    ]
+    patched = jsonpatch.apply_patch(review["request"]["object"], webhook_patch(review, **settings))
+    value = patched["metadata"]["annotations"][HASH_KEY]
     assert isinstance(value, str)
     return value
 

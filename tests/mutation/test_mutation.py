@@ -312,12 +312,12 @@ def test_pod_shapes(shape: Shape) -> None:
 
 def test_custom_prefix_is_escaped_in_pointers() -> None:
     engine = engine_for(prefix="snap~ready.io/")
-    decision = run(make_review(make_pod({"containers": [container()]})), engine)
+    decision = run(make_review(make_pod({"containers": [container()]}, annotations={})), engine)
     assert decision.patch[-3:] == (
         {
             "op": "add",
-            "path": "/metadata/annotations",
-            "value": {"snap~ready.io/policy": "llm-policy"},
+            "path": "/metadata/annotations/snap~0ready.io~1policy",
+            "value": "llm-policy",
         },
         {"op": "add", "path": "/metadata/labels/snap~0ready.io~1selected", "value": "true"},
         {
@@ -326,6 +326,25 @@ def test_custom_prefix_is_escaped_in_pointers() -> None:
             "value": decision.patch[-1]["value"],
         },
     )
+
+
+def test_annotations_created_by_the_patch_are_one_operation() -> None:
+    """A pod without annotations gets them in the ``add`` that creates the map (issue 16: the
+    API server applies fewer operations); keys inside a value are plain, not escaped."""
+    engine = engine_for(prefix="snap~ready.io/")
+    decision = run(make_review(make_pod({"containers": [container()]})), engine)
+    annotations = [op for op in decision.patch if op["path"].startswith("/metadata/annotations")]
+    assert annotations == [
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {
+                "snap~ready.io/policy": "llm-policy",
+                "snap~ready.io/spec-hash": annotations[0]["value"]["snap~ready.io/spec-hash"],
+            },
+        }
+    ]
+    assert annotations[0]["value"]["snap~ready.io/spec-hash"].startswith("v1:sha256:")
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from webhook.base.types import JsonPatchOp, RawObject
-from webhook.mutation.patch import Draft, escape, pointer
+from webhook.mutation.patch import Draft, coalesced, escape, pointer
 
 
 @pytest.mark.parametrize(
@@ -208,3 +210,51 @@ def test_get_reads_the_working_copy_and_tolerates_missing_steps() -> None:
 def test_impossible_edits_raise_index_error(edit: Callable[[Draft], object]) -> None:
     with pytest.raises(IndexError):
         edit(Draft({"spec": {"containers": [{"name": "a"}]}}))
+
+
+def test_coalesced_folds_edits_of_a_created_map_and_nothing_else() -> None:
+    ops: list[Any] = [
+        {"op": "add", "path": "/metadata/annotations", "value": {"a": "1"}},
+        {"op": "add", "path": "/metadata/labels/x", "value": "y"},
+        {"op": "add", "path": "/metadata/annotations/b~1c", "value": "2"},
+        {"op": "replace", "path": "/metadata/annotations/a", "value": "3"},
+        {"op": "add", "path": "/spec/containers/-", "value": {"name": "n"}},
+        {"op": "add", "path": "/spec/containers/-/x", "value": 1},  # not a created map's key
+    ]
+    original = copy.deepcopy(ops)
+    out = coalesced(ops)
+    assert ops == original  # the input and its values are untouched
+    assert out == [
+        {"op": "add", "path": "/metadata/annotations", "value": {"a": "3", "b/c": "2"}},
+        {"op": "add", "path": "/metadata/labels/x", "value": "y"},
+        {"op": "add", "path": "/spec/containers/-", "value": {"name": "n"}},
+        {"op": "add", "path": "/spec/containers/-/x", "value": 1},
+    ]
+
+
+def test_coalesced_stops_at_an_operation_on_the_map_or_its_parent() -> None:
+    ops: list[Any] = [
+        {"op": "add", "path": "/metadata/annotations", "value": {"a": "1"}},
+        {"op": "add", "path": "/metadata", "value": {"fresh": {}}},
+        {"op": "add", "path": "/metadata/annotations/b", "value": "2"},
+    ]
+    assert coalesced(ops) == ops
+    shifted: list[Any] = [  # an insert moves item 1 to 2: ".../1/resources" is another map then
+        {"op": "add", "path": "/spec/initContainers/1/resources", "value": {}},
+        {"op": "add", "path": "/spec/initContainers/0", "value": {"name": "first"}},
+        {"op": "add", "path": "/spec/initContainers/1/resources/limits", "value": {}},
+    ]
+    assert coalesced(shifted) == shifted
+
+
+@given(st.lists(st.sampled_from(["a", "b", "a/b", "~"]), max_size=6), st.booleans())
+def test_property_coalesced_patch_applies_to_the_same_document(
+    keys: list[str], start: bool
+) -> None:
+    doc: dict[str, Any] = {"metadata": {"labels": {}}} if start else {"metadata": {}}
+    draft = Draft(doc)
+    for index, key in enumerate(keys):
+        draft.put(("metadata", "annotations"), key, str(index))
+        draft.put(("metadata", "labels"), key, "l")
+    expected = jsonpatch.apply_patch(doc, draft.ops)
+    assert jsonpatch.apply_patch(doc, coalesced(draft.ops)) == expected == draft.doc

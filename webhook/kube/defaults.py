@@ -123,9 +123,9 @@ def default_volume(volume: RawObject) -> None:
     """
     if all(key == "name" for key in volume):
         volume["emptyDir"] = {}
-    for source_key, defaults in _VOLUME_SOURCE_DEFAULTS.items():
-        source = volume.get(source_key)
-        if isinstance(source, dict):
+    for source_key, source in volume.items():  # a volume has one source: look up only its keys
+        defaults = _VOLUME_SOURCE_DEFAULTS.get(source_key)
+        if defaults is not None and isinstance(source, dict):
             for field, value in defaults.items():
                 source.setdefault(field, value)
     empty_dir = volume.get("emptyDir")

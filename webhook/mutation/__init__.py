@@ -43,7 +43,7 @@ from webhook.kube.state import ClusterState
 from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
 from webhook.mutation.env import inject_env
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
-from webhook.mutation.patch import Draft
+from webhook.mutation.patch import Draft, coalesced
 from webhook.mutation.prediction import PREDICTION_KEY, stamp_prediction, stamp_selected
 from webhook.pod.context import PodContext
 
@@ -117,7 +117,7 @@ def _mutation_decision(pod: RawObject, ctx: PodContext) -> Decision:
                 "the snapshot (`snapready explain`)."
             )
         warnings = bounded_warnings([*warnings, line])
-    decision = patched(draft.ops, warnings=warnings)
+    decision = patched(coalesced(draft.ops), warnings=warnings)
     decision.audit.update({"mutators": changed, "collisions": problems})
     if prediction is not None:
         decision.audit["prediction"] = prediction.outcome
