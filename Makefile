@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools envtest serve test lint typecheck unit fuzz bench bench-cluster bench-scale manifests clean
+.PHONY: help install tools envtest serve test lint typecheck unit fuzz bench bench-admit bench-cluster bench-scale manifests clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -59,6 +59,9 @@ fuzz: $(STAMP) ## longer hypothesis fuzzing of the admission edge
 
 bench: $(STAMP) ## throughput/latency benchmark against a constant-response server
 	$(BIN)/python scripts/bench.py
+
+bench-admit: $(STAMP) ## in-process cost of one selected pod's admission (issue 16: admit <= 60 us)
+	$(BIN)/python scripts/bench_admit.py $(BENCH_ARGS)
 
 bench-cluster: $(STAMP) ## pod CREATE latency through a real kube-apiserver: none vs constant webhook vs snapready
 	$(BIN)/python scripts/bench_cluster.py $(BENCH_ARGS)

@@ -9,8 +9,8 @@ The generator runs on the same machine and competes with the server for CPU: fig
 comparable with each other (the ratios), not with a dedicated load machine.
 
 Prints requests/s, p50 and p99 per scenario and server, the ratios against the targets of
-design.md, start-up to ready time, peak RSS of the snapready process, and micro-timings of the
-hot-path functions. No assertions: exit 0 whatever the figures.
+design.md, start-up to ready time, peak RSS of the snapready process, and the in-process cost of
+one selected pod (``scripts/bench_admit.py``). No assertions: exit 0 whatever the figures.
 
 Usage: ``python scripts/bench.py [--requests 10000] [--rounds 3] [--concurrency 16]
 [--generator hey|httpx]``
@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import timeit
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,45 +182,6 @@ def peak_rss_mb(pid: int) -> float:
     return int(match.group(1)) / 1024 if match else float("nan")
 
 
-def micro_timings() -> list[tuple[str, float]]:
-    """Microseconds per call of the hot-path functions on review 03 (best of 5 rounds)."""
-    from tests.conftest import make_settings  # noqa: PLC0415
-    from webhook.admission.engine import admit, pod_context  # noqa: PLC0415
-    from webhook.kube.review import parse_review  # noqa: PLC0415
-    from webhook.server.runner import build_engine  # noqa: PLC0415
-
-    body = (next(REVIEWS.glob("03-*.json"))).read_bytes()
-    engine = build_engine(make_settings())
-    request = parse_review(body).request
-    pod = request.object
-    state = engine.state()
-    policies = state.policies.select("snap", pod["metadata"]["labels"])
-    ctx = pod_context(
-        spec=pod["spec"], metadata=pod["metadata"], spec_path="spec", metadata_path="metadata",
-        namespace="snap", kind="Pod", policies=policies, engine=engine, state=state,
-    )  # fmt: skip
-    calls: list[tuple[str, Callable[[], Any]]] = [
-        ("parse_review (envelope, 7 KB)", lambda: parse_review(body)),
-        ("admit /mutate (whole decision)", lambda: admit(request, "mutate", engine)),
-        ("admit /validate (whole decision)", lambda: admit(request, "validate", engine)),
-    ]
-    try:
-        from webhook.pod.distill import fingerprint  # noqa: PLC0415
-
-        calls.append(("distill.fingerprint", lambda: fingerprint(pod)))
-    except ImportError:
-        pass
-    from webhook.mutation import mutate_pod  # noqa: PLC0415
-
-    calls.append(("mutation.mutate_pod (patch)", lambda: mutate_pod(pod, ctx)))
-    timings = []
-    for name, call in calls:
-        number = 2000
-        best = min(timeit.repeat(call, number=number, repeat=5)) / number
-        timings.append((name, best * 1e6))
-    return timings
-
-
 def start(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start a server subprocess logging to ``log``."""
     return subprocess.Popen(
@@ -367,9 +327,9 @@ def report(
     print(f"\nstartup to ready: {startup:.2f} s (target <= {STARTUP_TARGET_S} s)")
     print(f"peak RSS of snapready serve: {rss:.0f} MiB (target <= {RSS_TARGET_MB:.0f} MiB)")
     print(f"p99 target: <= {P99_TARGET_MS} ms at {concurrency} connections\n")
-    print("micro-timings (best of 5 x 2000 calls, review 03, in this process):")
-    for name, micros in micro_timings():
-        print(f"  {name:<36}{micros:>9.1f} us")
+    from bench_admit import print_report  # noqa: PLC0415 - the in-process figures (issue 16)
+
+    print_report(inject=False, rounds=5, number=2000)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ sys.path.insert(0, str(ROOT))
 
 import urllib3  # noqa: E402
 import yaml  # noqa: E402
+from bench_admit import CACHE_FLUSH_BYTES, admit_timings, whole_pod  # noqa: E402
 
 from tests.envtest.controlplane import (  # noqa: E402
     ControlPlane,
@@ -1001,6 +1002,16 @@ def report_targets(
             row(f"webhook calls per 1,000 {kind} pods", scenario, per_1000, "= 0",
                 per_1000 <= TARGET_UNSELECTED_PER_1000)  # fmt: skip
 
+    in_process: dict[str, list[Any]] = {}
+    for scenario in ours:
+        # In this process, after the measured phases (the cluster is idle): scripts/bench_admit.py.
+        in_process[scenario] = admit_timings(inject=scenario == "snapready+inject")
+        for timing in in_process[scenario]:
+            if timing.target is not None:
+                row(f"in-process {timing.name}, us", scenario, timing.micros,
+                    f"<= {timing.target:.0f}", timing.micros <= timing.target)  # fmt: skip
+    report_where(totals, ours, base, in_process)
+
     print("\nmutating-webhook rounds per selected pod (snapready's mutate counter / pods created):")
     for scenario in ours:
         t = totals[scenario, "selected"]
@@ -1016,6 +1027,30 @@ def report_targets(
         print(
             f"  {scenario:<18}{rounds_per_pod:.2f} ({note}); admitted pod: spec-hash "
             f"{'set' if hashed else 'MISSING'}, init containers: {', '.join(init) or 'none'}"
+        )
+
+
+def report_where(
+    totals: dict[tuple[str, str], Totals],
+    ours: list[str],
+    base: Totals | None,
+    in_process: dict[str, list[Any]],
+) -> None:
+    """Where a selected pod's webhook CPU goes: what any webhook pays (the constant server), and
+    snapready's own work measured in this process with warm and with flushed CPU caches."""
+    print("\nwhere a selected pod's webhook CPU goes (ms per pod):")
+    floor = base.per_pod(base.cpu["webhook"]) if base is not None else float("nan")
+    for scenario in ours:
+        t = totals[scenario, "selected"]
+        timings = in_process[scenario]
+        hot = (2 * timings[0].micros + timings[1].micros + timings[2].micros) / 1000
+        _, cold = whole_pod(inject=scenario == "snapready+inject", pods=500)
+        print(
+            f"  {scenario:<18}measured {t.per_pod(t.cpu['webhook']):.2f} = constant server "
+            f"{floor:.2f} (TLS, HTTP, event loop: any webhook) + snapready's own "
+            f"{t.per_pod(t.cpu['webhook']) - floor:.2f}; that work in-process: {hot:.2f} with "
+            f"warm caches, {cold / 1000:.2f} after {CACHE_FLUSH_BYTES >> 20} MiB were read and "
+            "written (other processes between two calls)"
         )
 
 
