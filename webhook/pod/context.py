@@ -48,6 +48,17 @@ class PodContext:
     mode: Mode
     memo: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     """Facts derived once per pod view and shared by several rules (e.g. the placement)."""
+    _items: dict[str, list[RawObject]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+
+    def items(self, key: str) -> list[RawObject]:
+        """``list_of_dicts(spec[key])`` (``containers``, ``initContainers``, ``volumes``...),
+        computed once per view: most rules walk the same lists."""
+        found = self._items.get(key)
+        if found is None:
+            found = self._items[key] = list_of_dicts(self.spec.get(key))
+        return found
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -61,12 +72,13 @@ class PodContext:
         annotations = self.metadata.get("annotations")
         return annotations if isinstance(annotations, dict) else {}
 
-    @property
+    @functools.cached_property
     def rootfs_only(self) -> bool:
         """True when every selecting policy has ``snapshotScope: rootfs-only``.
 
         GKE skips the distilled-spec hash and memory restore for such snapshots and accepts other
         machine families, E2 included (domain.md section 3), so machine and hash rules relax.
+        Computed once per view.
         """
         return bool(self.policies) and all(p.scope == "rootfs-only" for p in self.policies)
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 
 from webhook.base.types import Finding
-from webhook.pod.context import PodContext, list_of_dicts
+from webhook.pod.context import PodContext
 
 # OCI image-spec descriptor digests: algorithm ":" encoded (sha256 is the registered default).
 _DIGEST = re.compile(r"@[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]{32,}$")
@@ -33,7 +33,7 @@ class ImageDigest:
         """One warning per image without a digest, at ``spec.<kind>[i].image``."""
         found: list[Finding] = []
         for kind in ("initContainers", "containers"):
-            for index, container in enumerate(list_of_dicts(pod.spec.get(kind))):
+            for index, container in enumerate(pod.items(kind)):
                 image = container.get("image")
                 if isinstance(image, str) and image and not is_digest_pinned(image):
                     text = (

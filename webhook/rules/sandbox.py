@@ -71,7 +71,7 @@ def container_findings(
 
 def _pod_containers(ctx: PodContext) -> Iterator[tuple[str, int, dict[str, Any]]]:
     for kind in ("initContainers", "containers"):
-        for index, container in enumerate(list_of_dicts(ctx.spec.get(kind))):
+        for index, container in enumerate(ctx.items(kind)):
             yield kind, index, container
 
 
@@ -86,7 +86,7 @@ class SandboxCompat:
     def __call__(self, pod: PodContext) -> Iterable[Finding]:
         """Findings at each offending field: containers, volumes and pod-level host flags."""
         yield from container_findings(pod, _pod_containers(pod))
-        for index, volume in enumerate(list_of_dicts(pod.spec.get("volumes"))):
+        for index, volume in enumerate(pod.items("volumes")):
             if "hostPath" in volume:
                 yield from _finding(pod, "hostPath", pod.spec_field("volumes", index, "hostPath"))
         for feature in ("hostNetwork", "hostPID", "hostIPC"):
@@ -113,7 +113,7 @@ class EphemeralCompat:
         # A container whose name is not a string cannot match an old one: judge it as added.
         added = [
             ("ephemeralContainers", index, container)
-            for index, container in enumerate(list_of_dicts(pod.spec.get("ephemeralContainers")))
+            for index, container in enumerate(pod.items("ephemeralContainers"))
             if not isinstance(container.get("name"), str) or container["name"] not in before
         ]
         return list(container_findings(pod, added))

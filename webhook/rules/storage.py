@@ -35,14 +35,14 @@ class GcsFuse:
             path = pod.metadata_field("annotations", GCSFUSE_ANNOTATION)
             text = f"Cloud Storage FUSE is not supported by Pod snapshots; {_FIX}"
             yield Finding(path, "gcsfuse", text)
-        for index, volume in enumerate(list_of_dicts(pod.spec.get("volumes"))):
+        for index, volume in enumerate(pod.items("volumes")):
             csi = volume.get("csi")
             if isinstance(csi, dict) and csi.get("driver") == GCSFUSE_DRIVER:
                 path = pod.spec_field("volumes", index, "csi", "driver")
                 text = f"GCS FUSE CSI volumes are not supported by Pod snapshots; {_FIX}"
                 yield Finding(path, "gcsfuse", text)
         for kind in ("initContainers", "containers"):
-            for index, container in enumerate(list_of_dicts(pod.spec.get(kind))):
+            for index, container in enumerate(pod.items(kind)):
                 if container.get("name") == GCSFUSE_SIDECAR:
                     path = pod.spec_field(kind, index, "name")
                     text = f"the GCS FUSE sidecar is not supported by Pod snapshots; {_FIX}"
@@ -84,7 +84,7 @@ class StaleState:
 
     @staticmethod
     def _volumes(ctx: PodContext) -> Iterator[Finding]:
-        for index, volume in enumerate(list_of_dicts(ctx.spec.get("volumes"))):
+        for index, volume in enumerate(ctx.items("volumes")):
             for source, label in (("persistentVolumeClaim", "PVC"), ("ephemeral", "ephemeral PVC")):
                 if source in volume:
                     text = (
@@ -97,7 +97,7 @@ class StaleState:
     @staticmethod
     def _secret_env(ctx: PodContext) -> Iterator[Finding]:
         for kind in ("initContainers", "containers"):
-            for index, container in enumerate(list_of_dicts(ctx.spec.get(kind))):
+            for index, container in enumerate(ctx.items(kind)):
                 names, field = _secret_env(container)
                 if names:
                     text = (
