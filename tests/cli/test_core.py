@@ -92,6 +92,22 @@ def test_review_of_a_broken_file_exits_2_with_a_message(tmp_path: Path) -> None:
     assert b"cannot read" in missing.stderr
 
 
+def test_review_answered_with_a_400_denial_exits_2_after_the_answer(tmp_path: Path) -> None:
+    """A Deployment sent as a Pod: the webhook answers 400; the CLI prints it and exits 2."""
+    review = json.loads(next(REVIEWS.glob("13-*.json")).read_text())
+    review["request"]["kind"] = {"group": "", "version": "v1", "kind": "Pod"}
+    path = tmp_path / "contradiction.json"
+    path.write_text(json.dumps(review))
+    result = snapready("review", str(path), "--policies", str(EXAMPLES))
+    assert result.returncode == 2
+    answer = json.loads(result.stdout)
+    assert answer["response"]["allowed"] is False
+    assert answer["response"]["status"]["code"] == 400
+    denied = snapready("review", str(REVIEWS / "04-pod-create-mig-a100-1g5gb.json"), "--policies",
+                       str(EXAMPLES), "--endpoint", "validate")  # fmt: skip
+    assert denied.returncode == 0 and json.loads(denied.stdout)["response"]["allowed"] is False
+
+
 def test_serve_refuses_to_start_on_a_malformed_policy_file(tmp_path: Path) -> None:
     policies = tmp_path / "policies"
     policies.mkdir()

@@ -12,7 +12,7 @@ from webhook.admission.engine import admit
 from webhook.base.errors import BadRequest, ConfigError
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.kube.manifests import read_source
-from webhook.kube.responses import finalize
+from webhook.kube.responses import HTTP_BAD_REQUEST, finalize
 from webhook.kube.review import parse_review
 
 
@@ -33,7 +33,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the response review; the decoded patch is added as ``response.patchDecoded``."""
+    """Print the response review; the decoded patch is added as ``response.patchDecoded``.
+
+    Exit status: 0 for an answer (allowed or denied), 2 when the input cannot be read or parsed,
+    and also 2, after printing the answer, when the review is malformed in a way the webhook
+    answers with a 400 denial (e.g. ``request.object`` contradicting ``request.kind``), so a CI
+    step does not take a broken review for a checked one.
+    """
     try:
         settings = settings_from(args)
         from webhook.server.runner import build_engine  # noqa: PLC0415 - lazy
@@ -48,4 +54,4 @@ def run(args: argparse.Namespace) -> int:
     if "patch" in response:
         response["patchDecoded"] = orjson.loads(base64.b64decode(response["patch"]))
     print_json(wire)
-    return 0
+    return 2 if decision.code == HTTP_BAD_REQUEST else 0
