@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -312,3 +314,51 @@ def read_only_kubeconfig(
     return control_plane.token_kubeconfig(
         tmp_path / "reader.kubeconfig", token, namespace=namespace
     )
+
+
+def test_retries_back_off_and_a_repeated_error_is_warned_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A configuration that stays missing (deleted while running, or never installed): the
+    controller retries after 2 s doubling up to 8 s (scaled down here), warns once per distinct
+    error, and a wake-up (policy change) retries at once. No API server is needed to show the
+    schedule: the transport answers 404 like one without the configuration."""
+    from webhook.cluster import scope as scope_module  # noqa: PLC0415
+    from webhook.cluster.syncing import NotServed  # noqa: PLC0415
+    from webhook.kube.matching import PolicyIndex  # noqa: PLC0415
+
+    monkeypatch.setattr(scope_module, "FIRST_SYNC_RETRY", 0.05)
+    monkeypatch.setattr(scope_module, "MAX_RETRY", 0.2)
+    calls: list[float] = []
+
+    class Missing:
+        def get(self, path: str) -> Any:
+            calls.append(time.monotonic())
+            raise NotServed(f"{path}: 404 Not Found")
+
+        def patch(self, path: str, ops: Any) -> Any:
+            raise AssertionError("nothing to patch")
+
+    controller = scope_module.ScopeController(
+        Missing(),
+        ScopeSettings(mode="dynamic"),
+        policies=lambda: PolicyIndex.build([]),
+        is_leader=lambda: True,
+        lock=threading.Lock(),
+        on_change=lambda: None,
+    )
+    caplog.set_level("DEBUG", logger="snapready.scope")
+    controller.start()
+    try:
+        wait_for("six passes", lambda: len(calls) >= 6, timeout=10)
+        gaps = [b - a for a, b in itertools.pairwise(calls)][:5]
+        assert gaps[0] < gaps[2] and all(gap >= 0.045 for gap in gaps)  # 0.05, 0.1, 0.2, 0.2...
+        assert max(gaps) < 1.0  # capped
+        before = len(calls)
+        controller.notify()
+        wait_for("the wake-up pass", lambda: len(calls) > before, timeout=0.15)
+    finally:
+        controller.stop()
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "not reconciled" in warnings[0].getMessage()
+    assert not controller.synced

@@ -28,7 +28,10 @@ from webhook.kube.scope import CONDITION_NAME, Scope, build_scope
 
 log = logging.getLogger("snapready.scope")
 FIRST_SYNC_RETRY = 2.0
-"""Seconds between reconciles while the scope is not yet in sync."""
+"""Seconds before the first retry while the scope is not in sync; doubled per failed pass."""
+MAX_RETRY = 8.0
+"""Longest wait between retries while not in sync (a fresh ``helm install`` creates the
+configurations after the Deployment: readiness then follows within seconds)."""
 API = "/apis/admissionregistration.k8s.io/v1"
 KINDS = {
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
@@ -99,6 +102,7 @@ class ScopeController(Worker):
         self.in_sync = False
         self.level = "none"
         self._wake = threading.Event()
+        self._last_error: str | None = None
 
     def notify(self) -> None:
         """Reconcile soon (a policy changed, or leadership was gained)."""
@@ -110,12 +114,17 @@ class ScopeController(Worker):
         self._wake.set()
 
     def run(self) -> None:
-        """Reconcile on every wake-up and every ``recheck_seconds``."""
+        """Reconcile on every wake-up and every ``recheck_seconds``; while not in sync, retry
+        after 2 s, doubling up to ``MAX_RETRY`` (a wake-up starts again at 2 s)."""
+        retry = FIRST_SYNC_RETRY
         while not self.stopping:
             self.reconcile()
-            # Until the first reconcile succeeded (configurations not created yet, as in a fresh
-            # `helm install`, which creates them after the Deployment), look again every 2 s.
-            self._wake.wait(self.settings.recheck_seconds if self.in_sync else FIRST_SYNC_RETRY)
+            if self.in_sync:
+                wait, retry = self.settings.recheck_seconds, FIRST_SYNC_RETRY
+            else:
+                wait, retry = retry, min(2 * retry, max(MAX_RETRY, FIRST_SYNC_RETRY))
+            if self._wake.wait(wait):
+                retry = FIRST_SYNC_RETRY
             self._wake.clear()
 
     def reconcile(self) -> None:
@@ -136,16 +145,19 @@ class ScopeController(Worker):
                 self._report(False, f"static (no configuration: {describe(exc)})")
                 self.set_status(self.status, synced=True)
                 return
-            log.warning("webhook scope not reconciled: %s", describe(exc))
+            self._warn(f"webhook scope not reconciled: {describe(exc)}")
             self._report(False, f"error, configuration missing: {describe(exc)}")
             return
         except TransportError as exc:
-            log.warning("webhook scope not reconciled (last conditions kept): %s", describe(exc))
+            self._warn(f"webhook scope not reconciled (last conditions kept): {describe(exc)}")
             # Static scope gates nothing (today's behaviour): only dynamic waits for a write.
             self._report(False, f"error, last written scope kept: {describe(exc)}")
             if self.settings.mode == "static":
                 self.set_status(self.status, synced=True)
             return
+        if self._last_error is not None:
+            log.info("webhook scope reconciled again")
+            self._last_error = None
         if pending:
             self._report(False, "waiting for the leader to write the scope")
         else:
@@ -170,6 +182,14 @@ class ScopeController(Worker):
             self.transport.patch(path, ops)
             log.info("webhook scope written to %s %s (%s)", KINDS[resource], name, scope.level)
         return pending
+
+    def _warn(self, message: str) -> None:
+        """Log a failed pass: a warning when the error is new, debug while it repeats."""
+        if message != self._last_error:
+            log.warning("%s", message)
+        else:
+            log.debug("%s (still)", message)
+        self._last_error = message
 
     def _report(self, in_sync: bool, status: str) -> None:
         self.in_sync = in_sync
