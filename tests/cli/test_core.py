@@ -137,3 +137,11 @@ def test_serve_rejects_invalid_settings_from_env(tmp_path: Path) -> None:
     result = snapready("serve", "--policies", str(EXAMPLES), cwd=tmp_path, env=env)
     assert result.returncode == 2
     assert b"failure_policy" in result.stderr
+
+
+def test_status_and_explain_take_no_policy_files() -> None:
+    """They read the cluster's policies: a ``--policies`` flag would be silently meaningless."""
+    for command in ("status", "explain"):
+        result = snapready(command, "--policies", str(EXAMPLES))
+        assert result.returncode == 2
+        assert b"unrecognized arguments: --policies" in result.stderr

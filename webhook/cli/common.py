@@ -14,9 +14,12 @@ from webhook.base.config import Settings, load_settings
 from webhook.base.errors import ConfigError
 
 
-def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config`` and ``--policies``, shared by commands that need settings."""
+def add_settings_arguments(parser: argparse.ArgumentParser, *, policies: bool = True) -> None:
+    """``--config`` and (unless ``policies`` is False: commands that read the cluster, not
+    policy files) ``--policies``, shared by commands that need settings."""
     parser.add_argument("--config", type=Path, help="YAML settings file (same keys as the env).")
+    if not policies:
+        return
     parser.add_argument(
         "--policies",
         "--policy-dir",

@@ -102,7 +102,7 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="kubeconfig (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)",
     )
     parser.add_argument("--format", choices=["text", "json"], default="text", help="output format")
-    add_settings_arguments(parser)
+    add_settings_arguments(parser, policies=False)  # the cluster's policies, not files
 
 
 def open_connection(args: argparse.Namespace, settings: Settings) -> Connection:
