@@ -8,6 +8,7 @@ check``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -35,9 +36,11 @@ def clip_all(values: Iterable[Any], limit: int = 3, width: int = CLIP_WIDTH) -> 
     return shown + (f" +{len(items) - limit} more" if len(items) > limit else "")
 
 
+@functools.lru_cache(maxsize=2048)
 def natural_key(text: str) -> tuple[str | int, ...]:
     """Sort key that orders embedded numbers by value: ``containers[2]`` before
     ``containers[100]`` (plain string order puts ``1`` before ``2``). Strings and ints alternate
-    at fixed positions, so keys of any two texts compare without a type error."""
+    at fixed positions, so keys of any two texts compare without a type error. Cached (bounded):
+    findings of every pod sort by the same few field paths."""
     parts = _DIGITS.split(text)
     return tuple(int(part) if index % 2 else part for index, part in enumerate(parts))

@@ -89,6 +89,8 @@ def _container_count(container: RawObject, resource: str) -> tuple[int, str, lis
     limits, requests = resources.get("limits"), resources.get("requests")
     limits = limits if isinstance(limits, dict) else {}
     requests = requests if isinstance(requests, dict) else {}
+    if resource not in limits and resource not in requests:
+        return 0, "limits", []  # the common case: this container does not ask for it
     problems: list[tuple[str, str]] = []
     limit = _whole(limits[resource], "limits", problems) if resource in limits else None
     request = _whole(requests[resource], "requests", problems) if resource in requests else None
