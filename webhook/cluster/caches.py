@@ -81,6 +81,9 @@ def resources(
             tuple(f"{SNAPSHOT_API}/{v}/podsnapshots" for v in SNAPSHOT_VERSIONS),
             convert=lambda obj: snapshot_view(obj, origin_annotation=prefix + "origin"),
             build=lambda items: SnapshotIndex.build(items.values()),
+            # One event re-sorts one policy's snapshots, not all of them (a leader catching up
+            # on 5,000 origin records rebuilt the whole index per event: ~17 ms each).
+            update=lambda index, old, new: index.updated(old, new),
         ),
         Resource(
             "pods",

@@ -222,13 +222,16 @@ class Reflector(Worker):
                 value = None
             else:
                 self.invalid.discard(key)
+            previous = self.items.get(key)
             if value is None:
                 changed = self.items.pop(key, None) is not None
             else:
-                changed = self.items.get(key) != value
+                changed = previous != value
                 self.items[key] = value
             self.status = self._synced_status()
-            if changed:
+            if changed and self.resource.update is not None:
+                self.view = self.resource.update(self.view, previous, value)
+            elif changed:
                 self.view = self.resource.build(self.items)
             if changed or self.status != status_before:
                 self.on_change()

@@ -78,12 +78,17 @@ class Resource:
         convert: raw object -> compact value to keep, or None to keep nothing; raises
             ``ConfigError`` for an invalid object (skipped and counted).
         build: the kept values -> the view ``ClusterState`` holds (rebuilt only on change).
+        update: optional ``(view, old value, new value) -> view`` for one changed item (None:
+            added; None: deleted), equal to ``build`` of the changed values; it must return a
+            new view and leave ``view`` alone (readers may hold it). Without it every event
+            rebuilds the view from all values.
     """
 
     name: str
     paths: tuple[str, ...]
     convert: Callable[[RawObject], Any]
     build: Callable[[Mapping[str, Any]], Any]
+    update: Callable[[Any, Any, Any], Any] | None = None
 
 
 @dataclass(frozen=True)

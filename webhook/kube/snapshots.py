@@ -139,6 +139,11 @@ def _ready(conditions: Any) -> tuple[bool, str]:
     return False, ""
 
 
+def _newest_first(view: SnapshotView) -> tuple[str, str]:
+    """Sort key (with ``reverse=True``): newest ``created`` first, then by name."""
+    return (view.created, view.name)
+
+
 @dataclass
 class SnapshotIndex:
     """Snapshots by namespace and policy, newest first; by namespace and name."""
@@ -155,10 +160,31 @@ class SnapshotIndex:
             grouped.setdefault((view.namespace, view.policy), []).append(view)
             by_name[(view.namespace, view.name)] = view
         ordered = {
-            key: tuple(sorted(items, key=lambda v: (v.created, v.name), reverse=True))
+            key: tuple(sorted(items, key=_newest_first, reverse=True))
             for key, items in grouped.items()
         }
         return cls(ordered, by_name)
+
+    def updated(self, old: SnapshotView | None, new: SnapshotView | None) -> SnapshotIndex:
+        """A new index with ``old`` replaced by ``new`` (None: absent), equal to ``build`` of
+        the changed views; only the affected policies' snapshots are sorted again, and this
+        index is left as it is (readers of the current cluster state may hold it)."""
+        by_policy, by_name = dict(self.by_policy), dict(self.by_name)
+        if old is not None:
+            by_name.pop((old.namespace, old.name), None)
+            key = (old.namespace, old.policy)
+            rest = tuple(v for v in by_policy.get(key, ()) if v.name != old.name)
+            if rest:
+                by_policy[key] = rest
+            else:
+                by_policy.pop(key, None)
+        if new is not None:
+            by_name[(new.namespace, new.name)] = new
+            key = (new.namespace, new.policy)
+            group = [v for v in by_policy.get(key, ()) if v.name != new.name]
+            group.append(new)
+            by_policy[key] = tuple(sorted(group, key=_newest_first, reverse=True))
+        return SnapshotIndex(by_policy, by_name)
 
     def of_policy(self, namespace: str, policy: str) -> tuple[SnapshotView, ...]:
         """Every snapshot of ``policy`` in ``namespace``, newest first."""
