@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import subprocess
@@ -480,3 +481,24 @@ def test_policy_directory_without_policies_warns_and_keeps_the_exit_code(
     assert code == 0  # the MIG pod is denied only when a policy selects it
     assert "holds no PodSnapshotPolicy" in err
     assert "Traceback" not in err
+
+
+def test_a_nan_pod_is_an_error_even_after_its_null_twin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """YAML ``.nan`` cannot be fingerprinted; a stamped twin with ``null`` checked first must
+    not lend it its fingerprint (orjson writes both alike; review of issue 16's memo)."""
+    stamp = {"snapready.io/spec-hash": "v1:sha256:" + "0" * 64}
+    spec = {"runtimeClassName": "gvisor", "containers": [{"name": "c", "image": "x"}]}
+    base = {"apiVersion": "v1", "kind": "Pod", "spec": spec}
+    pods = []
+    for name, user in (("a", None), ("b", float("nan"))):
+        pod = copy.deepcopy(base)
+        pod["metadata"] = {"name": name, "namespace": "snap", "labels": {"app": "llm"},
+                           "annotations": stamp}  # fmt: skip
+        pod["spec"]["securityContext"] = {"runAsUser": user}
+        pods.append(pod)
+    manifest = write(tmp_path / "twins.yaml", *pods)
+    code, out, _ = run_check(capsys, str(manifest))
+    assert code == 2
+    assert "ERROR Pod/snap/b" in out and "not representable" in out

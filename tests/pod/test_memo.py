@@ -7,6 +7,7 @@ the pod snapready just stamped at ``/mutate``; the risk is an answer for other c
 from __future__ import annotations
 
 import copy
+import uuid
 from typing import Any
 
 import orjson
@@ -17,7 +18,7 @@ from tests.mutation.test_mutation import apply, engine_for, run
 from webhook.admission.engine import admit
 from webhook.kube.review import parse_review
 from webhook.pod import distill, memo
-from webhook.pod.memo import MEMO_SIZE, admitted_fingerprint, content_key
+from webhook.pod.memo import MEMO_SIZE, admitted_fingerprint, content_key, recorded_fingerprint
 
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
@@ -113,3 +114,26 @@ def test_validate_reuses_what_mutate_computed(monkeypatch: pytest.MonkeyPatch) -
     decision = admit(parse_review(orjson.dumps(review)).request, "validate", engine)
     assert len(calls) == 1
     assert "hash-drift" not in {f.rule for f in decision.audit["findings"]}
+
+
+def test_hash_drift_never_fills_the_memo_so_a_manifest_cannot_borrow_a_value() -> None:
+    """YAML's ``.nan`` and ``null`` give one key (orjson writes NaN as null); only ``/mutate``
+    writes entries, so in ``snapready check`` a ``.nan`` pod still fails after a ``null`` twin
+    (found by a review of issue 16's change)."""
+    twin = {"spec": {"securityContext": {"runAsUser": None}, "containers": [{"name": "c"}]}}
+    nan = copy.deepcopy(twin)
+    nan["spec"]["securityContext"]["runAsUser"] = float("nan")
+    assert content_key(twin) == content_key(nan)
+    assert recorded_fingerprint(twin) == distill.fingerprint(twin)
+    assert not memo._memo
+    with pytest.raises(ValueError):
+        recorded_fingerprint(nan)
+    admitted_fingerprint(twin)  # what /mutate stamps is read back
+    assert recorded_fingerprint(copy.deepcopy(twin)) == distill.fingerprint(twin)
+
+
+def test_python_values_orjson_writes_its_own_way_are_judged_by_rfc8785() -> None:
+    """An enum or UUID leaf (Python callers only): orjson would write it, JCS refuses it."""
+    pod = {"spec": {"containers": [{"name": "c", "command": [uuid.UUID(int=1)]}]}}
+    with pytest.raises(ValueError):
+        distill.fingerprint(pod)

@@ -130,10 +130,10 @@ def fingerprint(pod: RawObject) -> str:
             infinity, a non-string key or a non-JSON type from YAML); never for a pod decoded from
             the API server's JSON.
     """
-    _floats.seen = False
+    _odd.seen = False
     distilled = distill(pod)
     canonical = None
-    if not _floats.seen:
+    if not _odd.seen:
         try:
             canonical = orjson.dumps(distilled, option=_PLAIN)
         except orjson.JSONEncodeError:  # an odd type, a non-string key, deeper than 255 levels
@@ -155,12 +155,16 @@ _PLAIN: Final = (
 ``canonical_json`` proves that by walking the value (~7 us for review 03's pod); ``fingerprint``
 knows it from ``distill`` instead, and checks the rest on the bytes: every leaf of a distilled
 pod passed ``_canon``, which turns integral floats into ints, big ints into strings and notes
-any other float in ``_floats`` (JCS formats those its own way, NaN and infinities it refuses);
-integers beyond 2**53, non-string keys and types orjson writes its own way raise here; ASCII
+in ``_odd`` any other float (JCS formats those its own way, NaN and infinities it refuses) and
+any leaf that is not a plain str, int, bool or None (an enum or UUID from Python callers, which
+orjson writes its own way); integers beyond 2**53, non-string keys and dataclasses, dates and
+subclasses raise here; ASCII
 output means ASCII keys (JCS sorts keys by UTF-16 code units, orjson by code points). Anything
 else goes through ``canonical_json``. ``tests/pod/test_distill.py`` checks both agree."""
-_floats = threading.local()
-"""``seen``: ``_canon`` met a float it kept as a float during this thread's ``fingerprint``."""
+_odd = threading.local()
+"""``seen``: ``_canon`` met a float it kept, or a leaf of another type than str, int, bool and
+None, during this thread's ``fingerprint``."""
+_PLAIN_LEAVES: Final = frozenset({str, int, bool, type(None)})
 
 
 def distill(pod: RawObject) -> RawObject:
@@ -295,7 +299,9 @@ def _canon(value: Any) -> Any:
     if isinstance(value, float):
         if value.is_integer() and abs(value) <= JCS_INT_MAX:
             return int(value)
-        _floats.seen = True
+        _odd.seen = True
+    elif type(value) not in _PLAIN_LEAVES:
+        _odd.seen = True  # not from JSON: the reference decides
     return value
 
 

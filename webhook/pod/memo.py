@@ -13,7 +13,9 @@ The key is SHA-256 over orjson's sorted-keys bytes of what ``distill`` reads (th
 review 03's pod (``make bench``; issue 16). Only for JSON-decoded pods (what admission sees):
 the key cannot tell a tuple from a list, or NaN from null, which JSON never holds; types orjson
 would write its own way (dataclasses, dates, subclasses) and values it cannot write (int beyond
-64 bits, non-string keys) skip the memo.
+64 bits, non-string keys) skip the memo. Only ``/mutate`` writes entries
+(``admitted_fingerprint``); ``hash-drift`` only reads them (``recorded_fingerprint``), since it
+also runs on YAML manifests in ``snapready check``.
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ def content_key(pod: RawObject) -> bytes | None:
 
 
 def admitted_fingerprint(pod: RawObject) -> str:
-    """``fingerprint(pod)`` for a JSON-decoded pod, from the memo when the same content was
-    fingerprinted before in this process.
+    """``fingerprint(pod)``, remembered for the validating call of the same pod: what
+    ``/mutate`` stamps. Only for pods decoded from an AdmissionReview's JSON (plus snapready's
+    own injected values): nothing else may enter the memo.
 
     Raises:
         ValueError: as ``fingerprint`` (never for a pod decoded from JSON).
@@ -79,3 +82,21 @@ def admitted_fingerprint(pod: RawObject) -> str:
         if len(_memo) > MEMO_SIZE:
             _memo.popitem(last=False)
     return value
+
+
+def recorded_fingerprint(pod: RawObject) -> str:
+    """``fingerprint(pod)``: the memo's value when ``/mutate`` stamped this content in this
+    process, else computed (and not remembered). For ``hash-drift``, which also runs on
+    manifests (``snapready check``): YAML can hold ``.nan``, which orjson writes like ``null``,
+    so a manifest must never put its value into the memo.
+
+    Raises:
+        ValueError: as ``fingerprint``.
+    """
+    key = content_key(pod)
+    if key is not None:
+        with _lock:
+            known = _memo.get(key)
+        if known is not None:
+            return known
+    return fingerprint(pod)

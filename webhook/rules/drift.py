@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext
 from webhook.pod.distill import FINGERPRINT_PREFIX
-from webhook.pod.memo import admitted_fingerprint
+from webhook.pod.memo import recorded_fingerprint
 
 
 class HashDrift:
@@ -36,7 +36,7 @@ class HashDrift:
         if not isinstance(recorded, str) or not recorded.startswith(FINGERPRINT_PREFIX):
             return []
         # The memo usually holds it: this replica stamped the same content at /mutate.
-        if admitted_fingerprint({"metadata": pod.metadata, "spec": pod.spec}) == recorded:
+        if recorded_fingerprint({"metadata": pod.metadata, "spec": pod.spec}) == recorded:
             return []
         message = (
             "a mutating webhook that ran after snapready changed hashed fields; set snapready's "
