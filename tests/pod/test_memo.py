@@ -15,8 +15,9 @@ import pytest
 
 from tests.conftest import load_review
 from tests.mutation.test_mutation import apply, engine_for, run
-from webhook.admission.engine import admit
+from webhook.admission.engine import admit, selected_pod_context
 from webhook.kube.review import parse_review
+from webhook.mutation import run_mutators
 from webhook.pod import distill, memo
 from webhook.pod.memo import MEMO_SIZE, admitted_fingerprint, content_key, recorded_fingerprint
 
@@ -137,3 +138,26 @@ def test_python_values_orjson_writes_its_own_way_are_judged_by_rfc8785() -> None
     pod = {"spec": {"containers": [{"name": "c", "command": [uuid.UUID(int=1)]}]}}
     with pytest.raises(ValueError):
         distill.fingerprint(pod)
+
+
+def test_what_mutate_stamps_is_plain_json() -> None:
+    """The memo is keyed by orjson bytes, which cannot tell a tuple from a list: the mutated
+    pod (request JSON plus snapready's injected helpers, env and annotations) must hold JSON
+    types only, or ``/mutate`` would remember a value the final pod does not have."""
+    review = load_review("03")
+    final = apply(review["request"]["object"], run(review, engine_for()))
+
+    def plain(value: Any) -> bool:
+        if type(value) is dict:
+            return all(type(k) is str and plain(v) for k, v in value.items())
+        if type(value) is list:
+            return all(plain(v) for v in value)
+        return type(value) in (str, int, float, bool) or value is None
+
+    engine = engine_for()
+    request = parse_review(orjson.dumps(review)).request
+    ctx = selected_pod_context(request, request.object, engine)
+    assert ctx is not None
+    draft, changed = run_mutators(request.object, ctx, inject=True)
+    assert "helpers" in changed and plain(draft.doc)
+    assert final["spec"]["initContainers"][-1]["name"] == "snapready-helpers"
