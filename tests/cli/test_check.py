@@ -490,7 +490,7 @@ def test_a_nan_pod_is_an_error_even_after_its_null_twin(
     not lend it its fingerprint (orjson writes both alike; review of issue 16's memo)."""
     stamp = {"snapready.io/spec-hash": "v1:sha256:" + "0" * 64}
     spec = {"runtimeClassName": "gvisor", "containers": [{"name": "c", "image": "x"}]}
-    base = {"apiVersion": "v1", "kind": "Pod", "spec": spec}
+    base: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "spec": spec}
     pods = []
     for name, user in (("a", None), ("b", float("nan"))):
         pod = copy.deepcopy(base)

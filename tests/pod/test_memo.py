@@ -121,7 +121,9 @@ def test_hash_drift_never_fills_the_memo_so_a_manifest_cannot_borrow_a_value() -
     """YAML's ``.nan`` and ``null`` give one key (orjson writes NaN as null); only ``/mutate``
     writes entries, so in ``snapready check`` a ``.nan`` pod still fails after a ``null`` twin
     (found by a review of issue 16's change)."""
-    twin = {"spec": {"securityContext": {"runAsUser": None}, "containers": [{"name": "c"}]}}
+    twin: dict[str, Any] = {
+        "spec": {"securityContext": {"runAsUser": None}, "containers": [{"name": "c"}]}
+    }
     nan = copy.deepcopy(twin)
     nan["spec"]["securityContext"]["runAsUser"] = float("nan")
     assert content_key(twin) == content_key(nan)
