@@ -122,7 +122,7 @@ class ScopeController(Worker):
             if self.in_sync:
                 wait, retry = self.settings.recheck_seconds, FIRST_SYNC_RETRY
             else:
-                wait, retry = retry, min(2 * retry, max(MAX_RETRY, FIRST_SYNC_RETRY))
+                wait, retry = retry, min(2 * retry, MAX_RETRY)
             if self._wake.wait(wait):
                 retry = FIRST_SYNC_RETRY
             self._wake.clear()

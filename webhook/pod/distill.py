@@ -135,7 +135,7 @@ def fingerprint(pod: RawObject) -> str:
     canonical = None
     if not _odd.seen:
         try:
-            canonical = orjson.dumps(distilled, option=_PLAIN)
+            canonical = orjson.dumps(distilled, option=PLAIN_JSON)
         except orjson.JSONEncodeError:  # an odd type, a non-string key, deeper than 255 levels
             canonical = None
     if canonical is None or not canonical.isascii():
@@ -143,7 +143,7 @@ def fingerprint(pod: RawObject) -> str:
     return FINGERPRINT_PREFIX + hashlib.sha256(canonical).hexdigest()
 
 
-_PLAIN: Final = (
+PLAIN_JSON: Final = (
     orjson.OPT_SORT_KEYS
     | orjson.OPT_STRICT_INTEGER
     | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -158,9 +158,9 @@ pod passed ``_canon``, which turns integral floats into ints, big ints into stri
 in ``_odd`` any other float (JCS formats those its own way, NaN and infinities it refuses) and
 any leaf that is not a plain str, int, bool or None (an enum or UUID from Python callers, which
 orjson writes its own way); integers beyond 2**53, non-string keys and dataclasses, dates and
-subclasses raise here; ASCII
-output means ASCII keys (JCS sorts keys by UTF-16 code units, orjson by code points). Anything
-else goes through ``canonical_json``. ``tests/pod/test_distill.py`` checks both agree."""
+subclasses raise here; ASCII output means ASCII keys (JCS sorts keys by UTF-16 code units,
+orjson by code points). Anything else goes through ``canonical_json``.
+``tests/pod/test_distill.py`` checks both agree. ``webhook.pod.memo`` keys by the same bytes."""
 _odd = threading.local()
 """``seen``: ``_canon`` met a float it kept, or a leaf of another type than str, int, bool and
 None, during this thread's ``fingerprint``."""

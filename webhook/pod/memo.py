@@ -10,12 +10,12 @@ new key and is computed afresh; an entry is only ever evicted (bounded, oldest f
 
 The key is SHA-256 over orjson's sorted-keys bytes of what ``distill`` reads (the spec, the
 ``dev.gvisor.*`` annotations, the hashed labels): ~5 us against ~30 us for the fingerprint of
-review 03's pod (``make bench``; issue 16). Only for JSON-decoded pods (what admission sees):
-the key cannot tell a tuple from a list, or NaN from null, which JSON never holds; types orjson
-would write its own way (dataclasses, dates, subclasses) and values it cannot write (int beyond
-64 bits, non-string keys) skip the memo. Only ``/mutate`` writes entries
-(``admitted_fingerprint``); ``hash-drift`` only reads them (``recorded_fingerprint``), since it
-also runs on YAML manifests in ``snapready check``.
+review 03's pod (``make bench-admit``; issue 16), with the options of ``distill.PLAIN_JSON``.
+Only for JSON-decoded pods (what admission sees): the key cannot tell a tuple from a list, or
+NaN from null, which JSON never holds; what those options refuse (dataclasses, dates,
+subclasses, integers beyond 2**53, non-string keys) skips the memo. Only ``/mutate`` writes
+entries (``admitted_fingerprint``); ``hash-drift`` only reads them (``recorded_fingerprint``),
+since it also runs on YAML manifests in ``snapready check``.
 """
 
 from __future__ import annotations
@@ -28,16 +28,10 @@ from typing import Final
 import orjson
 
 from webhook.base.types import RawObject, mapping
-from webhook.pod.distill import GVISOR_ANNOTATION_PREFIX, HASHED_LABELS, fingerprint
+from webhook.pod.distill import GVISOR_ANNOTATION_PREFIX, HASHED_LABELS, PLAIN_JSON, fingerprint
 
 MEMO_SIZE: Final = 2048
 """Pods remembered (~150 bytes each): the mutating/validating pairs in flight, many times over."""
-_KEY_OPTIONS: Final = (
-    orjson.OPT_SORT_KEYS
-    | orjson.OPT_PASSTHROUGH_DATACLASS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-    | orjson.OPT_PASSTHROUGH_SUBCLASS
-)
 
 _memo: OrderedDict[bytes, str] = OrderedDict()
 _lock = threading.Lock()
@@ -55,7 +49,7 @@ def content_key(pod: RawObject) -> bytes | None:
     labels = mapping(metadata.get("labels"))
     hashed = [labels.get(key) for key in HASHED_LABELS]
     try:
-        raw = orjson.dumps([pod.get("spec"), annotations, hashed], option=_KEY_OPTIONS)
+        raw = orjson.dumps([pod.get("spec"), annotations, hashed], option=PLAIN_JSON)
     except orjson.JSONEncodeError:
         return None
     return hashlib.sha256(raw).digest()
@@ -70,17 +64,15 @@ def admitted_fingerprint(pod: RawObject) -> str:
         ValueError: as ``fingerprint`` (never for a pod decoded from JSON).
     """
     key = content_key(pod)
-    if key is None:
-        return fingerprint(pod)
-    with _lock:
-        known = _memo.get(key)
+    known = _known(key)
     if known is not None:
         return known
     value = fingerprint(pod)
-    with _lock:
-        _memo[key] = value
-        if len(_memo) > MEMO_SIZE:
-            _memo.popitem(last=False)
+    if key is not None:
+        with _lock:
+            _memo[key] = value
+            if len(_memo) > MEMO_SIZE:
+                _memo.popitem(last=False)
     return value
 
 
@@ -93,10 +85,13 @@ def recorded_fingerprint(pod: RawObject) -> str:
     Raises:
         ValueError: as ``fingerprint``.
     """
-    key = content_key(pod)
-    if key is not None:
-        with _lock:
-            known = _memo.get(key)
-        if known is not None:
-            return known
-    return fingerprint(pod)
+    known = _known(content_key(pod))
+    return known if known is not None else fingerprint(pod)
+
+
+def _known(key: bytes | None) -> str | None:
+    """The remembered fingerprint for ``key`` (None: no key, or not remembered)."""
+    if key is None:
+        return None
+    with _lock:
+        return _memo.get(key)

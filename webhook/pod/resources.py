@@ -115,14 +115,9 @@ def resource_usages(
     spec: RawObject, spec_path: str, resources: tuple[str, ...]
 ) -> tuple[ResourceUsage, ...]:
     """``resource_usage`` of each of ``resources``, in one walk over the containers (the
-    placement asks for GPUs and TPUs of every pod; a container without ``resources`` is
-    skipped at once)."""
+    placement asks for GPUs and TPUs of every pod)."""
     tallies = [_Tally() for _ in resources]
     for kind, index, container, role in _containers(spec):
-        if not isinstance(container.get("resources"), dict):
-            for tally in tallies:
-                tally.add(role, 0)
-            continue
         for resource, tally in zip(resources, tallies, strict=True):
             count, field, found = _container_count(container, resource)
             if count or found:  # paths are built only when reported (the hot path has none)
