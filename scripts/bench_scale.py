@@ -55,7 +55,6 @@ import itertools
 import json
 import os
 import random
-import signal
 import ssl
 import subprocess
 import sys
@@ -67,7 +66,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +73,7 @@ sys.path.insert(0, str(ROOT))
 
 import urllib3  # noqa: E402
 import yaml  # noqa: E402
+from bench_cluster import terminated_as_interrupt  # noqa: E402
 
 from tests.envtest.controlplane import (  # noqa: E402
     ControlPlane,
@@ -1522,22 +1521,6 @@ def print_costs(outcome: Outcome) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Main
-
-
-@contextlib.contextmanager
-def terminated_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt, so the clean-up in ``finally`` runs."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
 
 
 def parse_args() -> argparse.Namespace:
