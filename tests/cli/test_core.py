@@ -145,3 +145,19 @@ def test_status_and_explain_take_no_policy_files() -> None:
         result = snapready(command, "--policies", str(EXAMPLES))
         assert result.returncode == 2
         assert b"unrecognized arguments: --policies" in result.stderr
+
+
+def test_review_malformed_with_a_known_uid_prints_the_servers_400_answer(tmp_path: Path) -> None:
+    """``request.object`` a string, an unknown operation: the server answers a 400 review for
+    the uid; ``snapready review`` prints that same answer and exits 2 (a fresh user's report)."""
+    for field, value in (("object", "x"), ("operation", "FROB")):
+        review = json.loads(next(REVIEWS.glob("03-*.json")).read_text())
+        review["request"][field] = value
+        path = tmp_path / f"{field}.json"
+        path.write_text(json.dumps(review))
+        result = snapready("review", str(path), "--policies", str(EXAMPLES))
+        assert result.returncode == 2, result.stderr
+        response = json.loads(result.stdout)["response"]
+        assert response["uid"] == review["request"]["uid"]
+        assert response["allowed"] is False and response["status"]["code"] == 400
+        assert response["status"]["message"].startswith("malformed AdmissionReview: ")

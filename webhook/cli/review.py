@@ -12,8 +12,8 @@ from webhook.admission.engine import admit
 from webhook.base.errors import BadRequest, ConfigError
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.kube.manifests import read_source
-from webhook.kube.responses import HTTP_BAD_REQUEST, finalize
-from webhook.kube.review import parse_review
+from webhook.kube.responses import HTTP_BAD_REQUEST, finalize, malformed_review
+from webhook.kube.review import api_version_hint, parse_review
 
 
 def register(subparsers: Any) -> None:
@@ -35,19 +35,27 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the response review; the decoded patch is added as ``response.patchDecoded``.
 
-    Exit status: 0 for an answer (allowed or denied), 2 when the input cannot be read or parsed,
-    and also 2, after printing the answer, when the review is malformed in a way the webhook
-    answers with a 400 denial (e.g. ``request.object`` contradicting ``request.kind``), so a CI
-    step does not take a broken review for a checked one.
+    Exit status: 0 for an answer (allowed or denied); 2 when the input cannot be read or parsed
+    (a message on stderr), and also 2, after printing the answer, when the review is malformed
+    but its uid is known, so the server answers with a 400 denial (``request.object`` not an
+    object or contradicting ``request.kind``, an unknown operation...): the printed answer is
+    the server's, and a CI step does not take a broken review for a checked one.
     """
     try:
         settings = settings_from(args)
         from webhook.server.runner import build_engine  # noqa: PLC0415 - lazy
 
         engine = build_engine(settings)
-        review = parse_review(read_source(args.file))
-    except (ConfigError, BadRequest) as exc:
+        body = read_source(args.file)
+        review = parse_review(body)
+    except ConfigError as exc:
         return fail(str(exc))
+    except BadRequest as exc:
+        if exc.uid is None:
+            return fail(str(exc))
+        # The uid is known: the server answers with a 400 review; print the same, exit 2.
+        print_json(malformed_review(str(exc), uid=exc.uid, api_version=api_version_hint(body)))
+        return 2
     decision = admit(review.request, args.endpoint, engine)
     wire = finalize(decision, uid=review.request.uid, api_version=review.api_version)
     response = wire["response"]

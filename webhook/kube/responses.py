@@ -115,6 +115,14 @@ def bounded_lines(
     return kept
 
 
+def malformed_review(message: str, *, uid: str, api_version: str) -> dict[str, Any]:
+    """The AdmissionReview answering a review that is malformed but whose ``request.uid`` could
+    be read: a 400 denial ``malformed AdmissionReview: <message>`` (the HTTP edge and
+    ``snapready review`` answer alike)."""
+    decision = denied(f"malformed AdmissionReview: {message}", code=HTTP_BAD_REQUEST)
+    return finalize(decision, uid=uid, api_version=api_version)
+
+
 def finalize(decision: Decision, *, uid: str, api_version: str) -> dict[str, Any]:
     """The wire AdmissionReview for ``decision``: same ``apiVersion`` as the request, uid echoed.
 

@@ -39,6 +39,7 @@ from webhook.kube.responses import (
     allowed,
     denied,
     finalize,
+    malformed_review,
 )
 from webhook.kube.review import AdmissionReviewRequest, api_version_hint, parse_review
 from webhook.server.body import JSON, BodyBudget, ClientGone, Receive, Scope, Send, read_body
@@ -173,10 +174,8 @@ class AdmissionApp:
             # The body may be partly unread: close rather than parse the rest as a next request.
             await _error(send, exc.status, str(exc), close=body is None)
             return
-        decision = denied(f"malformed AdmissionReview: {exc}", code=400)
-        await _respond(
-            send, 200, finalize(decision, uid=exc.uid, api_version=api_version_hint(body))
-        )
+        wire = malformed_review(str(exc), uid=exc.uid, api_version=api_version_hint(body))
+        await _respond(send, 200, wire)
 
 
 class ReviewEndpoint:
