@@ -5,9 +5,14 @@ a Node of pool ``l4-*`` with GKE labels and a kubelet version, the ``gvisor`` Ru
 grouped PodSnapshotPolicy, an origin pod admitted through snapready's engine and created, a
 PodSnapshot naming it made Ready through the status subresource, and a snapready cluster source
 (leader) writing the origin record. Later pods are admitted by the same engine (so they carry the
-admission-time prediction annotations), created, and given Ready / PodRestored conditions through
-``pods/status``. The commands run as subprocesses (``snapready status --kubeconfig ...``) or
-in-process (``webhook.cli.main``).
+admission-time prediction annotations), created, and given PodScheduled / Ready / PodRestored
+conditions and container statuses through ``pods/status``, the way GKE's agent reports them
+(domain.md section 9: a restored pod is Ready seconds after scheduling and PodRestored tens of
+seconds later); GKE's own ``GKEPodSnapshotting`` core/v1 Events are created on the pods, and
+PodSnapshots go through the ``Checkpoint`` condition sequence. Times are set in the past relative
+to now (``ago``) so that ``outcomes.settle_seconds`` (300 s) has passed, or has not, as each test
+needs. The commands run as subprocesses (``snapready status --kubeconfig ...``) or in-process
+(``webhook.cli.main``).
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ import json
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +37,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import make_settings
 from tests.envtest.controlplane import ControlPlane
-from tests.envtest.plugin import wait_for
+from tests.envtest.plugin import service_account_token, wait_for
 from tests.support.kube_real import create_policy, policy
 from tests.support.ports import free_port
 from webhook.admission.engine import Engine, admit
@@ -39,6 +45,7 @@ from webhook.cli import main
 from webhook.cli.explain_hints import field_entry
 from webhook.cli.status_text import age_text
 from webhook.cluster.caches import ClusterSource
+from webhook.cluster.client import KubeTransport
 from webhook.cluster.wiring import open_cluster_source
 from webhook.kube.review import AdmissionRequest
 
@@ -104,25 +111,85 @@ class Scenario:
         return dict(self.api.sanitize_for_serialization(created))  # type: ignore[no-untyped-call]
 
     def start(self, pod: dict[str, Any], seconds: int, restored_from: str | None = None) -> None:
-        """Turn ``pod`` Ready ``seconds`` after its creation (and PodRestored when restored)."""
-        created = datetime.fromisoformat(
-            pod["metadata"]["creationTimestamp"].replace("Z", "+00:00")
-        )
-        ready_at = (created + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        conditions = [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}]
-        if restored_from is not None:
+        """Scheduled 600 s ago, Ready ``seconds`` later (and PodRestored with it when restored):
+        long enough ago for ``outcomes.settle_seconds`` to have passed."""
+        restored = float(seconds) if restored_from is not None else None
+        message = f"restored from PodSnapshot {restored_from}" if restored_from else ""
+        self.report(pod, ago=600, ready=seconds, restored=restored, message=message)
+
+    def report(
+        self,
+        pod: dict[str, Any],
+        *,
+        ago: float = 0.0,
+        scheduled: datetime | None = None,
+        ready: float | None = None,
+        restored: float | None = None,
+        message: str = "",
+        containers: list[dict[str, Any]] | None = None,
+    ) -> datetime:
+        """What GKE's kubelet and agent report: PodScheduled at ``scheduled`` (else ``ago``
+        seconds before now), Ready and PodRestored that many seconds after scheduling, container
+        statuses; the scheduling time."""
+        if scheduled is None:
+            scheduled = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=ago)
+        conditions = [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp(scheduled)}
+        ]
+        if ready is not None:
+            at = stamp(scheduled + timedelta(seconds=ready))
+            conditions.append({"type": "Ready", "status": "True", "lastTransitionTime": at})
+        if restored is not None:
+            at = stamp(scheduled + timedelta(seconds=restored))
             conditions.append(
                 {
                     "type": "PodRestored",
                     "status": "True",
-                    "lastTransitionTime": ready_at,
-                    "message": f"restored from PodSnapshot {restored_from}",
+                    "lastTransitionTime": at,
+                    "message": message,
                 }
             )
+        status: dict[str, Any] = {"conditions": conditions}
+        if containers is not None:
+            status["containerStatuses"] = containers
         core = client.CoreV1Api(self.api)
         core.patch_namespaced_pod_status(
-            pod["metadata"]["name"], self.namespace, {"status": {"conditions": conditions}}
+            pod["metadata"]["name"], self.namespace, {"status": status}
         )
+        return scheduled
+
+    def event(
+        self,
+        pod: dict[str, Any],
+        kind: str,
+        message: str,
+        at: datetime,
+        reason: str = "GKEPodSnapshotting",
+    ) -> None:
+        """A core/v1 Event on ``pod`` as GKE's snapshot agent writes it (``reason``)."""
+        name = pod["metadata"]["name"]
+        body = {
+            "metadata": {"name": f"{name}.{secrets.token_hex(6)}", "namespace": self.namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": self.namespace,
+                "name": name,
+                "uid": pod["metadata"]["uid"],
+            },
+            "reason": reason,
+            "message": message,
+            "type": kind,
+            "firstTimestamp": stamp(at),
+            "lastTimestamp": stamp(at),
+            "count": 1,
+            "source": {"component": "gke-pod-snapshot"},
+        }
+        KubeTransport(self.api, 10.0).create(f"/api/v1/namespaces/{self.namespace}/events", body)
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def set_node_version(api: client.ApiClient, node: str, version: str) -> None:
@@ -179,32 +246,44 @@ def scenario(
             core.delete_node(node)
 
 
-def take_snapshot(env: Scenario, name: str = "snap-1") -> None:
-    """The origin pod on the node, a Ready PodSnapshot naming it, its origin record written."""
-    env.create(env.pod("origin"), node=env.node)
-    wait_for("origin pod cached", lambda: len(env.source.state().pods) > 0, timeout=10)
-    custom = client.CustomObjectsApi(env.api)
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "PodSnapshot",
-        "metadata": {"name": name, "annotations": {"podsnapshot.gke.io/origin-pod": "origin"}},
-        "spec": {"policyName": "llm-policy"},
-    }
-    custom.create_namespaced_custom_object(GROUP, VERSION, env.namespace, "podsnapshots", body)
-    ready = {
+READY = [
+    {
         "type": "Ready",
         "status": "True",
         "reason": "AllSnapshotsAvailable",
         "lastTransitionTime": "2026-12-01T10:00:00Z",
         "message": "",
     }
+]
+
+
+def take_snapshot(
+    env: Scenario,
+    name: str = "snap-1",
+    origin: str = "origin",
+    conditions: list[dict[str, Any]] = READY,
+) -> None:
+    """The origin pod on the node, a PodSnapshot naming it (Ready unless ``conditions`` say
+    otherwise), its origin record written by the leader."""
+    env.create(env.pod(origin), node=env.node)
+    key = f"{env.namespace}/{origin}"
+    wait_for("origin pod cached", lambda: key in env.source.state().pods, timeout=10)
+    custom = client.CustomObjectsApi(env.api)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PodSnapshot",
+        "metadata": {"name": name, "annotations": {"podsnapshot.gke.io/origin-pod": origin}},
+        "spec": {"policyName": "llm-policy"},
+    }
+    custom.create_namespaced_custom_object(GROUP, VERSION, env.namespace, "podsnapshots", body)
     custom.patch_namespaced_custom_object_status(
-        GROUP, VERSION, env.namespace, "podsnapshots", name, {"status": {"conditions": [ready]}}
+        GROUP, VERSION, env.namespace, "podsnapshots", name, {"status": {"conditions": conditions}}
     )
+    ready = conditions is READY
 
     def cached() -> bool:
         view = env.source.state().snapshots.named(env.namespace, name)
-        return view is not None and view.ready and view.origin is not None
+        return view is not None and view.ready == ready and view.origin is not None
 
     wait_for("origin record written and cached", cached, timeout=15)
 
@@ -268,15 +347,20 @@ def test_status_counts_predictions_outcomes_and_the_saving(scenario: Scenario) -
         "restored": 1,
         "restored_unexpected": 0,
         "missed": 1,
+        "restore_failed": 0,
         "cold_expected": 1,
         "cold_first": 1,
     }
+    assert recent["pending"] == 1  # the origin pod: never Ready, no evidence
     assert recent["hitRate"] == pytest.approx(1 / 3, abs=1e-3) and recent["hitRateOf"] == 3
     assert recent["p50StartupSeconds"] == {"restored": 5.0, "cold": 46.0}
+    assert recent["p50RestoreSeconds"] == 5.0 and recent["p50RestoredReadySeconds"] == 5.0
     assert recent["savingSeconds"] == 41.0
     assert report["last24h"] == recent
     assert report["stale"] == []
     assert "cold_expected" in report["hitRateDefinition"]
+    assert "restore_failed" in report["hitRateDefinition"]
+    assert report["gkeEventsRead"] is True and report["notes"] == []
 
 
 def test_status_all_namespaces_names_each_policy_with_its_namespace(
@@ -361,7 +445,8 @@ def test_upgrade_makes_the_snapshot_stale_and_explain_names_the_versions(
     assert "prediction now: miss snap-1:" in text
     assert "(differs from the recorded one: snapshots or nodes changed since)" in text
     assert f"node pool {scenario.pool} runs {NEW[1:]}, snapshot taken on {OLD[1:]}: " in text
-    assert "outcome: Ready after 5 s: restored, restored from a snapshot, as predicted" in text
+    assert "outcome: restored (" in text and ": restored from a snapshot, as predicted" in text
+    assert "after PodScheduled: PodRestored 5 s, Ready 5 s" in text
 
 
 def test_explain_names_the_image_field_with_a_hint(
@@ -389,6 +474,274 @@ def test_explain_names_the_image_field_with_a_hint(
     other = explain_json(scenario, "m2", capsys)
     assert other["prediction"]["outcome"] == "none"
     assert other["candidates"] == [] and "no Ready snapshot" in other["noCandidates"]
+
+
+def policy_block(report: dict[str, Any]) -> dict[str, Any]:
+    (entry,) = report["policies"]
+    assert entry["name"] == "llm-policy"
+    block: dict[str, Any] = entry
+    return block
+
+
+def test_a_restore_is_pending_at_ready_and_restored_at_pod_restored(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Google's measured timeline: Ready 5 s after scheduling, PodRestored 28 s later. At Ready
+    nothing is known yet (never "missed"); at PodRestored it is restored, 33 s on GKE's clock."""
+    take_snapshot(scenario)
+    pod = scenario.create(scenario.pod("late"))
+    scheduled = scenario.report(pod, ago=40, ready=5)  # Ready 35 s ago: settle not over
+
+    recent = policy_block(status_json(scenario))["last24h"]
+    assert recent["outcomes"]["missed"] == 0 and recent["outcomes"]["restored"] == 0
+    assert recent["pending"] == 2  # this pod and the (never Ready) origin pod
+    assert recent["hitRate"] is None
+    waiting = explain_json(scenario, "late", capsys)["outcome"]
+    assert waiting["outcome"] == "pending"
+    assert "PodRestored" in waiting["waitingFor"] and "missed" in waiting["waitingFor"]
+    assert waiting["readySeconds"] == 5.0 and waiting["restoreSeconds"] is None
+
+    restored = "restored from PodSnapshot snap-1"
+    scenario.report(pod, scheduled=scheduled, ready=5, restored=33, message=restored)
+    recent = policy_block(status_json(scenario))["last24h"]
+    assert recent["outcomes"]["restored"] == 1 and recent["outcomes"]["missed"] == 0
+    assert recent["pending"] == 1
+    assert recent["hitRate"] == 1.0
+    assert recent["p50StartupSeconds"]["restored"] == 33.0  # to PodRestored, not to Ready
+    assert recent["p50RestoreSeconds"] == 33.0
+    assert recent["p50RestoredReadySeconds"] == 5.0
+
+    report = explain_json(scenario, "late", capsys)
+    outcome = report["outcome"]
+    assert (outcome["outcome"], outcome["evidence"]) == ("restored", "PodRestored")
+    assert (outcome["restoreSeconds"], outcome["readySeconds"]) == (33.0, 5.0)
+    assert outcome["scheduledAt"] == stamp(scheduled)
+    # the simulated transitions are back-dated, so creation (now) sorts last; the rest in order
+    steps = [(e["what"], e["time"]) for e in report["timeline"] if e["what"] != "created"]
+    assert steps == [
+        (what, stamp(scheduled + timedelta(seconds=after)))
+        for what, after in (("PodScheduled", 0), ("Ready", 5), ("PodRestored", 33))
+    ]
+    assert [e["what"] for e in report["timeline"]].count("created") == 1
+
+
+def test_gke_fallback_warning_is_missed_at_once_and_quoted(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GKE's Warning "... falling back to a cold start of pod ..." on a pod predicted to restore
+    decides ``missed`` before the settle time, with GKE's reason in explain's timeline."""
+    take_snapshot(scenario)
+    pod = scenario.create(scenario.pod("skipped"))
+    scheduled = scenario.report(pod, ago=60, ready=46)  # Ready 14 s ago: settle not over
+    gke_says = (
+        f"no compatible PodSnapshot for node version {NEW[1:]}, falling back to a cold start "
+        f"of pod: {scenario.namespace}/skipped"
+    )
+    scenario.event(pod, "Warning", gke_says, scheduled + timedelta(seconds=2))
+    scenario.event(pod, "Normal", "decoy: not GKE's", scheduled, reason="Scheduled")
+
+    report = status_json(scenario)
+    recent = policy_block(report)["last24h"]
+    assert recent["outcomes"]["missed"] == 1 and recent["outcomes"]["restored"] == 0
+    assert recent["p50StartupSeconds"]["cold"] == 46.0
+    assert report["gkeEventsRead"] is True
+
+    explained = explain_json(scenario, "skipped", capsys)
+    outcome = explained["outcome"]
+    assert (outcome["outcome"], outcome["evidence"]) == ("missed", "GKE event")
+    assert outcome["gkeReason"] == gke_says
+    assert (outcome["readySeconds"], outcome["restoreSeconds"]) == (46.0, None)  # no restore
+    gke = [e for e in explained["timeline"] if e["what"].startswith("GKE event")]
+    assert [(e["type"], e["message"]) for e in gke] == [("Warning", gke_says)]
+    assert all("decoy" not in (e["message"] or "") for e in explained["timeline"])
+
+    args = [
+        "explain",
+        "skipped",
+        "-n",
+        scenario.namespace,
+        "--kubeconfig",
+        str(scenario.kubeconfig),
+    ]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert f"GKE event (fallback) Warning: {gke_says}" in text
+    assert f"GKE says: {gke_says}" in text
+
+
+def test_a_crashed_restore_is_restore_failed_and_counts_against_the_hit_rate(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    take_snapshot(scenario)
+    pod = scenario.create(scenario.pod("crash"))
+    error = (
+        "OCI runtime restore failed: restoring container: vfs.CompleteRestore() failed: "
+        "file /data/db/journal changed since the checkpoint"
+    )
+    crashing = {
+        "name": "server",
+        "image": IMAGE,
+        "imageID": "",
+        "ready": False,
+        "restartCount": 4,
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+        "lastState": {"terminated": {"exitCode": 128, "reason": "StartError", "message": error}},
+    }
+    scenario.report(pod, ago=120, containers=[crashing])  # never Ready
+
+    recent = policy_block(status_json(scenario))["last24h"]
+    assert recent["outcomes"]["restore_failed"] == 1
+    assert recent["outcomes"]["missed"] == 0 and recent["outcomes"]["restored"] == 0
+    assert (recent["hitRate"], recent["hitRateOf"]) == (0.0, 1)  # attempted, did not serve
+
+    outcome = explain_json(scenario, "crash", capsys)["outcome"]
+    assert outcome["outcome"] == "restore_failed"
+    assert "vfs.CompleteRestore() failed" in outcome["restoreFailure"]
+
+
+def test_a_ready_pod_without_evidence_stays_pending_within_settle(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    take_snapshot(scenario)
+    fresh = scenario.create(scenario.pod("fresh"))
+    scenario.report(fresh, ago=20, ready=10)
+    old = scenario.create(scenario.pod("old"))
+    scenario.report(old, ago=900, ready=10)  # Ready 890 s ago, nothing since: started cold
+
+    recent = policy_block(status_json(scenario))["last24h"]
+    assert recent["outcomes"]["missed"] == 1  # "old" only
+    assert recent["pending"] == 2  # "fresh" and the origin pod
+    assert explain_json(scenario, "fresh", capsys)["outcome"]["outcome"] == "pending"
+    outcome = explain_json(scenario, "old", capsys)["outcome"]
+    assert (outcome["outcome"], outcome["evidence"]) == ("missed", "no restore evidence")
+
+    # a pod snapready never stamped (created past the webhook) has a timeline but no outcome
+    core = client.CoreV1Api(scenario.api)
+    raw = core.create_namespaced_pod(
+        scenario.namespace, client.V1Pod.model_validate(scenario.pod("raw"))
+    )
+    scenario.report(scenario.api.sanitize_for_serialization(raw), ago=900, ready=10)  # type: ignore[no-untyped-call]
+    unstamped = explain_json(scenario, "raw", capsys)
+    assert unstamped["outcome"] is None
+    assert [e["what"] for e in unstamped["timeline"]].count("Ready") == 1
+    assert policy_block(status_json(scenario))["pods"]["stamped"] == 3  # origin, fresh, old
+
+
+AWAITING = [
+    {
+        "type": "Checkpoint",
+        "status": "False",
+        "reason": "AwaitingCheckpoint",
+        "lastTransitionTime": "2026-12-01T10:00:00Z",
+        "message": "uploading the memory image",
+    },
+    {
+        "type": "Ready",
+        "status": "False",
+        "reason": "AwaitingCheckpoint",
+        "lastTransitionTime": "2026-12-01T10:00:00Z",
+        "message": "",
+    },
+]
+FAILED = [
+    {
+        "type": "Checkpoint",
+        "status": "False",
+        "reason": "Failed",
+        "lastTransitionTime": "2026-12-01T10:05:00Z",
+        "message": "runsc error: exit status 128",
+    },
+    {
+        "type": "Ready",
+        "status": "False",
+        "reason": "Failed",
+        "lastTransitionTime": "2026-12-01T10:05:00Z",
+        "message": "",
+    },
+]
+
+
+def test_awaiting_and_failed_checkpoints_with_the_driver_hint(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The node runs GKE's default GPU driver branch: exit status 128 means driver < 570."""
+    take_snapshot(scenario)
+    take_snapshot(scenario, "snap-up", "origin-up", AWAITING)
+    take_snapshot(scenario, "snap-bad", "origin-bad", FAILED)
+
+    report = status_json(scenario)
+    snapshots = policy_block(report)["snapshots"]
+    assert (snapshots["total"], snapshots["ready"], snapshots["notReady"]) == (3, 1, 0)
+    assert (snapshots["awaiting"], snapshots["failed"]) == (1, 1)
+    (awaiting,) = snapshots["awaitingCheckpoints"]
+    assert (awaiting["name"], awaiting["originPod"]) == ("snap-up", "origin-up")
+    assert awaiting["stalled"] is False  # seconds old, checkpoint.stall_seconds is 1800
+    assert 0 <= awaiting["awaitingSeconds"] < report["stallSeconds"]
+    (failed,) = snapshots["failedCheckpoints"]
+    assert (failed["name"], failed["originPod"]) == ("snap-bad", "origin-bad")
+    assert failed["message"] == "runsc error: exit status 128"
+    assert "570" in failed["hint"] and "gke-gpu-driver-version: latest" in failed["hint"]
+
+    config = tmp_path / "settings.yaml"
+    config.write_text("checkpoint:\n  stall_seconds: 0.5\n")
+    time.sleep(1.0)  # awaiting longer than 0.5 s
+    args = ["status", "--kubeconfig", str(scenario.kubeconfig), "-n", scenario.namespace]
+    result = snapready(*args, "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert "1 awaiting checkpoint, 1 checkpoint failed" in text
+    assert "awaiting   snap-up (origin origin-up), checkpoint uploading for" in text
+    assert "STALLED, past checkpoint.stall_seconds (0.5 s)" in text
+    assert "failed     snap-bad (origin origin-bad): GKE says: runsc error: exit status 128" in text
+    assert f"likely cause: {failed['hint']}" in text
+
+    explained = explain_json(scenario, "origin-bad", capsys)
+    (mine,) = explained["checkpoints"]
+    assert (mine["snapshot"], mine["state"], mine["checkpoint"]) == ("snap-bad", "failed", "failed")
+    assert mine["message"] == "runsc error: exit status 128" and mine["hint"] == failed["hint"]
+    uploading = explain_json(scenario, "origin-up", capsys)["checkpoints"]
+    assert [(c["snapshot"], c["checkpoint"]) for c in uploading] == [("snap-up", "awaiting")]
+
+
+def test_status_without_the_right_to_list_events_says_so(
+    scenario: Scenario, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """A user who may read pods and snapshots but not Events: outcomes still, and a note."""
+    populate(scenario)
+    token = service_account_token(scenario.api, scenario.namespace, "reader")
+    rules = [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+        {
+            "apiGroups": [GROUP],
+            "resources": ["podsnapshots", "podsnapshotpolicies"],
+            "verbs": ["get", "list"],
+        },
+    ]
+    rbac = client.RbacAuthorizationV1Api(scenario.api)
+    role = {"metadata": {"name": "reader"}, "rules": rules}
+    rbac.create_namespaced_role(scenario.namespace, client.V1Role.model_validate(role))
+    binding = {
+        "metadata": {"name": "reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": scenario.namespace}],
+    }
+    rbac.create_namespaced_role_binding(
+        scenario.namespace, client.V1RoleBinding.model_validate(binding)
+    )
+    kubeconfig = control_plane.token_kubeconfig(tmp_path / "reader.kubeconfig", token)
+    args = ["status", "--kubeconfig", str(kubeconfig), "-n", scenario.namespace, "--format", "json"]
+
+    def allowed() -> bool:
+        return snapready(*args).returncode == 0
+
+    wait_for("the reader's role is in force", allowed, timeout=15)
+    result = snapready(*args)
+    report = json.loads(result.stdout)
+    assert report["gkeEventsRead"] is False
+    assert "outcomes are decided without GKE's events" in result.stderr
+    assert any("GKEPodSnapshotting" in note for note in report["notes"])
+    recent = policy_block(report)["last24h"]
+    assert recent["outcomes"]["restored"] == 1 and recent["outcomes"]["missed"] == 1
 
 
 def test_unknown_pod_bad_kubeconfig_and_unreachable_api_exit_2(

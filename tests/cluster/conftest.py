@@ -31,6 +31,8 @@ def kube_settings(kubeconfig: Path, **source: Any) -> Settings:
     return make_settings(
         source={"kind": "kube", "kubeconfig": kubeconfig, **FAST, **source},
         leader={"enabled": False},
+        # Without election every such source writes: track outcomes in no test's namespace.
+        outcomes={"namespaces": ["t-untracked"]},
     )
 
 

@@ -59,7 +59,8 @@ def test_every_watched_collection_is_granted_list_and_watch() -> None:
 
 def test_writes_are_granted_and_bounded() -> None:
     """The leader's writes: scope (webhook configurations, by name), origin records
-    (podsnapshots), origin pods read once, the Lease (its own Role)."""
+    (podsnapshots), origin pods read once, outcomes and gate conditions on pods, the Lease (its
+    own Role)."""
     docs = documents()
     rules = docs[0]["rules"]
     assert grants(rules, "podsnapshot.gke.io", "podsnapshots", "patch")
@@ -72,4 +73,8 @@ def test_writes_are_granted_and_bounded() -> None:
     role = next(d for d in docs if d["kind"] == "Role")
     assert grants(role["rules"], "coordination.k8s.io", "leases", "create")
     assert grants(role["rules"], "coordination.k8s.io", "leases", "update")
-    assert not grants(rules, "", "pods", "patch"), "snapready never writes pods"
+    # Pods: the recorded outcome (annotation) and the readiness gate's condition, nothing else.
+    assert grants(rules, "", "pods", "patch") and grants(rules, "", "pods/status", "patch")
+    for verb in ("create", "update", "delete"):
+        assert not grants(rules, "", "pods", verb), f"snapready never {verb}s pods"
+    assert not grants(rules, "", "events", "create"), "core Events are GKE's: read only"

@@ -38,6 +38,7 @@ from tests.envtest.plugin import service_account_token, unique_name, wait_for
 from tests.support.kube_real import (
     ALL_CACHES,
     COMPUTE_CLASSES,
+    GKE_EVENTS,
     GROUP,
     NAMESPACES,
     NODES,
@@ -492,6 +493,7 @@ def test_manifest_rbac_is_enough_for_every_cache(
         "version": "synced",
         "podsnapshots": "synced",
         "pods": "synced",
+        "gkeevents": "synced",
     }
     assert state.gke_version == K8S_VERSION
     errors = list(cluster.spy.errors)
@@ -506,6 +508,7 @@ def test_manifest_rbac_is_enough_for_every_cache(
         NODES,
         SNAPSHOTS,
         SELECTED_PODS,
+        GKE_EVENTS,
         COMPUTE_CLASSES,
         VERSION,
     }
@@ -514,12 +517,21 @@ def test_manifest_rbac_is_enough_for_every_cache(
         assert grants(path, "list", rules)
         assert grants(path, "watch", rules)
     assert grants(VERSION, "get", rules)
-    cached = {path.split("?", 1)[0].rsplit("/", 1)[1] for path in requested - {VERSION}}
-    cache_rules = [r for r in rules if cached & set(r.get("resources", []))]
-    # Read-only, except the origin records the leader writes on PodSnapshots (merge patch).
+    cached = {
+        ("" if path.startswith("/api/") else path.split("/")[2], path.split("?")[0].rsplit("/")[-1])
+        for path in requested - {VERSION}
+    }
+    cache_rules = [
+        r
+        for r in rules
+        if any((g, res) in cached for g in r.get("apiGroups", []) for res in r.get("resources", []))
+    ]
+    # Read-only, except the origin records the leader writes on PodSnapshots and the outcome
+    # annotation and readiness-gate condition on pods (patches).
     for rule in cache_rules:
         writes = set(rule["verbs"]) - {"get", "list", "watch"}
-        assert not writes or (rule["resources"] == ["podsnapshots"] and writes == {"patch"}), rule
+        patched = set(rule["resources"]) <= {"podsnapshots", "pods", "pods/status"}
+        assert not writes or (patched and writes == {"patch"}), rule
 
 
 def test_version_poller_reads_the_real_version(
@@ -643,6 +655,7 @@ def test_serve_readyz_waits_for_every_cache_then_validates_from_the_cluster(
         "version": "synced",
         "podsnapshots": "synced",
         "pods": "synced",
+        "gkeevents": "synced",
     }
     assert body["gkeVersion"] == K8S_VERSION
     overlap = [w for w in answer.json()["response"].get("warnings", []) if "[policy-overlap]" in w]

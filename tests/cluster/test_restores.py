@@ -1,25 +1,30 @@
 """Closing the loop on a real API server: restore outcomes, missed-restore and stale events.
 
 Pods admitted through snapready's engine are created on a node; GKE's kubelet is simulated by
-setting their status through ``pods/status`` (condition Ready, and ``PodRestored`` for a restored
-pod). The leader decides each outcome once, counts it, and writes ``events.k8s.io/v1`` Events:
-``SnapshotRestoreMissed`` on a pod that should have restored, ``SnapshotsStale`` once on the
-policy after a node-pool upgrade.
+setting their status through ``pods/status`` (PodScheduled, Ready, and ``PodRestored`` set
+together with Ready for a restored pod: one case among the timelines of ``test_evidence.py``,
+where PodRestored comes tens of seconds after Ready). The leader decides each outcome once (here
+with ``outcomes.settle_seconds`` 3 for the pods GKE says nothing about), counts it, and writes
+``events.k8s.io/v1`` Events: ``SnapshotRestoreMissed`` on a pod that should have restored,
+``SnapshotsStale`` once on the policy after a node-pool upgrade.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import jsonpatch
+import pytest
 import yaml
 from kubernetes import client
 
 from tests.cluster.test_real_apiserver import RBAC, bind_role, manifest_role, wait_until_allowed
-from tests.cluster.test_snapshots import NEW, OLD, Env, env, set_node_version, take_snapshot
+from tests.cluster.test_snapshots import NEW, OLD, Env, make_env, set_node_version, take_snapshot
 from tests.conftest import make_settings
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import service_account_token, wait_for
@@ -28,9 +33,24 @@ from webhook.base.config import LeaderSettings
 from webhook.cluster.client import KubeTransport, api_client
 from webhook.cluster.events import Event, EventRecorder, Regarding
 from webhook.cluster.leader import LeaderElector
+from webhook.kube.outcomes import Verdict, startup_seconds
 from webhook.kube.snapshots import PodRecord
 
-__all__ = ["env"]  # the fixture, shared with test_snapshots
+SETTLE = 3.0
+
+
+@pytest.fixture
+def env(
+    control_plane: ControlPlane,
+    kube_admin: client.ApiClient,
+    namespace: str,
+    podsnapshot_crds: list[str],
+) -> Iterator[Env]:
+    """test_snapshots' cluster, with pods GKE says nothing about decided 3 s after Ready."""
+    with make_env(
+        control_plane, kube_admin, namespace, outcomes={"settle_seconds": SETTLE}
+    ) as made:
+        yield made
 
 
 def create_admitted(env: Env, name: str, **changes: Any) -> dict[str, Any]:
@@ -50,9 +70,15 @@ def turn_ready(env: Env, name: str, *, restored: str | None = None, after: float
     core = client.CoreV1Api(env.api)
     pod = core.read_namespaced_pod(name, env.namespace)
     assert pod.metadata is not None and pod.metadata.creation_timestamp is not None
-    ready_at = pod.metadata.creation_timestamp + timedelta(seconds=after)
-    stamp = ready_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    conditions = [{"type": "Ready", "status": "True", "lastTransitionTime": stamp}]
+    # Ready now (a timestamp in the future would never settle); scheduled ``after - 2`` s
+    # before, as if the pod had been created ``after`` s ago and bound 2 s later.
+    ready_at = datetime.now(UTC).replace(microsecond=0)
+    stamp = ready_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    scheduled = (ready_at - timedelta(seconds=after - 2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled},
+        {"type": "Ready", "status": "True", "lastTransitionTime": stamp},
+    ]
     if restored is not None:
         conditions.append(
             {
@@ -74,7 +100,11 @@ def events(env: Env, reason: str) -> list[dict[str, Any]]:
 def test_outcomes_are_decided_once_and_a_missed_restore_is_an_event(env: Env) -> None:
     seen: list[tuple[str, str, float | None]] = []
     tracker = env.source.restores
-    tracker.listeners.append(lambda r, o, s: seen.append((r.name, o, s)))
+
+    def listen(record: PodRecord, verdict: Verdict) -> None:
+        seen.append((record.name, verdict.outcome, startup_seconds(record, verdict)))
+
+    tracker.listeners.append(listen)
     wait_for("leader", lambda: env.source.state().details.get("leader") == "leader", 20)
     take_snapshot(env)
 
@@ -98,8 +128,8 @@ def test_outcomes_are_decided_once_and_a_missed_restore_is_an_event(env: Env) ->
         "first": "cold_first",
         "miss-cold": "cold_expected",
     }
-    seconds = {name: s for name, _, s in seen}
-    assert seconds["hit-restored"] == 7 and seconds["hit-cold"] == 95
+    seconds = {name: s for name, _, s in seen}  # from PodScheduled
+    assert seconds["hit-restored"] == 5 and seconds["hit-cold"] == 93
 
     missed = wait_for("missed event", lambda: events(env, "SnapshotRestoreMissed"), timeout=10)
     assert len(missed) == 1
@@ -108,6 +138,9 @@ def test_outcomes_are_decided_once_and_a_missed_restore_is_an_event(env: Env) ->
     assert event["regarding"]["name"] == "hit-cold"
     assert event["reporting_controller"] == "snapready.io/snapready"
     assert "snap-1" in event["note"] and env.node in event["note"]
+    read = client.CoreV1Api(env.api).read_namespaced_pod("hit-cold", env.namespace)
+    assert read.metadata is not None
+    assert (read.metadata.annotations or {}).get("snapready.io/restore-outcome") == "missed"
 
     # A later status update of the same pod is not a second outcome.
     turn_ready(env, "hit-cold", after=96)
@@ -159,30 +192,40 @@ def test_followers_write_no_event(env: Env) -> None:
     create_admitted(env, "follower-pod")
     turn_ready(env, "follower-pod", after=30)
     wait_for("pod ready in cache", lambda: _cached(env, "follower-pod", "ready_at"), timeout=10)
+    time.sleep(SETTLE)  # past the settle time: a leader would decide now
     tracker.step()
     assert tracker.events.written == written
     assert events(env, "SnapshotRestoreMissed") == []
 
 
-def test_start_time_is_ready_minus_creation() -> None:
+def test_start_time_runs_from_podscheduled() -> None:
+    """Scheduling and node provisioning are not start-up (domain.md section 9)."""
     created = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
-    record = PodRecord(
-        "ns",
-        "p",
-        created=created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        ready_at=(created + timedelta(seconds=41)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    )
-    from webhook.kube.outcomes import startup_seconds  # noqa: PLC0415
 
-    assert startup_seconds(record) == 41
+    def at(seconds: int) -> str:
+        return (created + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    cold = PodRecord("ns", "p", created=at(0), scheduled_at=at(180), ready_at=at(221))
+    assert startup_seconds(cold, Verdict("cold_first", "no restore evidence")) == 41
+    restored = PodRecord(
+        "ns",
+        "r",
+        created=at(0),
+        scheduled_at=at(60),
+        ready_at=at(65),
+        restored=True,
+        restored_at=at(93),
+    )
+    assert startup_seconds(restored, Verdict("restored", "PodRestored")) == 33
 
 
 def test_the_leaders_writes_are_allowed_by_manifests_rbac(
     env: Env, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     """As a ServiceAccount bound to exactly ``manifests/rbac.yaml`` (ClusterRole, and the lease
-    Role moved to this namespace): the origin-record merge patch on a PodSnapshot, a new Event
-    and its series patch, and holding the Lease are all allowed (the writers' tests above run as
+    Role moved to this namespace): the origin-record merge patch on a PodSnapshot, the outcome
+    annotation and the readiness-gate condition on a pod, listing core Events, a new Event and
+    its series patch, and holding the Lease are all allowed (the writers' tests above run as
     admin)."""
     token = service_account_token(env.api, env.namespace, "writer")
     kubeconfig = control_plane.token_kubeconfig(tmp_path / "writer.kubeconfig", token)
@@ -205,6 +248,11 @@ def test_the_leaders_writes_are_allowed_by_manifests_rbac(
     transport = KubeTransport(api_client(settings), 10.0)
     path = f"/apis/podsnapshot.gke.io/v1/namespaces/{env.namespace}/podsnapshots/snap-1"
     transport.merge_patch(path, {"metadata": {"annotations": {"x.test/probe": "1"}}})
+    pod = f"/api/v1/namespaces/{env.namespace}/pods/origin"
+    transport.merge_patch(pod, {"metadata": {"annotations": {"snapready.io/restore-outcome": "x"}}})
+    condition = {"type": "snapready.io/restore-settled", "status": "True"}
+    transport.strategic_patch(pod + "/status", {"status": {"conditions": [condition]}})
+    transport.list(f"/api/v1/namespaces/{env.namespace}/events", page_size=10)
     recorder = EventRecorder(transport, "rbac-test")
     regarding = Regarding("v1", "Pod", env.namespace, "origin")
     event = Event(regarding, "Warning", "SnapshotRestoreMissed", "Restore", "rbac probe")

@@ -27,6 +27,7 @@ from tests.envtest.controlplane import ControlPlane, free_port
 from tests.envtest.plugin import unique_name, wait_for, wait_for_service_account
 from tests.support import helm_support
 from webhook.base.config import LeaderSettings, ScopeSettings, Settings, SourceSettings
+from webhook.base.tracking import OutcomeSettings
 from webhook.cluster.caches import ClusterSource
 from webhook.cluster.wiring import open_cluster_source
 from webhook.kube.scope import CONDITION_NAME
@@ -107,6 +108,7 @@ def settings(
             }
         ),
         leader=LeaderSettings(lease_name=f"lease-{name}"[:60], lease_namespace=lease_namespace),
+        outcomes=OutcomeSettings(namespaces=["t-untracked"]),  # the scope is what is tested
     )
 
 

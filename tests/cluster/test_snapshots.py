@@ -121,14 +121,12 @@ def set_node_version(api: client.ApiClient, node: str, version: str) -> None:
     client.CoreV1Api(api).patch_node_status(node, body)
 
 
-@pytest.fixture
-def env(
-    control_plane: ControlPlane,
-    kube_admin: client.ApiClient,
-    namespace: str,
-    podsnapshot_crds: list[str],
+@contextlib.contextmanager
+def make_env(
+    control_plane: ControlPlane, api: client.ApiClient, namespace: str, **overrides: Any
 ) -> Iterator[Env]:
-    """A pool with one node on the old version, a grouped policy, snapready running."""
+    """A pool with one node on the old version, a grouped policy, snapready running with
+    ``overrides`` of its settings (``outcomes={"settle_seconds": 2}``, ...)."""
     suffix = secrets.token_hex(3)
     pool, node = f"l4-{suffix}", f"gke-l4-{suffix}"
     labels = {
@@ -139,26 +137,41 @@ def env(
         "cloud.google.com/gke-gpu-driver-version": "default",
         "kubernetes.io/arch": "amd64",
     }
-    core = client.CoreV1Api(kube_admin)
-    ensure_runtime_class(kube_admin)
+    core = client.CoreV1Api(api)
+    ensure_runtime_class(api)
     core.create_node(client.V1Node.model_validate({"metadata": {"name": node, "labels": labels}}))
-    set_node_version(kube_admin, node, OLD)
+    set_node_version(api, node, OLD)
     body = policy(
         "llm-policy",
         namespace,
         {"app": "llm"},
         snapshotGroupingRules={"groupByLabelValue": {"labels": ["model"]}},
     )
-    create_policy(kube_admin, body)
-    source = open_cluster_source(kube_settings(control_plane, namespace))
+    create_policy(api, body)
+    # Many snapready sources share the test API server: this one tracks only its namespace.
+    overrides["outcomes"] = {"namespaces": [namespace], **overrides.get("outcomes", {})}
+    settings = kube_settings(control_plane, namespace, **overrides)
+    source = open_cluster_source(settings)
     try:
         wait_for("synced", source.synced, timeout=30)
-        engine = Engine(settings=kube_settings(control_plane, namespace), state=source.state)
-        yield Env(kube_admin, namespace, pool, node, source, engine)
+        engine = Engine(settings=settings, state=source.state)
+        yield Env(api, namespace, pool, node, source, engine)
     finally:
         source.stop()
         with contextlib.suppress(ApiException):
             core.delete_node(node)
+
+
+@pytest.fixture
+def env(
+    control_plane: ControlPlane,
+    kube_admin: client.ApiClient,
+    namespace: str,
+    podsnapshot_crds: list[str],
+) -> Iterator[Env]:
+    """A pool with one node on the old version, a grouped policy, snapready running."""
+    with make_env(control_plane, kube_admin, namespace) as made:
+        yield made
 
 
 def take_snapshot(env: Env, name: str = "snap-1", origin: str = "origin") -> dict[str, Any]:

@@ -645,7 +645,9 @@ def test_default_scope_is_dynamic() -> None:
     assert Settings.model_validate(settings_of(objects(render({})))).scope.mode == "dynamic"
 
 
-def test_rbac_writes_only_snapshot_origins_and_the_two_own_webhook_configurations() -> None:
+def test_rbac_writes_only_origins_pod_outcomes_and_the_two_own_webhook_configurations() -> None:
+    """Writes: origin records (PodSnapshots), the outcome annotation and the readiness-gate
+    condition (pods, pods/status: patch only), Events, the two own webhook configurations."""
     objs = objects(render({}, name="prod", namespace="platform"))
     rules = one(objs, "ClusterRole")["rules"]
     writes = [r for r in rules if set(r["verbs"]) - {"get", "list", "watch"}]
@@ -659,6 +661,7 @@ def test_rbac_writes_only_snapshot_origins_and_the_two_own_webhook_configuration
             "resources": ["podsnapshots"],
             "verbs": ["get", "list", "watch", "patch"],
         },
+        {"apiGroups": [""], "resources": ["pods", "pods/status"], "verbs": ["patch"]},
         {
             "apiGroups": ["events.k8s.io"],
             "resources": ["events"],

@@ -54,11 +54,15 @@ CONTRACT: dict[str, tuple[str, frozenset[str]]] = {
     "snapready_restores": ("counter", frozenset({"namespace", "policy", "outcome"})),
     "snapready_pod_startup_seconds": ("histogram", frozenset({"policy", "outcome"})),
     "snapready_snapshots": ("gauge", frozenset({"namespace", "policy", "state"})),
+    "snapready_restore_seconds": ("histogram", frozenset({"policy"})),
+    "snapready_pod_ready_seconds": ("histogram", frozenset({"policy", "outcome"})),
+    "snapready_checkpoints": ("counter", frozenset({"namespace", "policy", "outcome"})),
+    "snapready_checkpoint_seconds": ("histogram", frozenset({"policy"})),
 }
 """Family name -> (type, label names) of the metrics the restore-outcome work adds."""
 LABEL_VALUES: dict[str, frozenset[str]] = {
-    "outcome": frozenset(OUTCOMES),
-    "state": frozenset({"ready", "stale", "not_ready"}),
+    "outcome": frozenset(OUTCOMES) | {"succeeded", "failed"},
+    "state": frozenset({"ready", "stale", "awaiting", "failed", "not_ready"}),
 }
 """Closed label value sets a matcher may use (outcomes from webhook.kube.outcomes)."""
 
@@ -81,6 +85,9 @@ DURATION = re.compile(
 """A Prometheus duration, as the PrometheusRule CRD's ``for`` field accepts it."""
 EXPECTED_ALERTS = {
     "SnapreadyRestoreMissed",
+    "SnapreadyRestoreFailed",
+    "SnapreadyCheckpointFailed",
+    "SnapreadyCheckpointStalled",
     "SnapreadySnapshotsStale",
     "SnapreadyInternalErrors",
     "SnapreadyPolicySourceNotSynced",
@@ -109,7 +116,14 @@ def _metrics() -> Metrics:
 
 
 def _wrappers(metrics: Metrics) -> list[MetricWrapperBase]:
-    return [value for value in vars(metrics).values() if isinstance(value, MetricWrapperBase)]
+    """Every series object of ``metrics`` and its ``outcomes`` part (each once)."""
+    found = {
+        id(value): value
+        for owner in (metrics, metrics.outcomes)
+        for value in vars(owner).values()
+        if isinstance(value, MetricWrapperBase)
+    }
+    return list(found.values())
 
 
 def exported_families() -> dict[str, str]:
@@ -413,6 +427,10 @@ def test_dashboard_covers_restores_snapshots_admission_and_sync() -> None:
         "snapready_webhook_scope_synced",
         "snapready_policy_source_synced",
         "snapready_internal_errors_total",
+        "snapready_restore_seconds_bucket",
+        "snapready_pod_ready_seconds_bucket",
+        "snapready_checkpoints_total",
+        "snapready_checkpoint_seconds_bucket",
     } <= used
     expressions = " ".join(target["expr"] for _, target in dashboard_expressions(dashboard))
     assert 'snapready_snapshots{state="stale"}' in expressions
@@ -486,6 +504,9 @@ def test_rules_say_what_the_issue_asked() -> None:
     assert 'outcome="missed"' in rules["SnapreadyRestoreMissed"]["expr"]
     assert "[15m]" in rules["SnapreadyRestoreMissed"]["expr"]
     assert rules["SnapreadySnapshotsStale"]["for"] == "15m"
+    assert 'outcome="restore_failed"' in rules["SnapreadyRestoreFailed"]["expr"]
+    assert 'outcome="failed"' in rules["SnapreadyCheckpointFailed"]["expr"]
+    assert 'state="awaiting"' in rules["SnapreadyCheckpointStalled"]["expr"]
     assert rules["SnapreadyPolicySourceNotSynced"]["for"] == "10m"
     assert rules["SnapreadyWebhookScopeNotSynced"]["for"] == "10m"
     assert rules["SnapreadyPolicySourceNotSynced"]["expr"] == "snapready_policy_source_synced == 0"

@@ -51,6 +51,8 @@ VERSION = "/version"
 SNAPSHOTS = f"/apis/{GROUP}/v1/podsnapshots"
 SELECTED_PODS = "/api/v1/pods?labelSelector=snapready.io%2Fselected%3Dtrue"
 """The pod cache's collection: only pods labelled snapready.io/selected=true."""
+GKE_EVENTS = "/api/v1/events?fieldSelector=reason%3DGKEPodSnapshotting"
+"""GKE's restore evidence: only core/v1 Events of reason GKEPodSnapshotting."""
 ALL_CACHES = (
     "podsnapshotpolicies",
     "podsnapshotstorageconfigs",
@@ -60,6 +62,7 @@ ALL_CACHES = (
     "version",
     "podsnapshots",
     "pods",
+    "gkeevents",
 )
 
 

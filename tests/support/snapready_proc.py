@@ -51,8 +51,11 @@ TEST_ENV = {
     "SNAPREADY_SERVER__CERT_RELOAD_SECONDS": "0.2",
     "SNAPREADY_SOURCE__BACKOFF_INITIAL_SECONDS": "0.05",
     "SNAPREADY_SOURCE__BACKOFF_MAX_SECONDS": "1",
+    "SNAPREADY_OUTCOMES__NAMESPACES": '["t-untracked"]',
 }
-"""No shutdown drain (stops in well under a second), fast certificate polls and API retries."""
+"""No shutdown drain (stops in well under a second), fast certificate polls and API retries;
+outcomes tracked in no test's namespace (the tests share one API server, and each test that
+checks outcomes runs its own tracker on its own namespace)."""
 
 
 def generate_certs(directory: Path) -> Path:

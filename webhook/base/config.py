@@ -26,6 +26,7 @@ from webhook.base.sections import (
     RuleSettings,
     StorageSettings,
 )
+from webhook.base.tracking import CheckpointSettings, OutcomeSettings
 from webhook.base.types import FailurePolicy, Mode
 
 MiB = 1024 * 1024
@@ -228,6 +229,8 @@ class Settings(BaseSettings):
     storage: StorageSettings = StorageSettings()
     scope: ScopeSettings = ScopeSettings()
     restore: RestoreSettings = RestoreSettings()
+    outcomes: OutcomeSettings = OutcomeSettings()
+    checkpoint: CheckpointSettings = CheckpointSettings()
     leader: LeaderSettings = LeaderSettings()
 
     @field_validator("prefix")

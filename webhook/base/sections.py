@@ -237,3 +237,18 @@ class RestoreSettings(BaseModel):
         description="Warn when a Deployment/StatefulSet/Job/CronJob template no longer matches "
         "any Ready snapshot of its policy (the rollout will cold-start).",
     )
+    readiness_gate: bool = Field(
+        False,
+        description="Add the readiness gate snapready.io/restore-settled to selected pods; the "
+        "leader keeps it False while the pod's own checkpoint uploads and while a pod predicted "
+        "to restore waits for PodRestored (or GKE's fallback), else True. Off by default: only "
+        "snapready sets that condition, so with it on and every replica down, new selected "
+        'pods stay unready until a replica is back (README "Readiness gate").',
+    )
+    readiness_gate_timeout_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="After this many seconds since PodScheduled the gate turns True (reason "
+        "Timeout) whatever the evidence, so no pod stays out of its Service forever; above "
+        "the 30 s GKE's restores take and below a typical progressDeadlineSeconds (600 s).",
+    )

@@ -7,8 +7,18 @@ policies (``PolicyIndex.select``), the prediction recorded at admission (the
 (fingerprint: the pod's ``<prefix>spec-hash``, else ``pod.distill.fingerprint`` of the live
 object; fields: ``pod.fields.field_digests``; pins: ``pod.node_pins.node_selection``), every
 candidate snapshot (``pod.restore.candidates``) with what differs and how to fix it
-(``explain_hints``), and, once the pod is Ready, its outcome (``kube.outcomes.outcome_of``) and
-start-up time.
+(``explain_hints``).
+
+Then what happened, on GKE's clock: the pod's timeline (created, ``PodScheduled``, ``Ready``,
+``PodRestored``, and GKE's ``GKEPodSnapshotting`` Events about it with their messages, listed
+with the field selector ``reason=GKEPodSnapshotting,involvedObject.name=<pod>``; a refused list
+is a note), a restore crash in its container statuses, and the outcome (``snapshots_read.judge``:
+the one the leader recorded, else ``kube.outcomes.decide`` now; ``pending`` with what it waits
+for; null for a pod snapready did not stamp at admission, label ``<prefix>selected``), with the
+seconds from ``PodScheduled`` to ``PodRestored`` and to ``Ready``. When the pod
+is the origin of PodSnapshots, their checkpoints: awaiting (stalled past
+``checkpoint.stall_seconds``), succeeded, or failed with GKE's message and the likely cause
+(``kube.checkpoints.failure_hint``).
 
 Exit codes: 0 explained, 2 bad input, pod not found, or API server unreachable/refusing.
 """
@@ -16,6 +26,7 @@ Exit codes: 0 explained, 2 bad input, pod not found, or API server unreachable/r
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from webhook.base.types import RawObject
@@ -25,14 +36,28 @@ from webhook.cli.snapshots_read import (
     FORMAT_VERSION,
     Live,
     add_cluster_arguments,
+    judge,
+    read_gke_events,
     read_live,
     read_pod,
     run_reader,
 )
+from webhook.cli.status import awaiting_entry, failed_entry
 from webhook.cluster.records import pod_record
+from webhook.kube.checkpoints import checkpoint_seconds
+from webhook.kube.evidence import GkeEvent, events_of
 from webhook.kube.matching import PolicyIndex
-from webhook.kube.outcomes import outcome_of, startup_seconds
-from webhook.kube.snapshots import SnapshotView
+from webhook.kube.outcomes import (
+    RESTORED_OUTCOMES,
+    Verdict,
+    decide,
+    parse_time,
+    ready_seconds,
+    restore_seconds,
+    snapshot_state,
+    startup_seconds,
+)
+from webhook.kube.snapshots import PodRecord, SnapshotView
 from webhook.kube.state import NodePoolFacts
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
@@ -64,7 +89,11 @@ def run(args: argparse.Namespace) -> int:
         namespace = args.namespace or connection.namespace
         pod = read_pod(connection.transport, namespace, args.pod)
         live = read_live(connection.transport, namespace, settings, pods=False)
-        return explain(pod, live, settings.prefix), live.notes
+        page = settings.source.list_page_size
+        live.events = read_gke_events(
+            connection.transport, namespace, page, live.notes, pod=args.pod
+        )
+        return explain(pod, live, settings, now=datetime.now(UTC)), live.notes
 
     return run_reader(args, read, render_text)
 
@@ -94,8 +123,9 @@ def pod_facts(pod: RawObject, live: Live, prefix: str) -> tuple[PodFacts, str]:
     return facts, "annotation" if stamped else "computed"
 
 
-def explain(pod: RawObject, live: Live, prefix: str) -> dict[str, Any]:
-    """The JSON document (README "Snapshots")."""
+def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) -> dict[str, Any]:
+    """The JSON document (README "Snapshots"); ``now`` decides pending outcomes and ages."""
+    prefix = settings.prefix
     facts, hash_source = pod_facts(pod, live, prefix)
     metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     annotations = facts.annotations
@@ -131,7 +161,7 @@ def explain(pod: RawObject, live: Live, prefix: str) -> dict[str, Any]:
         "landingPools": [_pool(p) for p in landing],
         "candidates": [_candidate(facts, v, landing, rootfs_only, spec) for v in found],
         "noCandidates": None if found else why_none,
-        "outcome": _outcome(pod, prefix),
+        **_history(pod, live, settings, now),
         "notes": list(live.notes),
     }
 
@@ -161,16 +191,132 @@ def _candidate(
     return {**entry, "matches": not found, "differences": found}
 
 
-def _outcome(pod: RawObject, prefix: str) -> dict[str, Any] | None:
-    """Outcome and start-up once the pod is Ready; None before."""
-    record = pod_record(pod, prefix)
-    outcome = outcome_of(record) if record is not None else None
-    if record is None or outcome is None:
-        return None
+def _history(pod: RawObject, live: Live, settings: Settings, now: datetime) -> dict[str, Any]:
+    """``timeline``, ``outcome`` and ``checkpoints`` (the pod's own snapshots)."""
+    record = pod_record(pod, settings.prefix)
+    name = (pod.get("metadata") or {}).get("name")
+    taken = [v for v in live.snapshots if v.origin_pod is not None and v.origin_pod == name]
+    stall = settings.checkpoint.stall_seconds
+    checkpoints = [_checkpoint(v, live, now, stall) for v in taken]
+    if record is None:
+        return {"timeline": [], "outcome": None, "checkpoints": checkpoints}
+    events = events_of(live.events or {}, record.namespace, record.name, record.uid)
+    if record.labels.get(settings.prefix + "selected") != "true":  # not stamped at admission:
+        return {"timeline": timeline(record, events), "outcome": None, "checkpoints": checkpoints}
+    settle = settings.outcomes.settle_seconds  # the leader decides no outcome for it either
+    verdict, recorded = judge(record, events, now=now, settle_seconds=settle)
     return {
-        "outcome": outcome,
+        "timeline": timeline(record, events),
+        "outcome": _outcome(record, events, verdict, recorded, now=now, settle_seconds=settle),
+        "checkpoints": checkpoints,
+    }
+
+
+def timeline(record: PodRecord, events: tuple[GkeEvent, ...]) -> list[dict[str, Any]]:
+    """What happened to the pod, oldest first (unknown times last): created, scheduled, Ready,
+    PodRestored and GKE's events with their messages."""
+    entries: list[dict[str, Any]] = [
+        {"time": record.created or None, "what": "created", "type": None, "message": None},
+        {"time": record.scheduled_at, "what": "PodScheduled", "type": None, "message": None},
+        {"time": record.ready_at, "what": "Ready", "type": None, "message": None},
+        {
+            "time": record.restored_at,
+            "what": "PodRestored",
+            "type": None,
+            "message": record.restored_message or None,
+        },
+    ]
+    entries = [e for e in entries if e["time"] is not None]
+    for event in events:
+        entries.append(
+            {
+                "time": event.time or None,
+                "what": f"GKE event ({event.kind})",
+                "type": event.type,
+                "message": event.message,
+            }
+        )
+    order = {"created": 0, "PodScheduled": 1, "Ready": 2, "PodRestored": 3}
+    return sorted(
+        entries, key=lambda e: (e["time"] is None, e["time"] or "", order.get(e["what"], 4))
+    )
+
+
+def _outcome(
+    record: PodRecord,
+    events: tuple[GkeEvent, ...],
+    verdict: Verdict | None,
+    recorded: bool,
+    *,
+    now: datetime,
+    settle_seconds: float,
+) -> dict[str, Any]:
+    """The outcome (``pending`` with what it waits for) and the pod's times from PodScheduled."""
+    at = verdict.at if verdict is not None else None
+    # restore time runs to PodRestored (or GKE's restore Event), never to a fallback Event
+    restored = verdict is not None and verdict.outcome in RESTORED_OUTCOMES
+    return {
+        "outcome": verdict.outcome if verdict is not None else "pending",
+        "recorded": recorded,
+        "evidence": verdict.evidence if verdict is not None else None,
+        "decidedAt": at.strftime("%Y-%m-%dT%H:%M:%SZ") if at is not None else None,
+        "gkeReason": verdict.gke_reason if verdict is not None else None,
+        "snapshot": verdict.snapshot if verdict is not None else None,
+        "restoreFailure": record.restore_failure,
+        "waitingFor": (
+            None if verdict is not None else waiting_for(record, events, now, settle_seconds)
+        ),
+        "scheduledAt": record.scheduled_at,
         "readyAt": record.ready_at,
-        "startupSeconds": startup_seconds(record),
+        "restoredAt": record.restored_at,
+        "startupSeconds": startup_seconds(record, verdict) if verdict is not None else None,
+        "restoreSeconds": restore_seconds(record, verdict if restored else None),
+        "readySeconds": ready_seconds(record),
         "restored": record.restored,
         "restoredMessage": record.restored_message or None,
     }
+
+
+def waiting_for(
+    record: PodRecord, events: tuple[GkeEvent, ...], now: datetime, settle_seconds: float
+) -> str:
+    """What a pending pod waits for, and what it will count as if nothing comes."""
+    ready = parse_time(record.ready_at)
+    if ready is None:
+        return "Ready, PodRestored, GKE's restore event or a restore crash"
+    due = ready + timedelta(seconds=settle_seconds)
+    then = decide(record, events, now=due, settle_seconds=settle_seconds)
+    left = max(0.0, (due - now).total_seconds())
+    would = then.outcome if then is not None else "undecided"
+    if any(e.kind == "restored" for e in events):
+        return (
+            f"PodRestored (GKE's event says it restored; counted {would} in {left:.0f} s, "
+            f"outcomes.settle_seconds {settle_seconds:g} s after Ready, without it)"
+        )
+    return (
+        f"PodRestored or GKE's event: without either, counted {would} (started cold) in "
+        f"{left:.0f} s (outcomes.settle_seconds {settle_seconds:g} s after Ready)"
+    )
+
+
+def _checkpoint(
+    view: SnapshotView, live: Live, now: datetime, stall_seconds: float
+) -> dict[str, Any]:
+    """A snapshot taken from this pod: its checkpoint's state, GKE's message, the likely cause."""
+    entry: dict[str, Any] = {
+        "snapshot": view.name,
+        "policy": view.policy,
+        "state": snapshot_state(view, live.pools),
+        "checkpoint": view.checkpoint or None,
+        "message": view.checkpoint_message or None,
+        "checkpointSeconds": checkpoint_seconds(view),
+        "awaitingSeconds": None,
+        "stalled": False,
+        "hint": None,
+    }
+    if view.checkpoint == "awaiting":
+        awaiting = awaiting_entry(view, now, stall_seconds)
+        entry.update(awaitingSeconds=awaiting["awaitingSeconds"], stalled=awaiting["stalled"])
+    elif view.checkpoint == "failed":
+        entry["hint"] = failed_entry(view)["hint"]
+    return entry

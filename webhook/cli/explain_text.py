@@ -1,4 +1,10 @@
-"""Text rendering of ``snapready explain`` (the JSON document of ``explain.explain``)."""
+"""Text rendering of ``snapready explain`` (the JSON document of ``explain.explain``).
+
+The pod, its predictions and candidates, then its timeline (created, PodScheduled, Ready,
+PodRestored, GKE's events with their messages), a restore crash, the outcome (``pending``: what
+it waits for) with the seconds from PodScheduled, and the checkpoints of the snapshots taken
+from it.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,9 @@ from typing import Any
 OUTCOME_TEXT = {
     "restored": "restored from a snapshot, as predicted",
     "restored_unexpected": "restored from a snapshot, although no hit was predicted",
-    "missed": "started cold although a restore was predicted (silent fallback)",
+    "missed": "started cold although a restore was predicted (fallback)",
+    "restore_failed": "the restore crashed: GKE does not fall back, the pod will not serve "
+    "until it is deleted",
     "cold_expected": "started cold, as predicted",
     "cold_first": "started cold: no snapshot existed yet (first start checkpoints)",
 }
@@ -73,19 +81,76 @@ def _candidates(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _timeline(report: dict[str, Any]) -> list[str]:
+    entries = report.get("timeline") or []
+    if not entries:
+        return []
+    lines = ["timeline:"]
+    for entry in entries:
+        kind = f" {entry['type']}" if entry["type"] else ""
+        message = f": {entry['message']}" if entry["message"] else ""
+        lines.append(f"  {entry['time'] or '(time unknown)'}  {entry['what']}{kind}{message}")
+    return lines
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:g} s"
+
+
 def _outcome(report: dict[str, Any]) -> list[str]:
     outcome = report["outcome"]
     if outcome is None:
-        return ["outcome: not Ready yet"]
-    seconds = outcome["startupSeconds"]
-    took = f" after {seconds:g} s" if seconds is not None else ""
-    line = f"outcome: Ready{took}: {outcome['outcome']}, {OUTCOME_TEXT[outcome['outcome']]}"
-    if outcome["restoredMessage"]:
-        line += f" ({outcome['restoredMessage']})"
-    return [line]
+        return ["outcome: none (not stamped by snapready at admission: no restore is tracked)"]
+    lines = []
+    if outcome["restoreFailure"]:
+        lines.append(f"restore crash: {outcome['restoreFailure']}")
+    name = outcome["outcome"]
+    if name == "pending":
+        lines.append(f"outcome: pending, waiting for {outcome['waitingFor']}")
+    else:
+        source = "recorded by the leader" if outcome["recorded"] else "decided now"
+        said = outcome["evidence"]
+        evidence = f", {said}" if said and said != "recorded outcome" else ""
+        lines.append(f"outcome: {name} ({source}{evidence}): {OUTCOME_TEXT[name]}")
+        if outcome["gkeReason"]:
+            lines.append(f"  GKE says: {outcome['gkeReason']}")
+        if outcome["snapshot"]:
+            lines.append(f"  restored from PodSnapshot {outcome['snapshot']}")
+    times = []
+    if outcome["restoreSeconds"] is not None:
+        times.append(f"PodRestored {_seconds(outcome['restoreSeconds'])}")
+    if outcome["readySeconds"] is not None:
+        times.append(f"Ready {_seconds(outcome['readySeconds'])}")
+    if times:
+        lines.append(f"  after PodScheduled: {', '.join(times)}")
+    return lines
+
+
+def _checkpoints(report: dict[str, Any]) -> list[str]:
+    items = report.get("checkpoints") or []
+    if not items:
+        return []
+    lines = ["checkpoints of snapshots taken from this pod:"]
+    for item in items:
+        state = item["checkpoint"] or "unknown"
+        line = f"  {item['snapshot']} ({item['state']}): checkpoint {state}"
+        if item["checkpoint"] == "awaiting" and item["awaitingSeconds"] is not None:
+            line += f" for {item['awaitingSeconds']} s"
+            if item["stalled"]:
+                line += ": STALLED, past checkpoint.stall_seconds"
+        if item["checkpointSeconds"] is not None:
+            line += f" in {item['checkpointSeconds']:g} s"
+        if item["message"]:
+            line += f": GKE says: {item['message']}"
+        lines.append(line)
+        if item["hint"]:
+            lines.append(f"    likely cause: {item['hint']}")
+    return lines
 
 
 def render_text(report: dict[str, Any]) -> str:
-    """Readable lines: the pod, its predictions, each candidate with hints, the outcome."""
-    lines = _header(report) + _prediction(report) + _candidates(report) + _outcome(report)
+    """Readable lines: the pod, its predictions, each candidate with hints, its timeline, the
+    outcome and its own checkpoints."""
+    lines = _header(report) + _prediction(report) + _candidates(report)
+    lines += _timeline(report) + _outcome(report) + _checkpoints(report)
     return "\n".join(lines) + "\n"

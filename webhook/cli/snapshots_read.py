@@ -3,8 +3,17 @@
 The commands run from a laptop (or a pod) against a cluster, with no cache: every call is a plain
 paginated list or GET through ``cluster.client.KubeTransport`` (raw JSON), converted by the same
 functions the cluster caches use (``parse_policy``, ``snapshot_view`` with the ``<prefix>origin``
-record, ``node_view`` + ``node_pools``), so the answers tell the same story as the admission-time
-annotations. PodSnapshot APIs are tried as ``v1``, then ``v1alpha1``, like the caches.
+record, ``node_view`` + ``node_pools``, ``pod_record``, ``gke_event`` + ``index_events``), so the
+answers tell the same story as the admission-time annotations and the leader's Events.
+PodSnapshot APIs are tried as ``v1``, then ``v1alpha1``, like the caches.
+
+GKE's restore evidence: ``read_gke_events`` lists only core/v1 Events of reason
+``GKEPodSnapshotting`` (field selector, never all Events; one pod's with ``involvedObject.name``
+too); a refused or failed list is a note, never an error: outcomes are then decided from the
+pods' conditions and the recorded ``<prefix>restore-outcome`` alone. ``judge`` is the outcome
+both commands show: the outcome the leader recorded on the pod when it is a known one (GKE's
+Events expire with the API server's ``--event-ttl``, 1 h by default, so older pods rely on it),
+else ``kube.outcomes.decide`` on the same evidence the leader uses; None: not decided (pending).
 
 Errors: ``ConfigError`` (kubeconfig), ``NotServed`` (404), ``TransportError`` (anything else:
 unreachable, 403, 5xx); the commands turn them into one ``snapready: ...`` line and exit 2.
@@ -14,8 +23,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -28,9 +38,11 @@ from webhook.cli.common import add_settings_arguments, fail, print_json, setting
 from webhook.cluster.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
 from webhook.cluster.records import selected_label_query
 from webhook.cluster.syncing import Gone, NotServed, TransportError
+from webhook.kube.evidence import GKE_EVENT_REASON, GkeEvent, PodEvents, gke_event, index_events
 from webhook.kube.facts import node_pools, node_view
 from webhook.kube.matching import Policy
-from webhook.kube.snapshots import SnapshotIndex, SnapshotView, snapshot_view
+from webhook.kube.outcomes import OUTCOMES, Verdict, decide
+from webhook.kube.snapshots import PodRecord, SnapshotIndex, SnapshotView, snapshot_view
 from webhook.kube.state import NodePoolFacts, parse_policy
 
 if TYPE_CHECKING:  # the kubernetes client is imported only when a command connects
@@ -128,6 +140,8 @@ class Live:
         snapshots: every PodSnapshot view; ``index``: the same, indexed like the cache.
         pools: node pool facts from the live Nodes (empty when nodes cannot be listed).
         pods: raw stamped pods (label ``<prefix>selected=true``).
+        events: GKE's ``GKEPodSnapshotting`` Events by pod (``read_gke_events``); None when
+            not read or the list failed (a note says so).
         notes: what could not be read and what that leaves out.
     """
 
@@ -137,6 +151,7 @@ class Live:
     index: SnapshotIndex = field(default_factory=SnapshotIndex)
     pools: dict[str, NodePoolFacts] = field(default_factory=dict)
     pods: list[RawObject] = field(default_factory=list)
+    events: PodEvents | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -204,6 +219,57 @@ def read_pools(
         return {}
     views = [view for view in (node_view(obj) for obj in nodes) if view is not None]
     return node_pools(views)
+
+
+def gke_event_query(pod: str | None = None) -> str:
+    """``fieldSelector=reason=GKEPodSnapshotting`` (and ``involvedObject.name=<pod>``),
+    URL-encoded: only GKE's snapshot Events, never all of them."""
+    selector = f"reason={GKE_EVENT_REASON}"
+    if pod is not None:
+        selector += f",involvedObject.name={pod}"
+    return "fieldSelector=" + quote(selector, safe="")
+
+
+def read_gke_events(
+    transport: KubeTransport,
+    namespace: str | None,
+    page_size: int,
+    notes: list[str],
+    *,
+    pod: str | None = None,
+) -> PodEvents | None:
+    """GKE's ``GKEPodSnapshotting`` Events of ``namespace`` (every namespace: None), of one
+    ``pod`` when given, indexed by pod; None (and a note) when they cannot be listed (403: the
+    caller may not list Events), so outcomes are decided without them."""
+    path = _scoped("/api/v1", "events", namespace) + "?" + gke_event_query(pod)
+    try:
+        items, _ = transport.list(path, page_size=page_size)
+    except READ_ERRORS as exc:
+        notes.append(
+            f"cannot list GKE's {GKE_EVENT_REASON} events ({clip(str(exc), 160)}): outcomes "
+            "are decided without GKE's events, from the pods' conditions and the recorded "
+            "outcomes only"
+        )
+        return None
+    found: list[GkeEvent] = [e for e in (gke_event(item) for item in items) if e is not None]
+    return index_events(found)
+
+
+def judge(
+    record: PodRecord, events: Sequence[GkeEvent], *, now: datetime, settle_seconds: float
+) -> tuple[Verdict | None, bool]:
+    """The pod's outcome and whether the leader recorded it: the ``<prefix>restore-outcome``
+    annotation when it names one of ``OUTCOMES`` (``decide``'s verdict when it agrees, for its
+    evidence and times), else ``decide`` (None: not decided yet, pending)."""
+    verdict = decide(record, events, now=now, settle_seconds=settle_seconds)
+    recorded = record.outcome
+    if recorded is None or recorded not in OUTCOMES:
+        return verdict, False
+    outcome = next(o for o in OUTCOMES if o == recorded)
+    if verdict is not None and verdict.outcome == outcome:
+        return verdict, True
+    at = verdict.at if verdict is not None else None  # the evidence left says otherwise: the
+    return Verdict(outcome, "recorded outcome", at), True  # leader saw more (expired events)
 
 
 def read_pod(transport: KubeTransport, namespace: str, name: str) -> RawObject:

@@ -1,14 +1,27 @@
-"""``snapready status [-n NS | -A]``: snapshots, predictions and outcomes per PodSnapshotPolicy.
+"""``snapready status [-n NS | -A]``: snapshots, checkpoints, predictions and outcomes per policy.
 
 Read straight from the API server (``snapshots_read``), computed with the functions the webhook
-uses (``kube.outcomes``: ``snapshot_state``, ``stale_groups``, ``outcome_of``,
-``startup_seconds`` on ``cluster.records.pod_record``), so it agrees with the annotations written
-at admission. Per policy: snapshot counts by state (``ready``, ``not_ready``, ``stale``: Ready but
-its origin pool now runs another node version or GPU driver), the newest snapshot (age, origin
-node version, last access); the stamped pods (label ``<prefix>selected``, annotation
-``<prefix>policy``) by ``<prefix>restore-prediction`` with the miss reasons; over the pods that
-turned Ready in the last 24 h, outcomes, the hit rate (``HIT_RATE``) and p50 start-up of
-restored vs cold pods. Then the stale groups with their note.
+and the leader use (``kube.outcomes``: ``snapshot_state``, ``stale_groups``, ``decide``,
+``startup_seconds``; ``kube.checkpoints``; ``cluster.records.pod_record``), so it agrees with the
+annotations written at admission and with the leader's Events and metrics. Per policy: snapshot
+counts by state (``ready``, ``not_ready``, ``stale``: Ready but its origin pool now runs another
+node version or GPU driver, ``awaiting``: the checkpoint is uploading, ``failed``: GKE reported
+the checkpoint failed), the newest snapshot (age, origin node version, last access), the
+awaiting checkpoints (how long, stalled past ``checkpoint.stall_seconds``) and the failed ones
+(GKE's message and the likely cause, ``kube.checkpoints.failure_hint``); the stamped pods (label
+``<prefix>selected``, annotation ``<prefix>policy``) by ``<prefix>restore-prediction`` with the
+miss reasons; over the last 24 h, outcomes, the hit rate (``HIT_RATE``) and p50 times.
+
+Outcomes come from GKE's evidence, never from the Ready transition (domain.md section 9: a
+restored pod is Ready seconds before ``PodRestored``): the outcome the leader recorded on the
+pod (``<prefix>restore-outcome``), else ``decide`` on the pod's conditions, its container
+statuses and GKE's ``GKEPodSnapshotting`` Events (one list with that field selector; when it is
+refused a note says outcomes are decided without them) after ``outcomes.settle_seconds``. A pod
+counts in the window by the time of its deciding evidence (else its Ready transition); pods not
+decided yet count as ``pending`` (by their Ready transition, else their creation). Times run on
+GKE's clock, from ``PodScheduled``: start-up of restored pods to ``PodRestored``, of cold pods
+to ``Ready``; restored pods also show their time to Ready (the health check answered; not yet
+able to serve). Then the stale groups with their note.
 
 Exit codes: 0 printed, 2 bad settings/kubeconfig or API server unreachable/refusing.
 """
@@ -26,16 +39,21 @@ from webhook.cli.snapshots_read import (
     FORMAT_VERSION,
     Live,
     add_cluster_arguments,
+    judge,
+    read_gke_events,
     read_live,
     run_reader,
 )
 from webhook.cli.status_text import age_text, render_text
 from webhook.cluster.records import pod_record
+from webhook.kube.checkpoints import OriginFacts, awaiting_seconds, failure_hint
+from webhook.kube.evidence import events_of
 from webhook.kube.outcomes import (
     OUTCOMES,
-    Outcome,
-    outcome_of,
+    RESTORED_OUTCOMES,
     parse_time,
+    ready_seconds,
+    restore_seconds,
     snapshot_state,
     stale_groups,
     startup_seconds,
@@ -45,15 +63,20 @@ from webhook.kube.snapshots import PodRecord, SnapshotView
 if TYPE_CHECKING:
     from webhook.base.config import Settings
     from webhook.cluster.client import Connection
+    from webhook.kube.outcomes import Verdict
 
 WINDOW = timedelta(hours=24)
 HIT_RATE = (
-    "(restored + restored_unexpected) / (restored + restored_unexpected + missed + cold_expected)"
+    "(restored + restored_unexpected) / (restored + restored_unexpected + missed + "
+    "restore_failed + cold_expected)"
 )
-"""Pods restored as predicted, among the pods that started while a Ready snapshot existed or was
-predicted; ``cold_first`` (no snapshot yet) is left out."""
-RESTORED: tuple[Outcome, ...] = ("restored", "restored_unexpected")
+"""Pods restored, among the pods that started while a Ready snapshot existed or was predicted;
+``restore_failed`` (a restore was attempted and crashed: the pod never served) counts against
+it; ``cold_first`` (no snapshot yet) and pending pods are left out."""
+DENOMINATOR = ("restored", "restored_unexpected", "missed", "restore_failed", "cold_expected")
 COLD = ("missed", "cold_expected", "cold_first")
+"""Outcomes of pods that started cold (their start-up runs to Ready); ``restore_failed`` pods
+never served and have no start-up time."""
 
 
 def register(subparsers: Any) -> None:
@@ -74,34 +97,43 @@ def run(args: argparse.Namespace) -> int:
     def read(connection: Connection, settings: Settings) -> tuple[dict[str, Any], list[str]]:
         namespace = None if args.all_namespaces else (args.namespace or connection.namespace)
         live = read_live(connection.transport, namespace, settings)
-        return build_report(live, settings.prefix, now=datetime.now(UTC)), live.notes
+        page = settings.source.list_page_size
+        live.events = read_gke_events(connection.transport, namespace, page, live.notes)
+        return build_report(live, settings, now=datetime.now(UTC)), live.notes
 
     return run_reader(args, read, render_text)
 
 
-def build_report(live: Live, prefix: str, *, now: datetime) -> dict[str, Any]:
+def build_report(live: Live, settings: Settings, *, now: datetime) -> dict[str, Any]:
     """The JSON document (README "Snapshots"); ``now`` anchors ages and the 24 h window."""
+    prefix = settings.prefix
     pods = [
         (record, _reason(obj, prefix)) for obj in live.pods if (record := pod_record(obj, prefix))
     ]
+    judged = [(record, _judged(record, live, now, settings)) for record, _ in pods]
     keys = {(p.namespace, p.name) for p in live.policies}
     for record, _ in pods:
         keys |= {(record.namespace, name) for name in _policy_names(record)}
     scopes = {(p.namespace, p.name): p.scope for p in live.policies}
+    stall = settings.checkpoint.stall_seconds
     entries = []
     for namespace, name in sorted(keys):
         mine = [
             (r, why) for r, why in pods if r.namespace == namespace and name in _policy_names(r)
         ]
+        decided = [
+            (r, v) for r, v in judged if r.namespace == namespace and name in _policy_names(r)
+        ]
+        views = live.index.of_policy(namespace, name)
         entries.append(
             {
                 "namespace": namespace,
                 "name": name,
                 "exists": (namespace, name) in scopes,
                 "scope": scopes.get((namespace, name)),
-                "snapshots": snapshot_summary(live.index.of_policy(namespace, name), live, now),
+                "snapshots": snapshot_summary(views, live, now, stall_seconds=stall),
                 "pods": prediction_summary(mine),
-                "last24h": recent_summary((r for r, _ in mine), now),
+                "last24h": recent_summary(decided, now),
             }
         )
     return {
@@ -110,14 +142,23 @@ def build_report(live: Live, prefix: str, *, now: datetime) -> dict[str, Any]:
         "generatedAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "windowHours": int(WINDOW.total_seconds() // 3600),
         "hitRateDefinition": HIT_RATE,
+        "settleSeconds": settings.outcomes.settle_seconds,
+        "stallSeconds": stall,
+        "gkeEventsRead": live.events is not None,
         "policies": entries,
-        "last24h": recent_summary((r for r, _ in pods), now),
+        "last24h": recent_summary(judged, now),
         "stale": [
             {**_stale_key(group), "snapshots": list(group.snapshots), "note": group.note()}
             for group in stale_groups(live.snapshots, live.pools)
         ],
         "notes": list(live.notes),
     }
+
+
+def _judged(record: PodRecord, live: Live, now: datetime, settings: Settings) -> Verdict | None:
+    events = events_of(live.events or {}, record.namespace, record.name, record.uid)
+    verdict, _ = judge(record, events, now=now, settle_seconds=settings.outcomes.settle_seconds)
+    return verdict
 
 
 def _stale_key(group: Any) -> dict[str, Any]:
@@ -135,8 +176,11 @@ def _policy_names(record: PodRecord) -> list[str]:
     return [name for name in (record.policy or "").split(",") if name]
 
 
-def snapshot_summary(views: Iterable[SnapshotView], live: Live, now: datetime) -> dict[str, Any]:
-    """Counts by ``snapshot_state`` and the newest snapshot (``views`` newest first)."""
+def snapshot_summary(
+    views: Iterable[SnapshotView], live: Live, now: datetime, *, stall_seconds: float
+) -> dict[str, Any]:
+    """Counts by ``snapshot_state``, the newest snapshot (``views`` newest first), and the
+    awaiting (with ``stalled`` past ``stall_seconds``) and failed checkpoints, newest first."""
     views = list(views)
     states = Counter(snapshot_state(view, live.pools) for view in views)
     newest: dict[str, Any] | None = None
@@ -160,7 +204,45 @@ def snapshot_summary(views: Iterable[SnapshotView], live: Live, now: datetime) -
         "ready": states["ready"],
         "notReady": states["not_ready"],
         "stale": states["stale"],
+        "awaiting": states["awaiting"],
+        "failed": states["failed"],
         "newest": newest,
+        "awaitingCheckpoints": [
+            awaiting_entry(v, now, stall_seconds) for v in views if v.checkpoint == "awaiting"
+        ],
+        "failedCheckpoints": [failed_entry(v) for v in views if v.checkpoint == "failed"],
+    }
+
+
+def origin_facts(view: SnapshotView, pod_alive: bool | None = None) -> OriginFacts:
+    """What the snapshot's origin record says of its node's GPU (for ``failure_hint``)."""
+    node = view.origin.node if view.origin is not None else {}
+    return OriginFacts(
+        accelerator=node.get("accelerator"), driver=node.get("gpuDriver"), pod_alive=pod_alive
+    )
+
+
+def awaiting_entry(view: SnapshotView, now: datetime, stall_seconds: float) -> dict[str, Any]:
+    """One checkpoint still uploading: how long, and whether past ``checkpoint.stall_seconds``."""
+    seconds = awaiting_seconds(view, now)
+    return {
+        "name": view.name,
+        "originPod": view.origin_pod,
+        "created": view.created or None,
+        "awaitingSeconds": round(seconds) if seconds is not None else None,
+        "awaiting": age_text(seconds),
+        "stalled": seconds is not None and seconds > stall_seconds,
+    }
+
+
+def failed_entry(view: SnapshotView, pod_alive: bool | None = None) -> dict[str, Any]:
+    """One failed checkpoint: GKE's message and the likely cause ("" when none is known)."""
+    return {
+        "name": view.name,
+        "originPod": view.origin_pod,
+        "failedAt": view.checkpoint_at,
+        "message": view.checkpoint_message or None,
+        "hint": failure_hint(view, origin_facts(view, pod_alive)) or None,
     }
 
 
@@ -182,36 +264,59 @@ def prediction_summary(pods: list[tuple[PodRecord, str | None]]) -> dict[str, An
     }
 
 
-def recent_summary(records: Iterable[PodRecord], now: datetime) -> dict[str, Any]:
-    """Outcomes of the pods whose Ready transition is within ``WINDOW`` of ``now``, the hit rate
-    (``HIT_RATE``, None without a denominator) and p50 start-up (s) restored vs cold."""
+def _p50(values: list[float]) -> float | None:
+    return round(statistics.median(values), 1) if values else None
+
+
+def recent_summary(
+    judged: Iterable[tuple[PodRecord, Verdict | None]], now: datetime
+) -> dict[str, Any]:
+    """Outcomes of the pods decided within ``WINDOW`` of ``now`` (by ``Verdict.at``, else the
+    Ready transition), the pods still pending (by Ready, else creation), the hit rate
+    (``HIT_RATE``, None without a denominator) and p50 seconds from ``PodScheduled``: start-up
+    restored (to ``PodRestored``) vs cold (to ``Ready``), restored pods to ``PodRestored`` and
+    to ``Ready``."""
     since = now - WINDOW
-    outcomes = dict.fromkeys(OUTCOMES, 0)
-    times: dict[str, list[float]] = {"restored": [], "cold": []}
-    for record in records:
-        ready = parse_time(record.ready_at)
-        outcome = outcome_of(record)
-        if ready is None or outcome is None or ready < since:
+    outcomes: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
+    pending = 0
+    times: dict[str, list[float]] = {"restored": [], "cold": [], "restore": [], "ready": []}
+    for record, verdict in judged:
+        if verdict is None:
+            started = parse_time(record.ready_at) or parse_time(record.created)
+            pending += int(started is not None and started >= since)
             continue
-        outcomes[outcome] += 1
-        seconds = startup_seconds(record)
-        if seconds is not None:
-            times["restored" if outcome in RESTORED else "cold"].append(seconds)
-    denominator = sum(outcomes[k] for k in ("restored", "missed", "cold_expected"))
-    denominator += outcomes["restored_unexpected"]
-    p50 = {k: round(statistics.median(v), 1) if v else None for k, v in times.items()}
+        at = verdict.at or parse_time(record.ready_at)
+        if at is None or at < since:
+            continue
+        outcomes[verdict.outcome] += 1
+        seconds = startup_seconds(record, verdict)
+        if verdict.outcome in RESTORED_OUTCOMES:
+            _add(times["restored"], seconds)
+            _add(times["restore"], restore_seconds(record, verdict))
+            _add(times["ready"], ready_seconds(record))
+        elif verdict.outcome in COLD:
+            _add(times["cold"], seconds)
+    denominator = sum(outcomes[k] for k in DENOMINATOR)
+    p50 = {k: _p50(times[k]) for k in ("restored", "cold")}
     saving = (
         round(p50["cold"] - p50["restored"], 1)
         if p50["cold"] is not None and p50["restored"] is not None
         else None
     )
+    restored = sum(outcomes[k] for k in RESTORED_OUTCOMES)
     return {
         "pods": sum(outcomes.values()),
         "outcomes": outcomes,
-        "hitRate": (
-            round(sum([outcomes[k] for k in RESTORED]) / denominator, 4) if denominator else None
-        ),
+        "pending": pending,
+        "hitRate": round(restored / denominator, 4) if denominator else None,
         "hitRateOf": denominator,
         "p50StartupSeconds": p50,
+        "p50RestoreSeconds": _p50(times["restore"]),
+        "p50RestoredReadySeconds": _p50(times["ready"]),
         "savingSeconds": saving,
     }
+
+
+def _add(values: list[float], seconds: float | None) -> None:
+    if seconds is not None:
+        values.append(seconds)

@@ -1,4 +1,10 @@
-"""Text rendering of ``snapready status`` (the JSON document of ``status.build_report``)."""
+"""Text rendering of ``snapready status`` (the JSON document of ``status.build_report``).
+
+Per policy: snapshot counts, the newest snapshot, the awaiting checkpoints (stalled ones marked)
+and the failed ones with GKE's message and the likely cause; predictions; the last 24 h:
+outcomes, pending pods, hit rate, p50 start-up restored vs cold (from ``PodScheduled``) with the
+saving, and restored pods' p50 time to ``PodRestored`` and to ``Ready``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ OUTCOME_WORDS = {
     "restored": "restored",
     "restored_unexpected": "restored unexpectedly",
     "missed": "missed",
+    "restore_failed": "restore failed",
     "cold_expected": "cold as predicted",
     "cold_first": "cold first start",
 }
@@ -32,11 +39,13 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:g} s"
 
 
-def _snapshots(block: dict[str, Any]) -> list[str]:
-    lines = [
-        f"  snapshots  {block['ready']} ready, {block['notReady']} not ready, "
-        f"{block['stale']} stale"
-    ]
+def _snapshots(block: dict[str, Any], stall_seconds: float) -> list[str]:
+    counts = f"{block['ready']} ready, {block['notReady']} not ready, {block['stale']} stale"
+    if block.get("awaiting"):
+        counts += f", {block['awaiting']} awaiting checkpoint"
+    if block.get("failed"):
+        counts += f", {block['failed']} checkpoint failed"
+    lines = [f"  snapshots  {counts}"]
     newest = block["newest"]
     if newest is not None:
         version = newest["originVersion"] or "an unknown node version"
@@ -45,6 +54,23 @@ def _snapshots(block: dict[str, Any]) -> list[str]:
             f"  newest     {newest['name']} ({newest['state']}), {newest['age']} old, "
             f"taken on {version}{pool}, last access {newest['lastAccess'] or 'never'}"
         )
+    for item in block.get("awaitingCheckpoints", []):
+        stalled = (
+            f": STALLED, past checkpoint.stall_seconds ({stall_seconds:g} s)"
+            if item["stalled"]
+            else ""
+        )
+        lines.append(
+            f"  awaiting   {item['name']} (origin {item['originPod'] or '?'}), checkpoint "
+            f"uploading for {item['awaiting']}{stalled}"
+        )
+    for item in block.get("failedCheckpoints", []):
+        lines.append(
+            f"  failed     {item['name']} (origin {item['originPod'] or '?'}): GKE says: "
+            f"{item['message'] or 'no message'}"
+        )
+        if item["hint"]:
+            lines.append(f"    likely cause: {item['hint']}")
     return lines
 
 
@@ -60,14 +86,18 @@ def _pods(block: dict[str, Any]) -> list[str]:
 
 def _recent(block: dict[str, Any], indent: str = "  ") -> list[str]:
     outcomes = block["outcomes"]
-    parts = ", ".join(f"{outcomes[k]} {word}" for k, word in OUTCOME_WORDS.items() if outcomes[k])
+    parts = ", ".join(
+        f"{outcomes[k]} {word}" for k, word in OUTCOME_WORDS.items() if outcomes.get(k)
+    )
+    pending = block.get("pending") or 0
+    waiting = f"; {pending} pending (no restore evidence yet)" if pending else ""
     lines = [
-        f"{indent}last 24 h  {block['pods']} pod(s) turned Ready{': ' + parts if parts else ''}"
+        f"{indent}last 24 h  {block['pods']} pod(s) decided{': ' + parts if parts else ''}{waiting}"
     ]
     if block["hitRate"] is not None:
+        restored = outcomes["restored"] + outcomes["restored_unexpected"]
         lines.append(
-            f"{indent}  hit rate {block['hitRate']:.0%} "
-            f"({outcomes['restored'] + outcomes['restored_unexpected']} of {block['hitRateOf']})"
+            f"{indent}  hit rate {block['hitRate']:.0%} ({restored} of {block['hitRateOf']})"
         )
     p50 = block["p50StartupSeconds"]
     if p50["restored"] is not None or p50["cold"] is not None:
@@ -79,6 +109,12 @@ def _recent(block: dict[str, Any], indent: str = "  ") -> list[str]:
                 f": snapshots save {saving:g} s per pod" if saving > 0 else ": no saving measured"
             )
         lines.append(line)
+    restore, ready = block.get("p50RestoreSeconds"), block.get("p50RestoredReadySeconds")
+    if restore is not None or ready is not None:
+        lines.append(
+            f"{indent}  p50 restored pods: PodRestored {_seconds(restore)}, Ready "
+            f"{_seconds(ready)} (the health check answered; serving needs PodRestored)"
+        )
     return lines
 
 
@@ -93,7 +129,8 @@ def render_text(report: dict[str, Any]) -> str:
         missing = "" if entry["exists"] else " (policy not found; named by stamped pods)"
         scope = f" [{entry['scope']}]" if entry["scope"] == "rootfs-only" else ""
         lines += ["", f"policy {name}{scope}{missing}"]
-        lines += _snapshots(entry["snapshots"]) + _pods(entry["pods"]) + _recent(entry["last24h"])
+        lines += _snapshots(entry["snapshots"], report.get("stallSeconds", 0))
+        lines += _pods(entry["pods"]) + _recent(entry["last24h"])
     if len(report["policies"]) > 1:
         lines += ["", "all policies", *_recent(report["last24h"])]
     if report["stale"]:
@@ -103,7 +140,11 @@ def render_text(report: dict[str, Any]) -> str:
             lines.append(f"    {', '.join(group['snapshots'])}")
     lines += [
         "",
-        f"hit rate = {report['hitRateDefinition']}, over pods that turned Ready in the last "
-        f"{report['windowHours']} h (cold first starts, before any snapshot, are left out)",
+        f"hit rate = {report['hitRateDefinition']}, over pods decided in the last "
+        f"{report['windowHours']} h (cold first starts, before any snapshot, and pending pods "
+        "are left out; a crashed restore counts against it)",
+        f"times from PodScheduled: restored pods to PodRestored, cold pods to Ready; a pod is "
+        f"decided on GKE's evidence, or counted cold {report.get('settleSeconds', 0):g} s after "
+        "Ready without any (outcomes.settle_seconds)",
     ]
     return "\n".join(lines) + "\n"

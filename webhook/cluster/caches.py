@@ -19,6 +19,7 @@ from webhook.base.types import RawObject
 from webhook.cluster.records import pod_record, selected_label_query
 from webhook.cluster.reflector import Reflector
 from webhook.cluster.syncing import Poller, Resource, Timing, Transport, Worker
+from webhook.kube.evidence import GKE_EVENT_REASON, gke_event, index_events, updated_events
 from webhook.kube.facts import (
     compute_class_facts,
     gke_version,
@@ -44,7 +45,9 @@ def _where(obj: RawObject) -> str:
 
 
 def resources(
-    prefix: str, on_pod: Callable[[PodRecord | None], PodRecord | None] | None = None
+    prefix: str,
+    on_pod: Callable[[PodRecord | None], PodRecord | None] | None = None,
+    on_pod_changed: Callable[[], None] | None = None,
 ) -> tuple[Resource, ...]:
     """The watched collections, in ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
 
@@ -92,6 +95,17 @@ def resources(
             # The cache's own dict, keyed ``namespace/name``: O(1) per event at 20,000 pods
             # (readers only look up; the reflector swaps in a new dict on a relist).
             build=lambda items: items,
+            # Called once the changed record is in that dict (``convert`` runs before).
+            update=lambda view, old, new: _after(view, on_pod_changed),
+        ),
+        Resource(
+            # GKE's own restore evidence: only Events of reason GKEPodSnapshotting (a field
+            # selector, never all Events of the cluster), kept as a few strings each.
+            "gkeevents",
+            (f"/api/v1/events?fieldSelector=reason%3D{GKE_EVENT_REASON}",),
+            convert=gke_event,
+            build=lambda items: index_events(items.values()),
+            update=updated_events,
         ),
         Resource(
             "computeclasses",
@@ -104,6 +118,13 @@ def resources(
 
 def _same(record: PodRecord | None) -> PodRecord | None:
     return record
+
+
+def _after(view: Any, notify: Callable[[], None] | None) -> Any:
+    """The pods view unchanged (the reflector edited it in place), after telling ``notify``."""
+    if notify is not None:
+        notify()
+    return view
 
 
 def timing_from(source: SourceSettings) -> Timing:
@@ -138,7 +159,7 @@ class ClusterSource:
         self.pod_listeners: list[Callable[[PodRecord | None], PodRecord | None]] = []
         self.reflectors = {
             r.name: Reflector(r, transport, timing, self._lock, self._rebuild)
-            for r in resources(prefix, self._observe_pod)
+            for r in resources(prefix, self._observe_pod, self._pod_changed)
         }
         self.version = Poller(
             "version",
@@ -157,6 +178,9 @@ class ClusterSource:
         self.on_policies: list[Callable[[], None]] = []
         self.on_snapshots: list[Callable[[], None]] = []
         """Woken when PodSnapshots or node pools change (origin records, stale snapshots)."""
+        self.on_evidence: list[Callable[[], None]] = []
+        """Woken when GKE's snapshot Events or a stamped pod changed (restore outcomes)."""
+        self._events_seen: object = None
         self._nodes_seen: object = None
         self._nodes: Mapping[str, NodeView] = {}
         self._snapshots_seen: object = None
@@ -164,6 +188,11 @@ class ClusterSource:
         self._state = ClusterState()
         with self._lock:
             self._rebuild()
+
+    def _pod_changed(self) -> None:
+        """A pod watch event is in the cache: wake the evidence listeners (O(1) each)."""
+        for notify in self.on_evidence:
+            notify()
 
     def _observe_pod(self, record: PodRecord | None) -> PodRecord | None:
         """Every pod record the pod cache converts, to the attached listeners (O(1) each)."""
@@ -260,6 +289,7 @@ class ClusterSource:
             snapshots=snapshots.view,
             snapshots_known=snapshots.synced and snapshots.served,
             pods=self.reflectors["pods"].view,
+            gke_events=self.reflectors["gkeevents"].view,
             scope_synced=None if self.scope is None else bool(self.scope.in_sync),
         )
         # Snapshots or node pools changed (a node-pool upgrade makes snapshots stale).
@@ -267,4 +297,9 @@ class ClusterSource:
         if facts != self._snapshots_seen:
             self._snapshots_seen = facts
             for notify in self.on_snapshots:  # after the swap; listeners only set an event
+                notify()
+        events = self.reflectors["gkeevents"].view
+        if events is not self._events_seen:
+            self._events_seen = events
+            for notify in self.on_evidence:
                 notify()

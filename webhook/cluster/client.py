@@ -205,6 +205,19 @@ class KubeTransport:
             content_type="application/merge-patch+json",
         )
 
+    def strategic_patch(
+        self, path: str, patch: RawObject, *, field_manager: str = "snapready"
+    ) -> RawObject:
+        """Apply a strategic merge patch (built-in kinds only): lists with a merge key, such as a
+        pod's ``status.conditions`` (key ``type``), are merged by it, not replaced."""
+        return self._json(
+            path,
+            [("fieldManager", field_manager)],
+            method="PATCH",
+            body=patch,
+            content_type="application/strategic-merge-patch+json",
+        )
+
 
 def _status_message(body: bytes) -> str:
     """The ``message`` of a ``Status`` body, else the body's first line (a 404 is plain text)."""

@@ -3,14 +3,20 @@
 The pod cache watches only pods with the label ``<prefix>selected: "true"`` (written by the
 mutating webhook on every selected pod), and keeps per pod only what the snapshot features read:
 labels (snapshot groups), the ``<prefix>`` annotations written at admission (fingerprint, policy,
-prediction), the node it runs on, and its start-up facts (Ready transition, ``PodRestored``).
+prediction, recorded outcome), the node it runs on, and its start-up evidence: the
+``PodScheduled``, ``Ready`` and ``PodRestored`` transitions, a restore crash in its container
+statuses (``kube.evidence.restore_failure``) and the readiness gate's condition.
 """
 
 from __future__ import annotations
 
 from webhook.base.types import RawObject, mapping
+from webhook.kube.evidence import restore_failure
 from webhook.kube.gke import POD_RESTORED
 from webhook.kube.snapshots import PodRecord, condition
+
+SETTLED = "restore-settled"
+"""``<prefix>restore-settled``: the readiness gate's condition type (``restore.readiness_gate``)."""
 
 
 def selected_label_query(prefix: str) -> str:
@@ -35,6 +41,12 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
 
     ready = condition(obj, "Ready")
     restored = condition(obj, POD_RESTORED)
+    scheduled = condition(obj, "PodScheduled")
+    settled = condition(obj, prefix + SETTLED)
+    gates = spec.get("readinessGates")
+    gated = isinstance(gates, list) and any(
+        isinstance(g, dict) and g.get("conditionType") == prefix + SETTLED for g in gates
+    )
     node = spec.get("nodeName")
     return PodRecord(
         namespace=namespace,
@@ -52,4 +64,18 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
         restored=restored is not None and restored.get("status") == "True",
         restored_message=str(restored.get("message") or "") if restored is not None else "",
         policy=ours("policy"),
+        scheduled_at=_true_since(scheduled),
+        restored_at=_true_since(restored),
+        restore_failure=restore_failure(obj.get("status")),
+        outcome=ours("restore-outcome"),
+        gated=gated,
+        settled=str(settled.get("status")) if settled is not None else None,
     )
+
+
+def _true_since(entry: object) -> str | None:
+    """``lastTransitionTime`` of a condition that is True, else None."""
+    if not isinstance(entry, dict) or entry.get("status") != "True":
+        return None
+    value = entry.get("lastTransitionTime")
+    return value if isinstance(value, str) and value else None

@@ -1,14 +1,20 @@
-"""Closing the loop (leader only): restore outcomes, missed-restore events, stale snapshots.
+"""Closing the loop (leader only): restore outcomes from GKE's evidence, their Events, stale
+snapshots, checkpoints and the readiness gate.
 
-Every stamped pod's outcome is decided when the pod cache first sees it Ready
-(``kube.outcomes.outcome_of``) and handed to the listeners (metrics: restores by outcome, start-up
-time). A ``missed`` pod (predicted a restore, started cold: GKE's silent fallback) gets a Warning
-Event ``SnapshotRestoreMissed`` naming the likely cause: the node it landed on (pool, GKE version,
-machine) against the snapshot's origin. A ``restored_unexpected`` pod is logged with both
-fingerprints (our model was wrong). When a node-pool upgrade leaves Ready snapshots behind
-(``kube.outcomes.stale_groups``), the PodSnapshotPolicy gets one Warning Event ``SnapshotsStale``
-per upgrade. Pods already Ready when this replica became leader are not re-reported (a grace of
-``GRACE_SECONDS`` covers the hand-over).
+Every stamped pod stays pending until ``kube.outcomes.decide`` finds evidence (``PodRestored``,
+GKE's ``GKEPodSnapshotting`` Events, a restore crash, or ``outcomes.settle_seconds`` of Ready
+without any); never at the Ready transition, which on GKE comes before a restore is done
+(domain.md section 9). A decided outcome goes to the listeners (metrics), gets its Event, and is
+recorded on the pod as ``<prefix>restore-outcome``, so a later leader neither repeats it nor
+misses one decided while nobody led: on taking over, the leader re-derives every pod without that
+annotation from the pods' conditions and GKE's events, skipping evidence older than
+``outcomes.catch_up_seconds`` before it took over.
+
+Events: ``SnapshotRestoreMissed`` (Warning, pod predicted ``hit`` that started cold), quoting
+GKE's reason first when GKE gave one and adding snapready's node/fingerprint diagnosis second;
+``SnapshotRestoreFailed`` (Warning) for a crashed restore; ``SnapshotsStale`` (Warning, once per
+node-pool upgrade, on the policy); checkpoints (``cluster.checkpoints``). ``restored_unexpected``
+is logged with both fingerprints (our model was wrong).
 """
 
 from __future__ import annotations
@@ -16,65 +22,46 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+from urllib.parse import quote
 
-from webhook.cluster.events import Event, EventRecorder, Regarding
-from webhook.cluster.syncing import Worker
-from webhook.kube.gke import MACHINE_FAMILY
-from webhook.kube.outcomes import Outcome, outcome_of, parse_time, stale_groups, startup_seconds
-from webhook.kube.snapshots import OriginRecord, PodRecord
-from webhook.kube.state import ClusterState, NodeView
+from webhook.base.config import Settings
+from webhook.base.types import RawObject
+from webhook.cluster.checkpoints import CheckpointReporter
+from webhook.cluster.events import Event, EventRecorder, Regarding, micro_time
+from webhook.cluster.gate import awaiting_checkpoint, gate_status, write_gate
+from webhook.cluster.records import SETTLED
+from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
+from webhook.kube.evidence import events_of
+from webhook.kube.outcomes import Verdict, decide, parse_time, stale_groups
+from webhook.kube.restore_notes import failed_note, missed_note
+from webhook.kube.snapshots import PodRecord
+from webhook.kube.state import ClusterState
 
 log = logging.getLogger("snapready.restores")
-GRACE_SECONDS = 120.0
 MAX_SEEN = 200_000
-OutcomeListener = Callable[[PodRecord, Outcome, float | None], None]
+OutcomeListener = Callable[[PodRecord, Verdict], None]
 
 
-def _node_causes(record: PodRecord, node: NodeView | None, origin: OriginRecord) -> list[str]:
-    """Differences between the node the pod landed on and the snapshot's origin node."""
-    if node is None:
-        return []
-    causes = []
-    old_version, old_family = origin.node.get("version"), origin.node.get("family")
-    family = node.label(MACHINE_FAMILY)
-    if old_version and node.version and node.version != old_version:
-        causes.append(
-            f"landed on {record.node_name} (pool {node.pool}, {node.version}); snapshot taken "
-            f"on {origin.node.get('pool')} running {old_version}"
-        )
-    if old_family and family and family != old_family:
-        causes.append(f"landed on machine family {family}, snapshot on {old_family}")
-    return causes
+class PodTransport(Protocol):
+    """Merge-patch a pod's annotations; strategic-merge-patch its status."""
 
+    def merge_patch(self, path: str, patch: RawObject, *, field_manager: str) -> RawObject: ...
 
-def missed_note(record: PodRecord, state: ClusterState) -> str:
-    """Why a pod predicted to restore probably started cold: its node against the origin."""
-    snapshot = state.snapshots.named(record.namespace, record.predicted_snapshot or "")
-    head = f"predicted restore from {record.predicted_snapshot} but the pod started cold"
-    if snapshot is None or snapshot.origin is None:
-        return f"{head}: the snapshot is gone (deleted or expired by retention)"
-    origin = snapshot.origin
-    node = state.nodes.get(record.node_name or "")
-    causes = _node_causes(record, node, origin)
-    if record.spec_hash and origin.spec_hash and record.spec_hash != origin.spec_hash:
-        causes.append("the pod's spec fingerprint differs from the snapshot's")
-    if not snapshot.ready:
-        causes.append(f"the snapshot is no longer Ready ({snapshot.reason or 'no reason'})")
-    where = f"node {record.node_name} (pool {node.pool}, {node.version})" if node else "its node"
-    cause = "; ".join(causes) or (
-        f"no difference known to snapready on {where}: check the pod's PodRestored condition and "
-        "the GKE snapshot agent"
-    )
-    return f"{head}: {cause}"
+    def strategic_patch(
+        self, path: str, patch: RawObject, *, field_manager: str = "snapready"
+    ) -> RawObject: ...
 
 
 class RestoreTracker(Worker):
-    """Decides outcomes of pods turning Ready and reports them; reports stale snapshots.
+    """Decides outcomes from evidence and reports them; stale snapshots; checkpoints; the gate.
 
-    ``observe(record)`` is called by the pod cache for every pod event (O(1): queued); the loop
-    drains the queue and checks staleness on every wake-up and every ``recheck`` seconds.
+    ``observe(record)`` is called by the pod cache for every pod event and ``notify()`` on new
+    GKE events, snapshots or nodes (O(1): a set and a wake-up); the loop evaluates the pending
+    pods on every wake-up, every ``recheck`` seconds, and when a Ready pod's settle time ends.
     """
 
     def __init__(
@@ -85,29 +72,56 @@ class RestoreTracker(Worker):
         is_leader: Callable[[], bool],
         lock: threading.Lock,
         on_change: Callable[[], None],
+        settings: Settings | None = None,
+        pods: PodTransport | None = None,
         recheck_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__("restoreOutcomes", lock, on_change)
-        self.events, self.state, self.is_leader = events, state, is_leader
+        settings = settings or Settings()
+        self.events, self.state, self.is_leader, self.pods = events, state, is_leader, pods
+        self.prefix = settings.prefix
+        self.settle = settings.outcomes.settle_seconds
+        self.catch_up = settings.outcomes.catch_up_seconds
+        self.gate_timeout = settings.restore.readiness_gate_timeout_seconds
+        self.stall = settings.checkpoint.stall_seconds
+        self.namespaces = frozenset(settings.outcomes.namespaces)
         self.recheck, self.clock = recheck_seconds, clock
         self.listeners: list[OutcomeListener] = []
+        self.checkpoints = CheckpointReporter(
+            events, stall_seconds=self.stall, catch_up_seconds=self.catch_up, mine=self.mine
+        )
         self.counts: dict[str, int] = {}
-        self._queue: deque[PodRecord] = deque(maxlen=MAX_SEEN)
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._pending: dict[str, None] = {}
+        self._decided: OrderedDict[str, None] = OrderedDict()
+        self._gates: dict[str, None] = {}
+        self._fresh: set[str] = set()
+        """Keys observed since the last pass: the pod cache calls ``observe`` while converting,
+        just before the record is in the cache, so their absence is not a deletion yet."""
         self._stale_sent: set[tuple[str, ...]] = set()
-        self._leading_since: float | None = None
+        self._leading_since: datetime | None = None
+        self._scanned_at: datetime | None = None
+        self._snapshots_seen: object = None
         self._wake = threading.Event()
 
+    def mine(self, namespace: str) -> bool:
+        """Whether this replica tracks ``namespace`` (``outcomes.namespaces``; empty: all)."""
+        return not self.namespaces or namespace in self.namespaces
+
     def observe(self, record: PodRecord | None) -> PodRecord | None:
-        """Queue a pod record from the cache (the pods resource's convert hook); returns it."""
-        if record is not None and record.ready_at is not None:
-            self._queue.append(record)
+        """Note a pod record from the cache (the pods resource's convert hook); returns it."""
+        if record is not None and self.mine(record.namespace):
+            key = f"{record.namespace}/{record.name}"
+            if record.outcome is None and key not in self._decided:
+                self._pending[key] = None
+            if record.gated:
+                self._gates[key] = None
+            self._fresh.add(key)
             self._wake.set()
         return record
 
     def notify(self) -> None:
-        """Check soon (snapshots or nodes changed, leadership gained)."""
+        """Check soon (GKE events, snapshots or nodes changed, leadership gained)."""
         self._wake.set()
 
     def stop(self) -> None:
@@ -116,47 +130,95 @@ class RestoreTracker(Worker):
         self._wake.set()
 
     def run(self) -> None:
-        """Drain and check on every wake-up and every ``recheck`` seconds."""
+        """Evaluate on every wake-up, every ``recheck`` s and when a settle time ends."""
         self.set_status("idle", synced=True)  # never gates readiness
+        delay = self.recheck
         while not self.stopping:
-            self._wake.wait(self.recheck)
+            self._wake.wait(delay)
             self._wake.clear()
             if not self.stopping:
-                self.step()
+                delay = self.step()
 
-    def step(self) -> None:
-        """One pass: outcomes of queued pods, then stale snapshots (leader only)."""
+    def step(self) -> float:
+        """One pass (leader only); returns seconds until the next pass is due."""
         if not self.is_leader():
-            self._leading_since = None
-            self._queue.clear()
-            return
-        if self._leading_since is None:
-            self._leading_since = self.clock()
-        while self._queue:
-            self._decide(self._queue.popleft())
-        self._report_stale()
-
-    def _decide(self, record: PodRecord) -> None:
-        key = record.uid or f"{record.namespace}/{record.name}"
-        outcome = outcome_of(record)
-        if outcome is None or key in self._seen:
-            return
-        self._seen[key] = None
-        while len(self._seen) > MAX_SEEN:
-            self._seen.popitem(last=False)
-        ready = parse_time(record.ready_at)
-        since = self._leading_since or 0.0
-        if ready is not None and ready.timestamp() < since - GRACE_SECONDS:
-            return  # decided by an earlier leader
-        self.counts[outcome] = self.counts.get(outcome, 0) + 1
-        seconds = startup_seconds(record)
-        for listener in self.listeners:
-            listener(record, outcome, seconds)
+            if self._leading_since is not None:
+                self._decided.clear()
+                self.checkpoints.reset()
+            self._leading_since = self._scanned_at = None
+            self._pending.clear()
+            self._gates.clear()
+            return self.recheck
+        now = datetime.fromtimestamp(self.clock(), UTC)
         state = self.state()
+        fresh, self._fresh = self._fresh, set()
+        if self._leading_since is None:  # taking over: every undecided pod is pending again
+            self._leading_since = now
+            for key, record in state.pods.items():
+                if not self.mine(record.namespace):
+                    continue
+                if record.outcome is None:
+                    self._pending[key] = None
+                if record.gated:
+                    self._gates[key] = None
+        next_due = self._decide_pending(state, now, fresh)
+        due = self._scanned_at is None or (now - self._scanned_at).total_seconds() >= self.recheck
+        facts = (state.snapshots, state.node_pools)
+        if due or facts != self._snapshots_seen:
+            self._scanned_at, self._snapshots_seen = now, facts
+            self._report_stale(state)
+            for key in self.checkpoints.report(state, now, self._leading_since):
+                origin = state.pods.get(key)
+                if origin is not None and origin.gated:
+                    self._gates[key] = None
+        self._settle_gates(state, now, fresh)
+        return min(self.recheck, max(0.2, next_due))
+
+    def _decide_pending(self, state: ClusterState, now: datetime, fresh: set[str]) -> float:
+        """Decide what the evidence allows; seconds until the earliest settle deadline."""
+        next_due = self.recheck
+        assert self._leading_since is not None
+        horizon = self._leading_since - timedelta(seconds=self.catch_up)
+        for key in list(self._pending):
+            record = state.pods.get(key)
+            if record is None and key in fresh:
+                next_due = min(next_due, 0.2)  # not in the cache yet: look again soon
+                continue
+            if record is None or record.outcome is not None:  # deleted, or an earlier leader's
+                self._pending.pop(key, None)
+                continue
+            events = events_of(state.gke_events, record.namespace, record.name, record.uid)
+            verdict = decide(record, events, now=now, settle_seconds=self.settle)
+            if verdict is None:
+                ready = parse_time(record.ready_at)
+                if ready is not None:
+                    left = self.settle - (now - ready).total_seconds()
+                    next_due = min(next_due, left + 0.05)
+                continue
+            self._pending.pop(key, None)
+            self._remember(key)
+            if verdict.at is not None and verdict.at < horizon:
+                continue  # before this leader's catch-up window: not re-reported
+            self._report(record, verdict, state)
+        return next_due
+
+    def _remember(self, key: str) -> None:
+        self._decided[key] = None
+        while len(self._decided) > MAX_SEEN:
+            self._decided.popitem(last=False)
+
+    def _report(self, record: PodRecord, verdict: Verdict, state: ClusterState) -> None:
+        outcome = verdict.outcome
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        for listener in self.listeners:
+            listener(record, verdict)
+        regarding = Regarding("v1", "Pod", record.namespace, record.name, record.uid)
         if outcome == "missed":
-            regarding = Regarding("v1", "Pod", record.namespace, record.name, record.uid)
-            note = missed_note(record, state)
+            note = missed_note(record, state, verdict, settle_seconds=self.settle)
             self.events.emit(Event(regarding, "Warning", "SnapshotRestoreMissed", "Restore", note))
+        elif outcome == "restore_failed":
+            note = failed_note(record, verdict)
+            self.events.emit(Event(regarding, "Warning", "SnapshotRestoreFailed", "Restore", note))
         elif outcome == "restored_unexpected":
             snapshot = state.snapshots.named(record.namespace, record.predicted_snapshot or "")
             origin = snapshot.origin.spec_hash if snapshot and snapshot.origin else None
@@ -165,19 +227,65 @@ class RestoreTracker(Worker):
                 "snapshot %s fingerprint %s: snapready's model was wrong",
                 record.namespace,
                 record.name,
-                record.restored_message,
+                verdict.snapshot or record.restored_message,
                 record.prediction,
                 record.spec_hash,
                 record.predicted_snapshot,
                 origin,
             )
+        self._record_outcome(record, outcome)
 
-    def _report_stale(self) -> None:
-        state = self.state()
+    def _record_outcome(self, record: PodRecord, outcome: str) -> None:
+        """``<prefix>restore-outcome`` on the pod (the uid is a precondition)."""
+        if self.pods is None or not self.is_leader():
+            return
+        metadata: dict[str, Any] = {"annotations": {self.prefix + "restore-outcome": outcome}}
+        if record.uid:
+            metadata["uid"] = record.uid
+        namespace, name = quote(record.namespace, safe=""), quote(record.name, safe="")
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        try:
+            self.pods.merge_patch(path, {"metadata": metadata}, field_manager="snapready")
+        except (TransportError, NotServed) as exc:
+            log.warning(
+                "outcome of %s/%s not recorded: %s", record.namespace, record.name, describe(exc)
+            )
+
+    def _settle_gates(self, state: ClusterState, now: datetime, fresh: set[str]) -> None:
+        """Set the readiness gate's condition where it should change (gated pods only)."""
+        if self.pods is None:
+            return
+        condition = self.prefix + SETTLED
+        stamp = micro_time(now.timestamp())[:19] + "Z"
+        for key in list(self._gates):
+            record = state.pods.get(key)
+            if record is None:
+                if key not in fresh:  # deleted (a fresh one is not in the cache yet)
+                    self._gates.pop(key, None)
+                continue
+            events = events_of(state.gke_events, record.namespace, record.name, record.uid)
+            uploading = awaiting_checkpoint(
+                record, state.snapshots.of_policy(record.namespace, record.policy or "")
+            )
+            want = gate_status(
+                record,
+                events,
+                uploading,
+                now=now,
+                timeout_seconds=self.gate_timeout,
+                stall_seconds=self.stall,
+            )
+            if not want.waiting and uploading is None and record.settled == want.status:
+                self._gates.pop(key, None)  # settled: woken again by its next pod event
+                continue
+            if record.settled != want.status and self.is_leader():
+                write_gate(self.pods, record, condition, want, stamp)
+
+    def _report_stale(self, state: ClusterState) -> None:
         if not state.snapshots_known:
             return
         for group in stale_groups(state.snapshots.by_name.values(), state.node_pools):
-            if group.key in self._stale_sent:
+            if group.key in self._stale_sent or not self.mine(group.namespace):
                 continue
             self._stale_sent.add(group.key)
             regarding = Regarding(

@@ -67,11 +67,18 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     source.on_snapshots.append(recorder.notify)
     events = EventRecorder(transport, elector.identity if elector is not None else new_identity())
     tracker = RestoreTracker(
-        events, state=source.state, is_leader=is_leader, lock=source.lock, on_change=source.rebuild
+        events,
+        state=source.state,
+        is_leader=is_leader,
+        lock=source.lock,
+        on_change=source.rebuild,
+        settings=settings,
+        pods=transport,
     )
     source.attach(tracker)
     source.pod_listeners.append(tracker.observe)
     source.on_snapshots.append(tracker.notify)
+    source.on_evidence.append(tracker.notify)
     source.restores = tracker
     if elector is not None:
 

@@ -92,6 +92,11 @@ class SnapshotView:
         created: ``metadata.creationTimestamp`` (RFC 3339 text, sorts by time).
         last_access: ``status.lastAccessTime`` or None.
         origin: the parsed ``<prefix>origin`` record, None when absent or unreadable.
+        checkpoint: the checkpoint's state from the ``Checkpoint`` condition (``CHECKPOINT``
+            table in ``snapshot_view``): ``awaiting``, ``succeeded``, ``failed`` or ``""``
+            (no such condition: an older GKE, or not reported yet).
+        checkpoint_message: GKE's message of that condition (``runsc error: exit status 128``).
+        checkpoint_at: its ``lastTransitionTime`` (RFC 3339) or None.
     """
 
     namespace: str
@@ -103,6 +108,42 @@ class SnapshotView:
     created: str
     last_access: str | None = None
     origin: OriginRecord | None = None
+    checkpoint: str = ""
+    checkpoint_message: str = ""
+    checkpoint_at: str | None = None
+
+
+CHECKPOINT_AWAITING = "AwaitingCheckpoint"
+"""Reason of ``Checkpoint`` and ``Ready`` while the memory image uploads (domain.md section 9)."""
+
+
+def checkpoint_state(conditions: Any) -> tuple[str, str, str | None]:
+    """``(state, message, lastTransitionTime)`` of a PodSnapshot's ``Checkpoint`` condition.
+
+    GKE's sequence (domain.md section 9): ``Checkpoint`` reason ``AwaitingCheckpoint`` while the
+    image uploads (-> ``awaiting``), then True ``Succeeded`` (-> ``succeeded``) or False
+    ``Failed`` (-> ``failed``, message e.g. ``runsc error: exit status 128``). Without a
+    ``Checkpoint`` condition a ``Ready`` reason ``AwaitingCheckpoint`` still means ``awaiting``.
+    Anything else: ``""`` (unknown).
+    """
+    entries = [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
+    for entry in entries:
+        if entry.get("type") != "Checkpoint":
+            continue
+        reason, status = str(entry.get("reason") or ""), entry.get("status")
+        message = str(entry.get("message") or "")[:512]
+        at = _str(entry.get("lastTransitionTime"))
+        if reason == CHECKPOINT_AWAITING:
+            return "awaiting", message, at
+        if status == "True":
+            return "succeeded", message, at
+        if status == "False" and reason == "Failed":
+            return "failed", message, at
+        return "", message, at
+    for entry in entries:
+        if entry.get("type") == "Ready" and entry.get("reason") == CHECKPOINT_AWAITING:
+            return "awaiting", str(entry.get("message") or "")[:512], None
+    return "", "", None
 
 
 def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | None:
@@ -119,6 +160,7 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         where, _, pod_name = origin_pod.rpartition("/")
         origin_pod = pod_name or None if where == namespace else None
     ready, reason = _ready(status.get("conditions"))
+    checkpoint, checkpoint_message, checkpoint_at = checkpoint_state(status.get("conditions"))
     return SnapshotView(
         namespace=namespace,
         name=name,
@@ -129,6 +171,9 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         created=_str(metadata.get("creationTimestamp")) or "",
         last_access=_str(status.get("lastAccessTime")),
         origin=OriginRecord.from_json(annotations.get(origin_annotation)),
+        checkpoint=checkpoint,
+        checkpoint_message=checkpoint_message,
+        checkpoint_at=checkpoint_at,
     )
 
 
@@ -211,6 +256,12 @@ class PodRecord:
         created: ``metadata.creationTimestamp``; ``ready_at``: when condition Ready turned True.
         restored: condition ``PodRestored`` is True; ``restored_message``: its message.
         policy: the ``<prefix>policy`` annotation.
+        scheduled_at: when ``PodScheduled`` turned True (GKE's clock for start-up time).
+        restored_at: when ``PodRestored`` turned True.
+        restore_failure: ``kube.evidence.restore_failure`` of its container statuses.
+        outcome: the ``<prefix>restore-outcome`` annotation the leader writes once it decided.
+        gated: the pod carries the ``<prefix>restore-settled`` readiness gate.
+        settled: that condition's status (``True``/``False``), None while unset.
     """
 
     namespace: str
@@ -227,6 +278,12 @@ class PodRecord:
     restored: bool = False
     restored_message: str = ""
     policy: str | None = None
+    scheduled_at: str | None = None
+    restored_at: str | None = None
+    restore_failure: str | None = None
+    outcome: str | None = None
+    gated: bool = False
+    settled: str | None = None
 
 
 def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

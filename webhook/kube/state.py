@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.base.errors import ConfigError
+from webhook.kube.evidence import PodEvents
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
 from webhook.kube.snapshots import PodRecord, SnapshotIndex
 
@@ -94,6 +95,8 @@ class ClusterState:
         snapshots: PodSnapshots by policy and name (cluster mode); ``snapshots_known`` is True
             once they were listed (restore predictions are made only then).
         pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``.
+        gke_events: GKE's ``GKEPodSnapshotting`` Events by ``(namespace, pod)``
+            (``kube.evidence``; cluster mode).
         scope_synced: whether the live webhook configurations carry the scope the policies
             imply (cluster mode, ``webhook.cluster.scope``); None where nothing is reconciled.
     """
@@ -111,6 +114,7 @@ class ClusterState:
     snapshots: SnapshotIndex = field(default_factory=SnapshotIndex)
     snapshots_known: bool = False
     pods: Mapping[str, PodRecord] = field(default_factory=dict)
+    gke_events: PodEvents = field(default_factory=dict)
 
 
 def _require_str(value: Any, where: str) -> str:

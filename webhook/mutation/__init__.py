@@ -9,7 +9,8 @@ PodSnapshotPolicy selects. Steps:
    are skipped (with a warning in ``warn`` mode) and only the annotations are written.
 2. The mutators of ``MUTATORS`` edit one copy-on-write working copy (``patch.Draft``) in order:
    helper files (``helpers``), env (``env``), ``<prefix>policy``, the label ``<prefix>selected``,
-   ``<prefix>spec-hash`` (the fingerprint of the final pod) and, in cluster mode, the
+   the opt-in readiness gate (``webhook.mutation.gate``), ``<prefix>spec-hash`` (the
+   fingerprint of the final pod) and, in cluster mode, the
    ``<prefix>restore-*`` prediction (``webhook.mutation.prediction``). Injection steps are
    skipped when ``settings.injection.enabled`` is false or the pod says
    ``<prefix>inject: "false"``.
@@ -42,6 +43,7 @@ from webhook.kube.responses import (
 from webhook.kube.state import ClusterState
 from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
 from webhook.mutation.env import inject_env
+from webhook.mutation.gate import add_readiness_gate
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
 from webhook.mutation.patch import Draft, coalesced
 from webhook.mutation.prediction import PREDICTION_KEY, stamp_prediction, stamp_selected
@@ -68,6 +70,7 @@ MUTATORS: tuple[Step, ...] = (
     Step("env", inject_env, injection=True),
     Step("policy-annotation", stamp_policy),
     Step("selected-label", stamp_selected),
+    Step("readiness-gate", add_readiness_gate),
     Step("spec-hash", stamp_fingerprint),
     Step("restore-prediction", stamp_prediction),
 )

@@ -54,7 +54,8 @@ class SourceApiCollector:
 
 class SnapshotCollector:
     """``snapready_snapshots{namespace,policy,state}``: PodSnapshots by state (``ready``,
-    ``stale``, ``not_ready``; ``kube.outcomes.snapshot_state``), read from the cache at scrape
+    ``stale``, ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint failed), ``not_ready``;
+    ``kube.outcomes.snapshot_state``), read from the cache at scrape
     time; no series in file mode."""
 
     def __init__(self, state: Callable[[], ClusterState]) -> None:
@@ -67,7 +68,8 @@ class SnapshotCollector:
             return
         family = GaugeMetricFamily(
             "snapready_snapshots",
-            "PodSnapshots by namespace, policy and state (ready, stale, not_ready).",
+            "PodSnapshots by namespace, policy and state (ready, stale, awaiting, failed, "
+            "not_ready).",
             labels=["namespace", "policy", "state"],
         )
         counts: dict[tuple[str, str, str], int] = {}

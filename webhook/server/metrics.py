@@ -24,6 +24,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from webhook.admission.engine import DISPATCH
 from webhook.base.types import Endpoint, Finding
+from webhook.kube.outcomes import Verdict
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionReviewRequest
 from webhook.kube.snapshots import PodRecord
@@ -31,6 +32,7 @@ from webhook.kube.state import ClusterState
 from webhook.server import certs
 from webhook.server.collectors import SnapshotCollector, SourceApiCollector
 from webhook.server.logs import decision_label
+from webhook.server.outcome_metrics import OutcomeMetrics
 
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 """Seconds. 0.5 ms resolves the fast path; 2.5 s is far past any healthy answer (the API server's
@@ -38,10 +40,6 @@ webhook timeout defaults to 10 s, max 30 s)."""
 KNOWN_KINDS = frozenset(kind for _, kind in DISPATCH)
 SCRAPE_SOCKET_TIMEOUT = 10.0
 """Seconds a scrape connection may stay silent: a slow client cannot pin a thread forever."""
-
-
-STARTUP_BUCKETS = (1, 2, 5, 10, 15, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1200, 1800)
-"""Pod start-up seconds: a restore takes seconds, a cold AI-inference start minutes (<= 30 min)."""
 
 
 class Metrics:
@@ -87,21 +85,9 @@ class Metrics:
             "1 when the policy source has delivered its first full list (readiness), else 0.",
             registry=reg,
         )
-        self.restores = Counter(
-            "snapready_restores",
-            "Stamped pods by restore outcome, decided when they first turn Ready: restored, "
-            "restored_unexpected, missed (predicted a restore, started cold), cold_expected, "
-            "cold_first.",
-            ["namespace", "policy", "outcome"],
-            registry=reg,
-        )
-        self.pod_startup = Histogram(
-            "snapready_pod_startup_seconds",
-            "Seconds from a stamped pod's creation to its Ready transition, by outcome.",
-            ["policy", "outcome"],
-            buckets=STARTUP_BUCKETS,
-            registry=reg,
-        )
+        self.outcomes = OutcomeMetrics(reg)
+        self.restores = self.outcomes.restores
+        self.pod_startup = self.outcomes.pod_startup
         self.webhook_scope_synced = Gauge(
             "snapready_webhook_scope_synced",
             "1 when the webhook configurations carry the matchConditions scope the current "
@@ -146,12 +132,9 @@ class Metrics:
         self.registry.register(SourceApiCollector(state))
         self.registry.register(SnapshotCollector(state))
 
-    def observe_restore(self, record: PodRecord, outcome: str, seconds: float | None) -> None:
-        """Count one restore outcome (and its start-up time when known)."""
-        policy = record.policy or ""
-        self.restores.labels(record.namespace, policy, outcome).inc()
-        if seconds is not None:
-            self.pod_startup.labels(policy, outcome).observe(seconds)
+    def observe_restore(self, record: PodRecord, verdict: Verdict) -> None:
+        """Count one restore outcome and its times (``OutcomeMetrics.observe_restore``)."""
+        self.outcomes.observe_restore(record, verdict)
 
     def record_certificate(self, cert_file: Path) -> None:
         """Set the expiry gauge from the PEM ``cert_file``.

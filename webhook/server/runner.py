@@ -201,6 +201,7 @@ def start_metrics(settings: Settings, engine: Engine, metrics: Metrics) -> Any:
     tracker = getattr(source, "restores", None)
     if tracker is not None:
         tracker.listeners.append(metrics.observe_restore)
+        tracker.checkpoints.listeners.append(metrics.outcomes.observe_checkpoint)
     try:
         metrics.record_certificate(settings.server.cert_file)
     except (OSError, ValueError) as exc:

@@ -1,0 +1,191 @@
+"""GKE's own evidence about a restore: its ``GKEPodSnapshotting`` Events and restore crashes. Pure.
+
+What a real GKE cluster says (domain.md section 9, from Google's reference architecture for vLLM
+on Pod snapshots and field reports):
+
+- ``restored``: a Normal core/v1 Event ``GKEPodSnapshotting`` on the pod, "Successfully restored
+  the pod from PodSnapshot <ns>/<name>": restored from that snapshot.
+- ``fallback``: a Warning ``GKEPodSnapshotting`` containing "falling back to a cold start of pod":
+  the restore was skipped, for the reason GKE gives; the pod starts cold.
+- ``checkpointed``: Normal "Successfully checkpointed the pod to PodSnapshot ..." (secondary
+  source: shown in timelines only).
+- a restore crash: a ``RESTORE_FAILURE_MARKERS`` text in a container's state or last termination
+  (``status.containerStatuses``): gVisor's restore failed, CrashLoopBackOff, no fallback.
+
+The exact message formats are not published; matching is by the substrings above,
+case-insensitive, so a reworded prefix or suffix still matches, and an Event that matches none is
+kept as ``other`` (shown in ``explain``'s timeline, never an outcome).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from webhook.base.types import RawObject, mapping
+
+GKE_EVENT_REASON = "GKEPodSnapshotting"
+"""``reason`` of GKE's snapshot Events (list/watch them with ``fieldSelector=reason=...``)."""
+RESTORED_TEXT = "successfully restored the pod from podsnapshot"
+FALLBACK_TEXT = "falling back to a cold start"
+CHECKPOINTED_TEXT = "successfully checkpointed the pod to podsnapshot"
+EventKind = Literal["restored", "fallback", "checkpointed", "other"]
+
+RESTORE_FAILURE_MARKERS: tuple[tuple[str, str], ...] = (
+    ("completerestore() failed", "gVisor: vfs.CompleteRestore() failed (domain.md section 9)"),
+    ("restore failed", "runsc: 'OCI runtime restore failed' (domain.md section 9)"),
+    ("failed to restore", "runsc/containerd wording of the same failure"),
+)
+"""Lower-case substrings of a container's termination message or reason (or its waiting
+message) that mean gVisor's restore crashed, with where each comes from. A crash without one of
+them is an application crash, not a restore failure."""
+MAX_MESSAGE_CHARS = 512
+_SNAPSHOT_NAME = re.compile(r"podsnapshot\s+([a-z0-9.-]+/[a-z0-9.-]+|[a-z0-9.-]+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class GkeEvent:
+    """One ``GKEPodSnapshotting`` Event about a pod, compact.
+
+    Attributes:
+        namespace, pod, uid: the involved pod (``uid`` may be empty).
+        type: ``Normal`` or ``Warning``; ``kind``: what the message says (``EventKind``).
+        message: GKE's message (cut to ``MAX_MESSAGE_CHARS``).
+        time: when it first happened (RFC 3339: ``eventTime``, ``firstTimestamp`` or creation).
+        snapshot: the PodSnapshot the message names (``name``, without the namespace), if any.
+    """
+
+    namespace: str
+    pod: str
+    uid: str
+    type: str
+    kind: EventKind
+    message: str
+    time: str
+    snapshot: str | None = None
+
+
+def classify(message: str) -> EventKind:
+    """What a ``GKEPodSnapshotting`` message says (see the module table)."""
+    text = message.lower()
+    if FALLBACK_TEXT in text:
+        return "fallback"
+    if RESTORED_TEXT in text:
+        return "restored"
+    if CHECKPOINTED_TEXT in text:
+        return "checkpointed"
+    return "other"
+
+
+def named_snapshot(message: str, namespace: str) -> str | None:
+    """The PodSnapshot name in "... PodSnapshot <ns>/<name>" (only of ``namespace``), or None."""
+    match = _SNAPSHOT_NAME.search(message)
+    if match is None:
+        return None
+    where, _, name = match.group(1).rpartition("/")
+    if where and where != namespace:
+        return None
+    return name.rstrip(".") or None
+
+
+def gke_event(obj: RawObject) -> GkeEvent | None:
+    """A core/v1 Event of reason ``GKEPodSnapshotting`` about a Pod, else None (kept: nothing)."""
+    if obj.get("reason") != GKE_EVENT_REASON:
+        return None
+    involved = mapping(obj.get("involvedObject"))
+    namespace, pod = involved.get("namespace"), involved.get("name")
+    if involved.get("kind") != "Pod" or not isinstance(namespace, str) or not isinstance(pod, str):
+        return None
+    message = str(obj.get("message") or "")[:MAX_MESSAGE_CHARS]
+    metadata = mapping(obj.get("metadata"))
+    time = (
+        obj.get("eventTime")
+        or obj.get("firstTimestamp")
+        or obj.get("lastTimestamp")
+        or metadata.get("creationTimestamp")
+    )
+    kind = classify(message)
+    return GkeEvent(
+        namespace=namespace,
+        pod=pod,
+        uid=str(involved.get("uid") or ""),
+        type=str(obj.get("type") or "Normal"),
+        kind=kind,
+        message=message,
+        time=str(time or ""),
+        snapshot=named_snapshot(message, namespace) if kind != "other" else None,
+    )
+
+
+PodEvents = Mapping[tuple[str, str], tuple[GkeEvent, ...]]
+"""GKE's events by ``(namespace, pod name)``, oldest first."""
+
+
+def index_events(events: Iterable[GkeEvent]) -> dict[tuple[str, str], tuple[GkeEvent, ...]]:
+    """Group by pod, oldest first (``time``, then message, for a stable order)."""
+    grouped: dict[tuple[str, str], list[GkeEvent]] = {}
+    for event in events:
+        grouped.setdefault((event.namespace, event.pod), []).append(event)
+    return {key: tuple(sorted(items, key=_order)) for key, items in grouped.items()}
+
+
+def updated_events(view: PodEvents, old: GkeEvent | None, new: GkeEvent | None) -> PodEvents:
+    """``view`` with one event replaced (None: absent); a new mapping, ``view`` left alone."""
+    out = dict(view)
+    for event in (old, new):
+        if event is None:
+            continue
+        key = (event.namespace, event.pod)
+        rest = [e for e in out.get(key, ()) if e not in (old, new)]
+        if event is new:
+            rest.append(new)
+        if rest:
+            out[key] = tuple(sorted(rest, key=_order))
+        else:
+            out.pop(key, None)
+    return out
+
+
+def _order(event: GkeEvent) -> tuple[str, str]:
+    return (event.time, event.message)
+
+
+def events_of(events: PodEvents, namespace: str, pod: str, uid: str) -> tuple[GkeEvent, ...]:
+    """GKE's events about this pod; an event naming another ``uid`` (an earlier pod of the same
+    name, e.g. a StatefulSet replica) is not this pod's."""
+    found = events.get((namespace, pod), ())
+    return tuple(e for e in found if not (uid and e.uid and e.uid != uid))
+
+
+def restore_failure(status: Any) -> str | None:
+    """``<container>: <message>`` when a container's restore crashed, else None.
+
+    Reads every entry of ``containerStatuses`` and ``initContainerStatuses``: ``state.waiting``
+    (``reason`` and ``message``: CrashLoopBackOff, RunContainerError), ``state.terminated`` and
+    ``lastState.terminated`` (``reason``, ``message``), and matches ``RESTORE_FAILURE_MARKERS``.
+    """
+    status = mapping(status)
+    for key in ("initContainerStatuses", "containerStatuses"):
+        entries = status.get(key)
+        for entry in entries if isinstance(entries, list) else []:
+            found = _container_failure(mapping(entry))
+            if found is not None:
+                return found
+    return None
+
+
+def _container_failure(entry: Mapping[str, Any]) -> str | None:
+    state, last = mapping(entry.get("state")), mapping(entry.get("lastState"))
+    for part in (
+        mapping(state.get("waiting")),
+        mapping(state.get("terminated")),
+        mapping(last.get("terminated")),
+    ):
+        text = f"{part.get('reason') or ''}: {part.get('message') or ''}"
+        lowered = text.lower()
+        if any(marker in lowered for marker, _ in RESTORE_FAILURE_MARKERS):
+            detail = str(part.get("message") or part.get("reason") or "")
+            return f"container {entry.get('name') or '?'}: {detail}"[:MAX_MESSAGE_CHARS]
+    return None
