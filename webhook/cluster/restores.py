@@ -112,11 +112,11 @@ class RestoreTracker(Worker):
         """Note a pod record from the cache (the pods resource's convert hook); returns it."""
         if record is not None and self.mine(record.namespace):
             key = f"{record.namespace}/{record.name}"
+            self._fresh.add(key)  # first: a pass that sees the key pending sees it fresh too
             if record.outcome is None and key not in self._decided:
                 self._pending[key] = None
             if record.gated:
                 self._gates[key] = None
-            self._fresh.add(key)
             self._wake.set()
         return record
 
@@ -181,7 +181,7 @@ class RestoreTracker(Worker):
         horizon = self._leading_since - timedelta(seconds=self.catch_up)
         for key in list(self._pending):
             record = state.pods.get(key)
-            if record is None and key in fresh:
+            if record is None and (key in fresh or key in self._fresh):
                 next_due = min(next_due, 0.2)  # not in the cache yet: look again soon
                 continue
             if record is None or record.outcome is not None:  # deleted, or an earlier leader's
@@ -260,7 +260,7 @@ class RestoreTracker(Worker):
         for key in list(self._gates):
             record = state.pods.get(key)
             if record is None:
-                if key not in fresh:  # deleted (a fresh one is not in the cache yet)
+                if key not in fresh and key not in self._fresh:  # deleted, not just arriving
                     self._gates.pop(key, None)
                 continue
             events = events_of(state.gke_events, record.namespace, record.name, record.uid)
