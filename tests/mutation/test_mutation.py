@@ -918,3 +918,24 @@ def test_as_admitted_uses_the_configured_helpers_image() -> None:
     other = "registry.example/helpers@sha256:" + "5" * 64
     shaped = as_admitted(small_pod(), make_settings(injection={"helpers_image": other}))
     assert shaped["spec"]["initContainers"][0]["image"] == other
+
+
+def test_the_opt_in_readiness_gate_is_added_once_and_leaves_the_fingerprint_alone() -> None:
+    """``restore.readiness_gate``: every selected pod gets ``snapready.io/restore-settled`` in
+    ``spec.readinessGates`` (not a distilled field), next to the user's own gates."""
+    review = load_review("03")
+    original = review["request"]["object"]
+    original["spec"]["readinessGates"] = [{"conditionType": "example.com/warm"}]
+    plain = apply(original, run(review, engine_for()))
+    gated_engine = engine_for(restore={"readiness_gate": True})
+    gated = apply(original, run(review, gated_engine))
+    assert gated["spec"]["readinessGates"] == [
+        {"conditionType": "example.com/warm"},
+        {"conditionType": "snapready.io/restore-settled"},
+    ]
+    assert "readinessGates" in plain["spec"] and len(plain["spec"]["readinessGates"]) == 1
+    key = "snapready.io/spec-hash"
+    assert gated["metadata"]["annotations"][key] == plain["metadata"]["annotations"][key]
+    again = copy.deepcopy(review)
+    again["request"]["object"] = gated
+    assert run(again, gated_engine).patch == (), "idempotent on its own output"
