@@ -1,0 +1,161 @@
+"""In-process cost of one selected pod's admission (``make bench-admit``; issue 16 targets).
+
+Review 03 (the gVisor + 4 x L4 pod) through ``admit`` in this process, with the chart's defaults
+(``injectHelpers: false``; ``--inject`` turns injection on) and a cluster-mode state whose
+PodSnapshots were listed (none Ready: the prediction runs and says ``none``), as in
+``make bench-cluster``:
+
+* ``parse_review`` of the ``/mutate`` body;
+* ``admit /mutate``: the fingerprint memo (``webhook.pod.memo``) is emptied before every call, as
+  every new pod is new content;
+* ``admit /validate``: the pod as snapready's patch left it (what the API server sends next), with
+  the memo holding ``/mutate``'s fingerprint (the same replica served both calls), and again with
+  the memo empty (another replica served ``/mutate``).
+
+Each figure is the best of 5 rounds: the same request objects again and again, so the CPU
+caches hold everything (the classic micro-benchmark). Then the whole pod (both parses,
+``/mutate``, ``/validate``, fresh objects from the bodies each time), median of 2000 pods, once
+with warm caches and once after reading and writing 16 MiB between pods: what the API server,
+etcd and the load generator do to the caches of a 2-CPU machine between two webhook calls.
+Baseline: the targets of design.md ("Targets", issue 16: ``admit`` <= 60 us per call); the
+flushed-cache whole pod against the warm one. No assertions: exit 0 whatever the figures.
+
+Usage: ``python -m bench.admit [--inject] [--rounds 5] [--number 2000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+import timeit
+from collections.abc import Callable
+from typing import Any
+
+import jsonpatch
+import orjson
+
+from bench.harness.objects import review_file
+from tests.conftest import make_settings
+from webhook.admission.engine import Engine, admit
+from webhook.kube.review import parse_review
+from webhook.pod import memo
+from webhook.server.runner import build_engine
+
+TARGET_ADMIT_US = 60.0
+CACHE_FLUSH_BYTES = 16 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """One measured step: ``name``, microseconds per call, and the target it has (or None)."""
+
+    name: str
+    micros: float
+    target: float | None = None
+
+
+def cluster_engine(inject: bool) -> Engine:
+    """The example policies, the chart's injection default (or on), snapshots listed."""
+    engine = build_engine(make_settings(injection={"enabled": inject}))
+    state = dataclasses.replace(engine.state(), snapshots_known=True)
+    engine.state = lambda: state
+    return engine
+
+
+def bodies(engine: Engine) -> tuple[bytes, bytes]:
+    """Review 03's ``/mutate`` body and its ``/validate`` body (the pod after snapready's patch)."""
+    body = review_file("03").read_bytes()
+    request = parse_review(body).request
+    decision = admit(request, "mutate", engine)
+    review = orjson.loads(body)
+    review["request"]["object"] = jsonpatch.apply_patch(request.object, list(decision.patch))
+    return body, orjson.dumps(review)
+
+
+def admit_timings(inject: bool = False, rounds: int = 5, number: int = 2000) -> list[Timing]:
+    """The per-call figures of the module docstring, in microseconds."""
+    engine = cluster_engine(inject)
+    mutate_body, validate_body = bodies(engine)
+    mutate = parse_review(mutate_body).request
+    validate = parse_review(validate_body).request
+
+    def fresh_mutate() -> Any:
+        memo._memo.clear()
+        return admit(mutate, "mutate", engine)
+
+    def cold_validate() -> Any:
+        memo._memo.clear()
+        return admit(validate, "validate", engine)
+
+    admit(mutate, "mutate", engine)  # the memo now holds the stamped pod's fingerprint
+    calls: list[tuple[str, Callable[[], Any], float | None]] = [
+        ("parse_review (/mutate body)", lambda: parse_review(mutate_body), None),
+        ("admit /mutate (new pod)", fresh_mutate, TARGET_ADMIT_US),
+        ("admit /validate (memo from /mutate)", lambda: admit(validate, "validate", engine),
+         TARGET_ADMIT_US),
+        ("admit /validate (memo empty)", cold_validate, None),
+    ]  # fmt: skip
+    out = []
+    for name, call, target in calls:
+        best = min(timeit.repeat(call, number=number, repeat=rounds)) / number
+        out.append(Timing(name, best * 1e6, target))
+    return out
+
+
+def whole_pod(inject: bool = False, pods: int = 2000) -> tuple[float, float]:
+    """Median microseconds of one pod's parse x 2 + ``/mutate`` + ``/validate``: warm caches,
+    then with ``CACHE_FLUSH_BYTES`` read and written between pods."""
+    engine = cluster_engine(inject)
+    mutate_body, validate_body = bodies(engine)
+    scratch = bytearray(CACHE_FLUSH_BYTES)
+
+    def one(flush: bool) -> float:
+        if flush:  # read one byte of every 64-byte cache line, then write them all
+            scratch[::64] = bytes(len(scratch[::64]))
+        memo._memo.clear()
+        started = time.thread_time_ns()
+        admit(parse_review(mutate_body).request, "mutate", engine)
+        admit(parse_review(validate_body).request, "validate", engine)
+        return (time.thread_time_ns() - started) / 1000
+
+    warm = statistics.median(one(False) for _ in range(pods))
+    cold = statistics.median(one(True) for _ in range(pods))
+    return warm, cold
+
+
+def print_report(inject: bool, rounds: int, number: int) -> None:
+    """Print the timings with their targets, then warm against cold caches."""
+    mode = "injectHelpers: true" if inject else "chart defaults (injectHelpers: false)"
+    print(f"in-process admission of review 03, {mode}, best of {rounds} x {number} calls:")
+    timings = admit_timings(inject, rounds, number)
+    for t in timings:
+        target = ""
+        if t.target is not None:
+            verdict = "met" if t.micros <= t.target else "NOT met"
+            target = f"   target <= {t.target:.0f} us: {verdict}"
+        print(f"  {t.name:<40}{t.micros:>8.1f} us{target}")
+    hot = 2 * timings[0].micros + timings[1].micros + timings[2].micros
+    warm, cold = whole_pod(inject)
+    print(
+        f"one selected pod (parse x 2, /mutate, /validate): {hot:.0f} us from the figures above; "
+        f"fresh objects each pod (median of 2000): {warm:.0f} us with warm CPU caches, "
+        f"{cold:.0f} us after {CACHE_FLUSH_BYTES >> 20} MiB were read and written "
+        f"({cold / hot:.1f} x the first)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--inject", action="store_true", help="injectHelpers: true")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--number", type=int, default=2000, help="calls per round")
+    args = parser.parse_args()
+    print_report(args.inject, args.rounds, args.number)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
