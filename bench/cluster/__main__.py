@@ -80,7 +80,9 @@ def bench_in(tmp: Path, args: argparse.Namespace, scenarios: list[str]) -> int:
         print(f"[{time.monotonic() - began:.0f} s] control plane ready; setting up", flush=True)
         set_up_cluster(api)
         certs = certificates(tmp / "certs")
-        bench.hooks = start_servers(plane, api, tmp, scenarios, certs, args.scope)
+        bench.hooks = start_servers(
+            plane, api, tmp, scenarios=scenarios, certs=certs, scope_mode=args.scope
+        )
         bench.conditions = live_conditions(api)
         ran = versions(plane, binaries)
         described = (

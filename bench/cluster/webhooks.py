@@ -117,6 +117,7 @@ def start_servers(
     plane: ControlPlane,
     api: Api,
     tmp: Path,
+    *,
     scenarios: list[str],
     certs: Path,
     scope_mode: str | None,
@@ -143,8 +144,10 @@ def start_servers(
     for scenario in [s for s in scenarios if s.startswith("snapready")]:
         objs = charts[scenario == "snapready+inject"]
         port, metrics_port = free_port(), free_port()
-        config = settings_file(objs, tmp / f"{scenario}.settings.yaml", port, metrics_port,
-                               certs, kubeconfig, scope_mode)  # fmt: skip
+        config = settings_file(
+            objs, tmp / f"{scenario}.settings.yaml", port=port, metrics_port=metrics_port,
+            certs=certs, kubeconfig=kubeconfig, scope_mode=scope_mode,
+        )  # fmt: skip
         env = {"SNAPREADY_CONFIG_FILE": str(config), "POD_NAMESPACE": RELEASE_NS}
         argv = ["--config", str(config), "--kubeconfig", str(kubeconfig)]
         server = start_snapready(scenario, argv, port, tmp, env=env, plane=plane)
@@ -160,6 +163,7 @@ def start_servers(
 def settings_file(
     objs: list[Obj],
     path: Path,
+    *,
     port: int,
     metrics_port: int,
     certs: Path,

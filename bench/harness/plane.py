@@ -125,4 +125,3 @@ def run_in_folder(name: str, keep: Path | None, body: Callable[[Path], int]) -> 
     except BenchError as error:
         print(f"{name} failed: {error}", file=sys.stderr)
         return 1
-

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
+MIB = 1024 * 1024
 
 
 def stat_ticks(stat: str) -> int:
