@@ -38,9 +38,8 @@ from bench.admit import print_report
 from bench.harness import proc
 from bench.harness.objects import EXAMPLES, review_file
 from bench.harness.servers import (
+    Launcher,
     certificates,
-    start_constant,
-    start_snapready,
     stop_servers,
     wait_ready,
 )
@@ -136,14 +135,15 @@ def bench(tmp: Path, generator: str, requests: int, concurrency: int, rounds: in
     certs = certificates(tmp / "certs")
     ca = certs / "ca.crt"
     ours_port, constant_port = free_port(), free_port()
-    ours = start_snapready(
+    launcher = Launcher(tmp)
+    ours = launcher.snapready(
         "snapready",
         ["--port", str(ours_port), "--cert-file", str(certs / "tls.crt"),
          "--key-file", str(certs / "tls.key"), "--policies", str(EXAMPLES),
          "--metrics-port", "0"],
-        ours_port, tmp,
+        ours_port,
     )  # fmt: skip
-    constant = start_constant(constant_port, certs, tmp, echo=False)
+    constant = launcher.constant(constant_port, certs, echo=False)
     try:
         startup = wait_ready(ours, ca, timeout=30, every=0.01)
         wait_ready(constant, ca, "/counts", timeout=30, every=0.01)

@@ -9,12 +9,9 @@ each with a fresh ``generateName``.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from bench.harness.api import Api, create, install_crds, wait_service_accounts
-from bench.harness.objects import client_pod, example_policies
-
-Obj = dict[str, Any]
+from bench.harness.objects import Obj, client_pod, example_policies
 
 POLICY_NS = "bench-snap"
 PLAIN_NS = "bench-plain"

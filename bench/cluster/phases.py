@@ -17,7 +17,6 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 import urllib3
 
@@ -25,39 +24,28 @@ from bench.cluster.objects import KINDS, PLAIN_NS, POLICY_NS
 from bench.cluster.webhooks import Webhook, live_conditions, register
 from bench.harness import proc
 from bench.harness.api import Api
+from bench.harness.objects import Obj
 from bench.harness.plane import BenchError, pid_of, wait
 from bench.harness.stats import percentile
 from tests.envtest.controlplane import ControlPlane
 
-Obj = dict[str, Any]
-
-
-@dataclass
-class Phase:
-    """What one measured phase (one scenario, kind and round) produced."""
-
-    latencies: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    pods: int = 0
-    wall_ms: float = 0.0
-    cpu: dict[str, float] = field(default_factory=dict)
-    """CPU milliseconds by process: webhook, apiserver, etcd, kcm, client; ``other``: the rest
-    of the machine (other users' processes)."""
-    calls: dict[str, float] = field(default_factory=dict)
-
 
 @dataclass
 class Totals:
-    """One scenario and kind, summed over rounds."""
+    """One measured phase (one scenario, kind and round), or the sum of a scenario and kind's
+    phases over the rounds."""
 
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     pods: int = 0
     wall_ms: float = 0.0
     cpu: Counter[str] = field(default_factory=Counter)
+    """CPU milliseconds by process: webhook, apiserver, etcd, kcm, client; ``other``: the rest
+    of the machine (other users' processes)."""
     calls: Counter[str] = field(default_factory=Counter)
+    """Webhook calls by ``mutate``/``validate`` (the server's own counter)."""
 
-    def add(self, phase: Phase) -> None:
+    def add(self, phase: Totals) -> None:
         self.latencies += phase.latencies
         self.errors += phase.errors
         self.pods += phase.pods
@@ -197,7 +185,7 @@ class Bench:
         now["machine"] = proc.machine_busy_ms()
         return now
 
-    def measure(self, scenario: str, kind: str, count: int) -> Phase:
+    def measure(self, scenario: str, kind: str, count: int) -> Totals:
         """Create ``count`` pods of ``kind``; latencies, CPU and webhook call deltas."""
         if time.monotonic() > self.deadline:
             raise BenchError("--timeout reached")
@@ -211,14 +199,8 @@ class Bench:
         calls_after = hook.counts() if hook else {}
         cpu = {name: cpu_after[name] - cpu_before[name] for name in cpu_after}
         cpu["other"] = max(0.0, cpu.pop("machine") - cpu.pop("bench"))
-        return Phase(
-            latencies=latencies,
-            errors=errors,
-            pods=len(latencies),
-            wall_ms=wall_ms,
-            cpu=cpu,
-            calls={k: calls_after.get(k, 0) - calls_before.get(k, 0) for k in calls_after},
-        )
+        calls = {k: calls_after.get(k, 0) - calls_before.get(k, 0) for k in calls_after}
+        return Totals(latencies, errors, len(latencies), wall_ms, Counter(cpu), Counter(calls))
 
 
 def run_bench(

@@ -13,27 +13,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from bench.cluster.objects import RELEASE, RELEASE_NS
 from bench.harness.api import Api, create
+from bench.harness.objects import Obj
 from bench.harness.plane import BenchError
 from bench.harness.servers import (
+    Launcher,
     Server,
     constant_counts,
     snapready_counts,
-    start_constant,
-    start_snapready,
     wait_ready,
 )
 from tests.envtest.controlplane import ControlPlane, free_port
 from tests.support.helm_support import settings_of
 from tests.support.snapready_proc import ca_bundle
 from tests.support.webhooks import WEBHOOK_KINDS, point_at, render_chart
-
-Obj = dict[str, Any]
 
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 INJECT_DIGEST = "sha256:" + "5e" * 32
@@ -136,9 +133,10 @@ def start_servers(
         charts[True] = chart_objects(True)
     kubeconfig = install_identity(api, plane, charts[False], tmp)
     hooks: dict[str, Webhook] = {}
+    launcher = Launcher(tmp, plane)
     if "constant" in scenarios:
         port = free_port()
-        server = start_constant(port, certs, tmp, echo=True, plane=plane)
+        server = launcher.constant(port, certs, echo=True)
         counts = partial(constant_counts, port, certs / "ca.crt")
         hooks["constant"] = Webhook(server, webhook_configs(charts[False], port, ca), counts)
     for scenario in [s for s in scenarios if s.startswith("snapready")]:
@@ -148,9 +146,10 @@ def start_servers(
             objs, tmp / f"{scenario}.settings.yaml", port=port, metrics_port=metrics_port,
             certs=certs, kubeconfig=kubeconfig, scope_mode=scope_mode,
         )  # fmt: skip
-        env = {"SNAPREADY_CONFIG_FILE": str(config), "POD_NAMESPACE": RELEASE_NS}
         argv = ["--config", str(config), "--kubeconfig", str(kubeconfig)]
-        server = start_snapready(scenario, argv, port, tmp, env=env, plane=plane)
+        server = launcher.snapready(
+            scenario, argv, port, SNAPREADY_CONFIG_FILE=str(config), POD_NAMESPACE=RELEASE_NS
+        )
         counts = partial(snapready_counts, metrics_port)
         hooks[scenario] = Webhook(server, webhook_configs(objs, port, ca), counts)
         if len([s for s in hooks if s.startswith("snapready")]) == 1:

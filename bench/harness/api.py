@@ -12,15 +12,12 @@ from __future__ import annotations
 import json
 import time
 from functools import partial
-from typing import Any
 
 import urllib3
 
-from bench.harness.objects import RUNTIME_CLASS, crds
+from bench.harness.objects import RUNTIME_CLASS, Obj, crds
 from bench.harness.plane import BenchError, wait
 from tests.envtest.controlplane import ControlPlane
-
-Obj = dict[str, Any]
 
 SNAPSHOT_API = "/apis/podsnapshot.gke.io/v1"
 RETRIED = (429, 500, 502, 503, 504)

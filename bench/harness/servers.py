@@ -25,7 +25,13 @@ import urllib3
 
 from bench.harness.objects import ROOT
 from bench.harness.plane import BenchError, stop_named, wait
-from tests.envtest.controlplane import ControlPlane, ProcessRecord, start_time, stop_processes
+from tests.envtest.controlplane import (
+    ControlPlane,
+    ProcessRecord,
+    launch,
+    start_time,
+    stop_processes,
+)
 from tests.support.snapready_proc import generate_certs
 
 METRIC_LINE = re.compile(r"^snapready_admission_requests_total\{([^}]*)\}\s+(\S+)$", re.MULTILINE)
@@ -62,63 +68,38 @@ def spawn(
     """Start ``argv`` in its own session from the repository root, output to ``log``; recorded
     as ``name`` in ``plane``'s descriptor, so its watchdog stops it if the benchmark dies."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("SNAPREADY_", "KUBE"))}
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env={**inherited, **env},
-            start_new_session=True,
-        )
+    process = launch(argv, log, env={**inherited, **env}, cwd=ROOT)
     if plane is not None:
-        plane.processes.append(ProcessRecord(name, process.pid, start_time(process.pid), str(log)))
-        plane.save()
+        plane.record(name, process.pid, log)
     return process
 
 
-def start_module(
-    name: str,
-    module: str,
-    args: list[str],
-    port: int,
-    folder: Path,
-    *,
-    env: dict[str, str] | None = None,
-    plane: ControlPlane | None = None,
-) -> Server:
-    """``python -m module args`` as server ``name`` on ``port``, logging to ``folder/name.log``."""
-    log = folder / f"{name}.log"
-    began_wall, began = time.time(), time.monotonic()
-    argv = [sys.executable, "-m", module, *args]
-    process = spawn(argv, log, env or {}, plane=plane, name=name)
-    return Server(name, process, port, log, began, began_wall)
+@dataclass(frozen=True)
+class Launcher:
+    """Starts a benchmark's servers: logs in ``folder``, recorded in ``plane`` when there is one."""
 
+    folder: Path
+    plane: ControlPlane | None = None
 
-def start_snapready(
-    name: str,
-    args: list[str],
-    port: int,
-    folder: Path,
-    *,
-    env: dict[str, str] | None = None,
-    plane: ControlPlane | None = None,
-) -> Server:
-    """``snapready serve args``; no shutdown drain unless ``env`` or a settings file says so."""
-    drain = {"SNAPREADY_SERVER__DRAIN_SECONDS": "0", **(env or {})}
-    return start_module(name, "webhook", ["serve", *args], port, folder, env=drain, plane=plane)
+    def module(self, name: str, argv: list[str], port: int, env: dict[str, str]) -> Server:
+        """``python -m argv`` as server ``name`` on ``port``, logging to ``folder/name.log``."""
+        log = self.folder / f"{name}.log"
+        began_wall, began = time.time(), time.monotonic()
+        command = [sys.executable, "-m", *argv]
+        process = spawn(command, log, env, plane=self.plane, name=name)
+        return Server(name, process, port, log, began, began_wall)
 
+    def snapready(self, name: str, args: list[str], port: int, **env: str) -> Server:
+        """``snapready serve args``; no shutdown drain unless ``env`` or a settings file says so."""
+        drain = {"SNAPREADY_SERVER__DRAIN_SECONDS": "0", **env}
+        return self.module(name, ["webhook", "serve", *args], port, drain)
 
-def start_constant(
-    port: int, certs: Path, folder: Path, *, echo: bool, plane: ControlPlane | None = None
-) -> Server:
-    """The constant webhook (``bench.harness.constant``) with the certificate in ``certs``;
-    ``echo``: it answers with the request's uid (an API server checks it), else a fixed body."""
-    args = [str(port), str(certs / "tls.crt"), str(certs / "tls.key")]
-    if echo:
-        args.append("--echo")
-    return start_module("constant", "bench.harness.constant", args, port, folder, plane=plane)
+    def constant(self, port: int, certs: Path, *, echo: bool) -> Server:
+        """The constant webhook (``bench.harness.constant``) with the certificate in ``certs``;
+        ``echo``: it answers with the request's uid (an API server checks it), else a fixed
+        body."""
+        argv = ["bench.harness.constant", str(port), str(certs / "tls.crt"), str(certs / "tls.key")]
+        return self.module("constant", [*argv, "--echo"] if echo else argv, port, {})
 
 
 def stop_servers(

@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bench.harness import proc
 from bench.harness.api import Api
+from bench.harness.objects import Obj
 from bench.harness.plane import assets, run_in_folder, start_plane, versions
 from bench.harness.proc import MIB
 from bench.harness.servers import certificates
@@ -29,8 +29,6 @@ from bench.scale.report import Outcome, listed_line, report
 from bench.scale.serve import Figures, Snapready
 from bench.scale.workload import Sizes, make_plan, namespace_name, pod_objects
 from tests.envtest.controlplane import ControlPlane
-
-Obj = dict[str, Any]
 
 DEFAULTS = {"nodes": 2000, "pods": 20000, "snapshots": 5000, "namespaces": 50}
 QUICK = {"nodes": 200, "pods": 2000, "snapshots": 500, "namespaces": 10}

@@ -21,14 +21,13 @@ from typing import Any
 import orjson
 
 from bench.harness import proc
-from bench.harness.objects import ROOT
+from bench.harness.objects import ROOT, Obj
 from bench.harness.stats import markdown_table
 from tests.envtest.controlplane import ControlPlane
 from webhook.base.config import load_settings
 from webhook.cluster.caches import ClusterSource, timing_from
 from webhook.cluster.client import KubeTransport, api_client
 
-Obj = dict[str, Any]
 MIB = proc.MIB
 
 

@@ -23,13 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import objects
-from bench.harness.objects import ROOT
+from bench.harness.objects import ROOT, Obj
 from bench.harness.plane import BenchError
 from bench.harness.stats import percentile
 from bench.scale.serve import Snapready, log_entries
 from bench.scale.workload import PREFIX, namespace_name
-
-Obj = dict[str, Any]
 
 
 def run_client(port: int, ca: str, body_file: str, count: int) -> None:

@@ -12,9 +12,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-Obj = dict[str, Any]
+from bench.harness.objects import Obj
 
 GKE_VERSION = "v1.35.3-gke.1234000"
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"

@@ -17,18 +17,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import urllib3
 
 from bench.harness.api import Api, create, install_crds, wait_service_accounts
+from bench.harness.objects import Obj
 from bench.harness.plane import BenchError, stop_named
 from bench.scale.nodes import Pool, stamp, suffix
 from bench.scale.workload import POLICY, PREFIX, Plan
 from tests.envtest.controlplane import ControlPlane
 from webhook.kube.snapshots import OriginRecord
-
-Obj = dict[str, Any]
 
 STORAGE_CONFIG = "snapshots-us-central1"
 BUCKET = "snapready-snapshots-us-central1"

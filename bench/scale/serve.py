@@ -15,13 +15,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from bench.harness import proc
-from bench.harness.servers import Server, start_snapready, stop_servers, wait_ready
+from bench.harness.objects import Obj
+from bench.harness.servers import Launcher, Server, stop_servers, wait_ready
 from tests.envtest.controlplane import ControlPlane, free_port
-
-Obj = dict[str, Any]
 
 
 @dataclass
@@ -70,7 +68,7 @@ def start(label: str, plane: ControlPlane, certs: Path, tmp: Path) -> Snapready:
     args = ["--source", "kube", "--kubeconfig", str(plane.admin_kubeconfig), "--host",
             "127.0.0.1", "--port", str(port), "--cert-file", str(certs / "tls.crt"),
             "--key-file", str(certs / "tls.key"), "--metrics-port", str(metrics)]  # fmt: skip
-    server = start_snapready(f"snapready-{label}", args, port, tmp, plane=plane)
+    server = Launcher(tmp, plane).snapready(f"snapready-{label}", args, port)
     return Snapready(label, plane, server, Figures(label))
 
 

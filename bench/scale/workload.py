@@ -14,14 +14,11 @@ import hashlib
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from bench.harness.objects import API_SERVER_DEFAULTS, client_pod
+from bench.harness.objects import API_SERVER_DEFAULTS, Obj, client_pod
 from bench.scale.nodes import POOLS, node_name, stamp, suffix
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
-
-Obj = dict[str, Any]
 
 PREFIX = "snapready.io/"
 POLICY = "llm-policy"
