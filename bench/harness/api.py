@@ -31,7 +31,7 @@ GROUPS = {
     "Role": "/apis/rbac.authorization.k8s.io/v1",
     "RoleBinding": "/apis/rbac.authorization.k8s.io/v1",
 }
-PLURALS = {"PodSnapshotPolicy": "podsnapshotpolicies"}
+PLURALS = {"PodSnapshotPolicy": "podsnapshotpolicies", "RuntimeClass": "runtimeclasses"}
 
 
 class Api:
