@@ -171,7 +171,7 @@ def measure(run: Run) -> int:
     args = run.args
     sizes = Sizes(args.nodes, args.pods, args.snapshots, args.namespaces)
     plan = make_plan(sizes)
-    planes, apis, versions = start_planes(run)
+    planes, apis, described = start_planes(run)
     run.say("snapready on the empty cluster")
     empty = run.serve("empty", planes["empty"], args.settle)
 
@@ -214,7 +214,7 @@ def measure(run: Run) -> int:
     for server in (empty, scale):
         server.figures.rss_after_load_mib = proc.memory_mib(server.pid)["VmRSS"]
     outcome = Outcome(sizes, create_s, empty.figures, scale.figures, stages, latency,
-                      args.requests, args.rounds, versions)  # fmt: skip
+                      args.requests, args.rounds, described)  # fmt: skip
     rss_met = report(outcome)
     if args.heap == "on" or (args.heap == "auto" and not rss_met):
         for server in list(run.servers):
