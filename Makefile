@@ -27,11 +27,11 @@ serve: $(STAMP) ## run the webhook on https://127.0.0.1:8443 (local CA in certs/
 	$(BIN)/snapready serve --policies manifests/examples
 
 lint: $(STAMP) ## ruff lint and format check; lint-imports holds the layers (pyproject [tool.importlinter])
-	$(BIN)/ruff check webhook tests scripts
-	$(BIN)/ruff format --check webhook tests scripts
+	$(BIN)/ruff check webhook tests scripts bench
+	$(BIN)/ruff format --check webhook tests scripts bench
 	$(BIN)/lint-imports
 
-typecheck: $(STAMP) ## mypy --strict on the package and tests
+typecheck: $(STAMP) ## mypy --strict on the package, the benchmarks and the tests
 	$(BIN)/mypy
 
 # The rehydrate helper is tested under dash and busybox sh (tests/assets/test_helpers_sh.py).
@@ -58,16 +58,16 @@ fuzz: $(STAMP) ## longer hypothesis fuzzing of the admission edge
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -n 2 -m "slow or fuzz" -p no:randomly tests
 
 bench: $(STAMP) ## throughput/latency benchmark against a constant-response server
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python -m bench.throughput $(BENCH_ARGS)
 
 bench-admit: $(STAMP) ## in-process cost of one selected pod's admission (issue 16: admit <= 60 us)
-	$(BIN)/python scripts/bench_admit.py $(BENCH_ARGS)
+	$(BIN)/python -m bench.admit $(BENCH_ARGS)
 
 bench-cluster: $(STAMP) ## pod CREATE latency through a real kube-apiserver: none vs constant webhook vs snapready
-	$(BIN)/python scripts/bench_cluster.py $(BENCH_ARGS)
+	$(BIN)/python -m bench.cluster $(BENCH_ARGS)
 
 bench-scale: $(STAMP) ## caches at scale (2,000 nodes, 20,000 pods, 5,000 PodSnapshots): sync time, RSS, admission p99
-	$(BIN)/python scripts/bench_scale.py $(BENCH_ARGS)
+	$(BIN)/python -m bench.scale $(BENCH_ARGS)
 
 manifests: $(STAMP) ## regenerate manifests/install.yaml from the chart
 	$(BIN)/python scripts/render_manifests.py

@@ -513,6 +513,11 @@ class ControlPlane:
             data[key] = Path(data[key])
         return cls(**data, processes=processes)
 
+    def record(self, name: str, pid: int, log: Path) -> None:
+        """Add a started process to the descriptor (saved): ``stop`` and the watchdog stop it."""
+        self.processes.append(ProcessRecord(name, pid, start_time(pid), str(log)))
+        self.save()
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     def stop(self, *, remove: bool = True) -> None:
@@ -530,27 +535,34 @@ class ControlPlane:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def launch(
+    argv: list[str], log: Path, *, env: dict[str, str], cwd: Path
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session (process group: stopped as a group, not by Ctrl-C) with
+    stdin closed and its output appended to ``log``; the benchmarks start their servers so too."""
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+
+
 def _spawn(
     plane: ControlPlane, name: str, argv: list[str], cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
     log = plane.directory / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {key: value for key, value in os.environ.items() if not key.startswith("KUBE")}
-    with log.open("ab") as output:
-        try:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                cwd=cwd or plane.directory,
-                env=env,
-                start_new_session=True,  # own process group: stopped as a group, not by Ctrl-C
-            )
-        except OSError as error:
-            raise ControlPlaneError(f"cannot run {argv[0]}: {error}") from error
-    plane.processes.append(ProcessRecord(name, process.pid, start_time(process.pid), str(log)))
-    plane.save()  # recorded before waiting for anything: a crash here still leaves the pid known
+    try:
+        process = launch(argv, log, env=env, cwd=cwd or plane.directory)
+    except OSError as error:
+        raise ControlPlaneError(f"cannot run {argv[0]}: {error}") from error
+    plane.record(name, process.pid, log)  # before waiting: a crash here still leaves it known
     return process
 
 

@@ -1,18 +1,19 @@
-"""Benchmark ``snapready serve`` against a constant-response uvicorn server (``make bench``).
+"""Throughput and latency of ``snapready serve`` against the constant webhook (``make bench``).
 
-Both servers: one worker, uvloop + httptools, TLS 1.2+ with the same generated certificate, on
-127.0.0.1. Each scenario posts the same captured AdmissionReview with 16 concurrent keep-alive
-connections, to the constant server first and to snapready second, after a warm-up. The load
-generator is ``hey`` (Debian package; limited to one CPU with ``-cpus 1``) when installed, else an
-asyncio + httpx generator in this script (much slower: it then limits both servers alike).
-The generator runs on the same machine and competes with the server for CPU: figures are
-comparable with each other (the ratios), not with a dedicated load machine.
+Baseline: the constant-response server (``bench.harness.constant``, fixed body) with the same
+generated certificate; both: one worker, uvloop + httptools, TLS 1.2+, on 127.0.0.1. Each scenario
+posts the same captured AdmissionReview with 16 concurrent keep-alive connections, to the constant
+server first and to snapready second, after a warm-up. The load generator is ``hey`` (Debian
+package; limited to one CPU with ``-cpus 1``) when installed, else an asyncio + httpx generator in
+this module (much slower: it then limits both servers alike). The generator runs on the same
+machine and competes with the server for CPU: figures are comparable with each other (the ratios),
+not with a dedicated load machine.
 
 Prints requests/s, p50 and p99 per scenario and server, the ratios against the targets of
 design.md, start-up to ready time, peak RSS of the snapready process, and the in-process cost of
-one selected pod (``scripts/bench_admit.py``). No assertions: exit 0 whatever the figures.
+one selected pod (``bench.admit``). No assertions: exit 0 whatever the figures.
 
-Usage: ``python scripts/bench.py [--requests 10000] [--rounds 3] [--concurrency 16]
+Usage: ``python -m bench.throughput [--requests 10000] [--rounds 3] [--concurrency 16]
 [--generator hey|httpx]``
 """
 
@@ -23,7 +24,6 @@ import asyncio
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,18 +31,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import httpx
 
-import httpx  # noqa: E402
-import orjson  # noqa: E402
+from bench.admit import print_report
+from bench.harness import proc
+from bench.harness.objects import EXAMPLES, review_file
+from bench.harness.servers import (
+    Launcher,
+    certificates,
+    stop_servers,
+    wait_ready,
+)
+from bench.harness.stats import percentile
+from tests.envtest.controlplane import free_port
 
-from webhook.server import certs  # noqa: E402
-
-REVIEWS = ROOT / "tests" / "data" / "reviews"
-POLICIES = ROOT / "manifests" / "examples"
 SCENARIOS = (
     ("selected pod CREATE", "03", "/mutate", 0.7),
     ("unselected pod", "01", "/mutate", 0.9),
@@ -52,10 +55,6 @@ SCENARIOS = (
 P99_TARGET_MS = 10.0
 RSS_TARGET_MB = 150.0
 STARTUP_TARGET_S = 2.0
-CONSTANT_BODY = orjson.dumps(
-    {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-     "response": {"uid": "00000000-0000-0000-0000-000000000000", "allowed": True}}
-)  # fmt: skip
 
 
 @dataclass
@@ -65,63 +64,6 @@ class Result:
     rps: float
     p50_ms: float
     p99_ms: float
-
-
-async def constant_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """ASGI app that drains the request body and answers a fixed AdmissionReview."""
-    if scope["type"] != "http":
-        return
-    more = True
-    while more:
-        message = await receive()
-        more = message.get("more_body", False)
-    headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(CONSTANT_BODY)).encode())]  # fmt: skip
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": CONSTANT_BODY})
-
-
-def run_constant_server(port: int, cert: str, key: str) -> None:
-    """Serve ``constant_app`` like ``snapready serve`` runs (uvloop, httptools, TLS >= 1.2)."""
-    import ssl  # noqa: PLC0415
-
-    import uvicorn  # noqa: PLC0415
-
-    config = uvicorn.Config(
-        constant_app, host="127.0.0.1", port=port, ssl_certfile=cert, ssl_keyfile=key,
-        loop="uvloop", http="httptools", log_config=None, access_log=False,
-        server_header=False, lifespan="off", timeout_keep_alive=65,
-    )  # fmt: skip
-    config.load()
-    assert config.ssl is not None
-    config.ssl.minimum_version = ssl.TLSVersion.TLSv1_2
-    uvicorn.Server(config).run()
-
-
-def free_port() -> int:
-    """An unused loopback TCP port."""
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_ready(
-    url: str, ca: Path, process: subprocess.Popen[bytes], started: float, timeout: float = 30
-) -> float:
-    """Seconds from ``started`` (monotonic) until ``url`` answers 200 (polling every 10 ms)."""
-    while time.monotonic() - started < timeout:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited with {process.returncode}")
-        try:
-            if httpx.get(url, verify=str(ca), timeout=1).status_code == 200:
-                return time.monotonic() - started
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.01)
-    raise SystemExit(f"{url} not ready after {timeout}s")
 
 
 def hey_load(url: str, body: Path, requests: int, concurrency: int) -> Result:
@@ -171,22 +113,8 @@ def httpx_load(url: str, body: Path, requests: int, concurrency: int, ca: Path) 
             return time.perf_counter() - started
 
     elapsed = asyncio.run(main())
-    cuts = statistics.quantiles(latencies, n=100)
-    return Result(len(latencies) / elapsed, cuts[49] * 1000, cuts[98] * 1000)
-
-
-def peak_rss_mb(pid: int) -> float:
-    """``VmHWM`` (peak resident set) of ``pid`` in MiB."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    match = re.search(r"VmHWM:\s+(\d+) kB", status)
-    return int(match.group(1)) / 1024 if match else float("nan")
-
-
-def start(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start a server subprocess logging to ``log``."""
-    return subprocess.Popen(
-        args, stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-    )
+    p50, p99 = (percentile(latencies, q, "exclusive") * 1000 for q in (50, 99))
+    return Result(len(latencies) / elapsed, p50, p99)
 
 
 def main() -> int:
@@ -196,13 +124,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="runs per server and scenario")
     parser.add_argument("--generator", choices=["hey", "httpx"], default=None)
-    parser.add_argument("--constant-server", nargs=3, metavar=("PORT", "CERT", "KEY"),
-                        help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args()
-    if args.constant_server:
-        port, cert, key = args.constant_server
-        run_constant_server(int(port), cert, key)
-        return 0
     generator = args.generator or ("hey" if shutil.which("hey") else "httpx")
     with tempfile.TemporaryDirectory(prefix="snapready-bench-") as tmp_name:
         return bench(Path(tmp_name), generator, args.requests, args.concurrency, args.rounds)
@@ -210,49 +132,30 @@ def main() -> int:
 
 def bench(tmp: Path, generator: str, requests: int, concurrency: int, rounds: int) -> int:
     """Start both servers, load them scenario by scenario, print the figures."""
-    paths = certs.generate(tmp / "certs")
+    certs = certificates(tmp / "certs")
+    ca = certs / "ca.crt"
     ours_port, constant_port = free_port(), free_port()
-    launched = time.monotonic()
-    ours = start(
-        [sys.executable, "-m", "webhook", "serve", "--port", str(ours_port),
-         "--cert-file", str(paths.tls_cert), "--key-file", str(paths.tls_key),
-         "--policies", str(POLICIES), "--metrics-port", "0"],
-        tmp / "snapready.log", env={"SNAPREADY_SERVER__DRAIN_SECONDS": "0"},
+    launcher = Launcher(tmp)
+    ours = launcher.snapready(
+        "snapready",
+        ["--port", str(ours_port), "--cert-file", str(certs / "tls.crt"),
+         "--key-file", str(certs / "tls.key"), "--policies", str(EXAMPLES),
+         "--metrics-port", "0"],
+        ours_port,
     )  # fmt: skip
-    constant = start(
-        [sys.executable, __file__, "--constant-server", str(constant_port),
-         str(paths.tls_cert), str(paths.tls_key)],
-        tmp / "constant.log",
-    )  # fmt: skip
+    constant = launcher.constant(constant_port, certs, echo=False)
     try:
-        startup = wait_ready(f"https://127.0.0.1:{ours_port}/readyz", paths.ca_cert, ours, launched)
-        wait_constant(constant_port, paths.ca_cert, constant)
+        startup = wait_ready(ours, ca, timeout=30, every=0.01)
+        wait_ready(constant, ca, "/counts", timeout=30, every=0.01)
         ports = {"constant": constant_port, "snapready": ours_port}
-        rows = run_scenarios(
-            tmp, generator, requests, concurrency, ca=paths.ca_cert, ports=ports, rounds=rounds
-        )
-        rss = peak_rss_mb(ours.pid)
+        rows = run_scenarios(tmp, generator, requests, concurrency, ca=ca, ports=ports,
+                             rounds=rounds)  # fmt: skip
+        rss = proc.memory_mib(ours.process.pid).get("VmHWM", float("nan"))
     finally:
-        for process in (ours, constant):
-            process.terminate()
-            process.wait(30)
+        stop_servers([ours, constant], timeout=30)
     report(rows, startup=startup, rss=rss, generator=generator, requests=requests,
            concurrency=concurrency, rounds=rounds)  # fmt: skip
     return 0
-
-
-def wait_constant(port: int, ca: Path, process: subprocess.Popen[bytes]) -> None:
-    """Wait for the constant server (it answers any path, POST only matters for load)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit("constant server exited")
-        try:
-            httpx.post(f"https://127.0.0.1:{port}/", content=b"{}", verify=str(ca), timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.01)
-    raise SystemExit("constant server not ready")
 
 
 def run_scenarios(
@@ -270,7 +173,7 @@ def run_scenarios(
     rows = []
     for name, prefix, path, target in SCENARIOS:
         body = tmp / f"{prefix}.json"
-        body.write_bytes(next(REVIEWS.glob(f"{prefix}-*.json")).read_bytes())
+        body.write_bytes(review_file(prefix).read_bytes())
         results: dict[str, Result] = {}
         load_of: dict[str, Callable[[int], Result]] = {}
         for server in ("constant", "snapready"):
@@ -327,8 +230,6 @@ def report(
     print(f"\nstartup to ready: {startup:.2f} s (target <= {STARTUP_TARGET_S} s)")
     print(f"peak RSS of snapready serve: {rss:.0f} MiB (target <= {RSS_TARGET_MB:.0f} MiB)")
     print(f"p99 target: <= {P99_TARGET_MS} ms at {concurrency} connections\n")
-    from bench_admit import print_report  # noqa: PLC0415 - the in-process figures (issue 16)
-
     print_report(inject=False, rounds=5, number=2000)
 
 

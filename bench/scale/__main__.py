@@ -1,0 +1,229 @@
+"""``python -m bench.scale``: flags, both clusters, the snapready runs, the latency rounds.
+
+What it measures and against which baseline: ``bench/scale/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.harness import proc
+from bench.harness.api import Api
+from bench.harness.objects import Obj
+from bench.harness.plane import assets, run_in_folder, start_plane, versions
+from bench.harness.proc import MIB
+from bench.harness.servers import certificates
+from bench.scale import serve
+from bench.scale.heap import heap_report
+from bench.scale.latency import measure_latency, review_body
+from bench.scale.nodes import POOLS, node_objects
+from bench.scale.populate import run_parallel, set_up_base, snapshot_objects
+from bench.scale.report import Outcome, listed_line, report
+from bench.scale.serve import Figures, Snapready
+from bench.scale.workload import Sizes, make_plan, namespace_name, pod_objects
+from tests.envtest.controlplane import ControlPlane
+
+DEFAULTS = {"nodes": 2000, "pods": 20000, "snapshots": 5000, "namespaces": 50}
+QUICK = {"nodes": 200, "pods": 2000, "snapshots": 500, "namespaces": 10}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.scale",
+        description="snapready's caches at scale on a real control plane: sync time, RSS and "
+        "in-handler admission latency against an empty cluster. See the module docstring.",
+    )
+    for name, default in DEFAULTS.items():
+        parser.add_argument(f"--{name}", type=int, default=None, help=f"default {default}")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: " + "/".join(map(str, QUICK.values())) + ", 400 requests, settle 10 s",
+    )
+    parser.add_argument("--concurrency", type=int, default=24, help="create threads (default 24)")
+    parser.add_argument("--requests", type=int, default=None, help="POST /mutate per server (2000)")
+    parser.add_argument("--rounds", type=int, default=8, help="alternating latency rounds (8)")
+    parser.add_argument(
+        "--settle", type=float, default=None, help="seconds before the second RSS (30)"
+    )
+    parser.add_argument(
+        "--no-stages",
+        dest="stages",
+        action="store_false",
+        help="skip the RSS measurements after the nodes and after the pods",
+    )
+    parser.add_argument(
+        "--heap",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="in-process tracemalloc of the caches (auto: when an RSS target is missed)",
+    )
+    parser.add_argument(
+        "--ready-timeout", type=float, default=600, help="give snapready SECONDS to sync"
+    )
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="work in DIR and keep it (logs)")
+    parser.add_argument("--timeout", type=float, default=3600, help="give up after SECONDS")
+    args = parser.parse_args()
+    preset = QUICK if args.quick else DEFAULTS
+    for name, value in preset.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.requests is None:
+        args.requests = 400 if args.quick else 2000
+    if args.settle is None:
+        args.settle = 10.0 if args.quick else 30.0
+    if args.quick:
+        args.rounds = min(args.rounds, 4)
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    return run_in_folder("bench-scale", args.keep, lambda tmp: bench_in(tmp, args))
+
+
+@dataclass
+class Run:
+    """One run: its folder, flags, and what it started (for the clean-up)."""
+
+    tmp: Path
+    args: argparse.Namespace
+    began: float = field(default_factory=time.monotonic)
+    planes: list[ControlPlane] = field(default_factory=list)
+    servers: list[Snapready] = field(default_factory=list)
+    apis: list[Api] = field(default_factory=list)
+
+    @property
+    def certs(self) -> Path:
+        return self.tmp / "certs"
+
+    def say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.began:5.0f} s] {text}", flush=True)
+
+    def serve(self, label: str, plane: ControlPlane, settle_s: float) -> Snapready:
+        """Start snapready on ``plane``; wait until ready; RSS now and ``settle_s`` later."""
+        server = serve.start(label, plane, self.certs, self.tmp)
+        self.servers.append(server)
+        serve.wait_synced(server, self.certs / "ca.crt", self.args.ready_timeout)
+        f = server.figures
+        self.say(
+            f"  snapready {label}: ready in {f.ready_s:.1f} s, RSS {f.rss_sync_mib:.0f} MiB "
+            f"(peak {f.hwm_sync_mib:.0f}); lists: {listed_line(f)}"
+        )
+        serve.settle(server, settle_s)
+        self.say(f"  +{settle_s:.0f} s: RSS {f.rss_settled_mib:.0f} MiB")
+        return server
+
+    def stop(self, server: Snapready) -> None:
+        serve.stop(server)
+        self.servers.remove(server)
+
+
+def bench_in(tmp: Path, args: argparse.Namespace) -> int:
+    """The whole run inside ``tmp``; every process is stopped by pid before returning."""
+    run = Run(tmp, args)
+    try:
+        return measure(run)
+    finally:
+        stopping = time.monotonic()
+        for server in run.servers:
+            with contextlib.suppress(Exception):
+                serve.stop(server)
+        for api in run.apis:
+            api.close()
+        for plane in run.planes:
+            plane.stop(remove=not args.keep)
+        print(f"stopped every process by pid in {time.monotonic() - stopping:.1f} s", flush=True)
+
+
+def start_planes(run: Run) -> tuple[dict[str, ControlPlane], dict[str, Api], str]:
+    """Both control planes, their clients, the empty cluster set up, the certificates."""
+    binaries = assets(run.tmp)
+    planes = {}
+    for label in ("empty", "scale"):
+        run.say(f"starting the {label} control plane ({binaries})")
+        planes[label] = start_plane(binaries, run.tmp, label)
+        run.planes.append(planes[label])
+    concurrency = run.args.concurrency
+    apis = {
+        label: Api(plane, concurrency, retries=4, read_timeout=60)
+        for label, plane in planes.items()
+    }
+    run.apis += apis.values()
+    set_up_base(planes["empty"], apis["empty"], [namespace_name(0)])
+    certificates(run.certs)
+    ran = versions(planes["scale"], binaries)
+    described = (
+        f"snapready tree {ran.tree}, Python {sys.version.split()[0]}, kube-apiserver "
+        f"{ran.apiserver}, {ran.etcd.replace('Version: ', 'etcd ')}, {os.cpu_count()} CPUs"
+    )
+    return planes, apis, described
+
+
+def measure(run: Run) -> int:
+    args = run.args
+    sizes = Sizes(args.nodes, args.pods, args.snapshots, args.namespaces)
+    plan = make_plan(sizes)
+    planes, apis, described = start_planes(run)
+    run.say("snapready on the empty cluster")
+    empty = run.serve("empty", planes["empty"], args.settle)
+
+    run.say(f"scale cluster: {sizes.namespaces} namespaces with a policy each")
+    set_up_base(planes["scale"], apis["scale"], plan.namespaces)
+    pool_of = {name: pool for pool in POOLS for name in plan.nodes_by_pool.get(pool.name, [])}
+    kinds: list[tuple[str, int, Callable[[int], tuple[Obj, Obj | None]]]] = [
+        ("nodes", sizes.nodes, node_objects),
+        ("pods", sizes.pods, lambda i: pod_objects(*plan.pods[i], i)),
+        ("snapshots", sizes.snapshots, lambda i: snapshot_objects(i, plan, pool_of)),
+    ]
+    create_s: dict[str, float] = {}
+    stages: list[tuple[str, Figures]] = []
+    for name, count, make in kinds:
+        run.say(f"creating {count} {name} (+ status) with {args.concurrency} threads")
+        create_s[name] = run_parallel(
+            name,
+            count,
+            make,
+            apis["scale"],
+            concurrency=args.concurrency,
+            deadline=run.began + args.timeout,
+        )
+        run.say(f"  {count} {name} in {create_s[name]:.0f} s ({count / create_s[name]:.0f}/s)")
+        if args.stages and name != "snapshots":
+            stage = run.serve(f"stage-{name}", planes["scale"], min(args.settle, 10.0))
+            run.stop(stage)
+            stages.append((name, stage.figures))
+
+    database = planes["scale"].directory / "etcd" / "member" / "snap" / "db"
+    with contextlib.suppress(OSError):
+        run.say(f"etcd database {database.stat().st_size / MIB:.0f} MiB (quota: etcd's 2 GiB)")
+    run.say("snapready on the scale cluster")
+    scale = run.serve("scale", planes["scale"], args.settle)
+    run.say(f"admission latency: {args.requests} POST /mutate per server, {args.rounds} rounds")
+    body = review_body(run.tmp)
+    latency = measure_latency(
+        [empty, scale], run.certs / "ca.crt", body, args.requests, args.rounds
+    )
+    for server in (empty, scale):
+        server.figures.rss_after_load_mib = proc.memory_mib(server.pid)["VmRSS"]
+    outcome = Outcome(sizes, create_s, empty.figures, scale.figures, stages, latency,
+                      args.requests, args.rounds, described)  # fmt: skip
+    rss_met = report(outcome)
+    if args.heap == "on" or (args.heap == "auto" and not rss_met):
+        for server in list(run.servers):
+            run.stop(server)
+        run.say("heap of the caches on the scale cluster (in-process, tracemalloc):")
+        print(heap_report(planes["scale"]))
+    print(f"\ntotal wall time {time.monotonic() - run.began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""In-handler admission latency of ``make bench-scale``: the scale server against the empty one.
+
+Baseline: the same ``snapready serve`` on the empty cluster, measured in the same alternating
+rounds (the order flips every round, so drift on a shared machine hits both alike). Each round is a
+separate client process (``python -m bench.scale.latency PORT CA BODY COUNT``) sending ``POST
+/mutate`` of review 03 (moved to ``bench-000``) over one keep-alive HTTPS connection. Latencies:
+the server's own in-handler ``durationMs`` (its ``admission`` log lines: from reading the request
+to the decision) and the client's round trip.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.harness import objects
+from bench.harness.objects import ROOT, Obj
+from bench.harness.plane import BenchError
+from bench.harness.stats import percentile
+from bench.scale.serve import Snapready, log_entries
+from bench.scale.workload import PREFIX, namespace_name
+
+
+def run_client(port: int, ca: str, body_file: str, count: int) -> None:
+    """POST the review ``count`` times; print latencies and the last answer as JSON."""
+    body = Path(body_file).read_bytes()
+    context = ssl.create_default_context(cafile=ca)
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
+    headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    latencies: list[float] = []
+    answer: Obj = {}
+    for _ in range(count):
+        started = time.perf_counter()
+        connection.request("POST", "/mutate", body, headers)
+        response = connection.getresponse()
+        data = response.read()
+        latencies.append((time.perf_counter() - started) * 1000)
+        if response.status != 200:
+            raise SystemExit(f"HTTP {response.status}: {data[:300]!r}")
+        answer = json.loads(data)
+    connection.close()
+    print(json.dumps({"latencies": latencies, "answer": answer}))
+
+
+@dataclass
+class Latency:
+    """Latencies (ms) of one server over every round."""
+
+    handler: list[float] = field(default_factory=list)
+    client: list[float] = field(default_factory=list)
+    round_p99: list[float] = field(default_factory=list)
+    """In-handler p99 of each round (how much one server's p99 moves between rounds)."""
+    answer: Obj = field(default_factory=dict)
+
+
+def one_round(
+    server: Snapready, ca: Path, body: Path, count: int
+) -> tuple[list[float], list[float], Obj]:
+    offset = server.log.stat().st_size
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.scale.latency",
+            str(server.port),
+            str(ca),
+            str(body),
+            str(count),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    if out.returncode != 0:
+        raise BenchError(f"client against {server.label}: {out.stderr[-800:]}")
+    result = json.loads(out.stdout)
+    time.sleep(0.4)  # admission lines are flushed every 100 ms
+    handler = [
+        float(entry["durationMs"])
+        for entry in log_entries(server.log, offset)
+        if entry.get("msg") == "admission" and entry.get("endpoint") == "mutate"
+    ]
+    if len(handler) != count:
+        raise BenchError(f"{server.label}: {len(handler)} admission lines for {count} requests")
+    return handler, list(result["latencies"]), dict(result["answer"])
+
+
+def measure_latency(
+    servers: Sequence[Snapready], ca: Path, body: Path, requests: int, rounds: int
+) -> dict[str, Latency]:
+    results = {server.label: Latency() for server in servers}
+    for server in servers:  # warm-up, not counted
+        one_round(server, ca, body, max(50, requests // 10))
+    per_round = max(1, requests // rounds)
+    for number in range(rounds):
+        order = list(servers) if number % 2 == 0 else list(reversed(servers))
+        for server in order:
+            handler, client, answer = one_round(server, ca, body, per_round)
+            result = results[server.label]
+            result.handler += handler
+            result.client += client
+            result.round_p99.append(percentile(handler, 99))
+            result.answer = answer
+        print(
+            f"    round {number + 1}/{rounds}: "
+            + ", ".join(f"{s.label} p99 {results[s.label].round_p99[-1]:.2f} ms" for s in order),
+            flush=True,
+        )
+    return results
+
+
+def review_body(tmp: Path) -> Path:
+    """Review 03 in ``bench-000`` (a namespace of both clusters, with the bench policy)."""
+    review = objects.review("03")
+    review["request"]["namespace"] = namespace_name(0)
+    review["request"]["object"]["metadata"]["namespace"] = namespace_name(0)
+    path = tmp / "review.json"
+    path.write_text(json.dumps(review))
+    return path
+
+
+def describe_answer(answer: Obj) -> str:
+    """What the last answer said: allowed, and the ``restore-*`` annotations the patch wrote."""
+    response = answer.get("response") or {}
+    text = f"allowed={response.get('allowed')}"
+    patch = response.get("patch")
+    if patch:
+        ops = json.loads(base64.b64decode(patch))
+        written: dict[str, Any] = {}
+        for op in ops:
+            key = op.get("path", "").rsplit("/", 1)[-1].replace("~1", "/")
+            value = op.get("value")
+            written.update(value if isinstance(value, dict) else {key: value})
+        notes = [
+            f"{key.removeprefix(PREFIX)}={str(value)[:90]}"
+            for key, value in sorted(written.items())
+            if key.startswith(PREFIX + "restore-")
+        ]
+        text += f", {len(ops)} patch ops: {'; '.join(notes)}"
+    return text
+
+
+def main() -> int:
+    port, ca, body, count = sys.argv[1:5]
+    run_client(int(port), ca, body, int(count))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""CPU and memory parsed from the text of /proc files."""
+
+from __future__ import annotations
+
+import os
+
+from bench.harness import proc
+
+STAT = (
+    "4242 (python3 (bench) x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 "
+    "150 25 0 0 20 0 3 0 12345 100000000 5000 18446744073709551615"
+)
+STATUS = (
+    "Name:\tpython3\nVmPeak:\t  999 kB\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\nThreads:\t3\n"
+)
+
+
+def test_stat_ticks_are_utime_plus_stime_past_a_command_with_parentheses() -> None:
+    assert proc.stat_ticks(STAT) == 150 + 25
+
+
+def test_busy_ticks_leave_out_idle_and_iowait() -> None:
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    assert proc.busy_ticks("cpu  100 5 50 9000 300 7 8 2 0 0") == 100 + 5 + 50 + 7 + 8 + 2
+
+
+def test_status_mib_reads_rss_and_peak() -> None:
+    assert proc.status_mib(STATUS) == {"VmHWM": 200.0, "VmRSS": 100.0}
+
+
+def test_this_process_has_cpu_time_and_memory() -> None:
+    assert proc.cpu_ms(os.getpid()) > 0
+    memory = proc.memory_mib(os.getpid())
+    assert 0 < memory["VmRSS"] <= memory["VmHWM"]
+    assert proc.machine_busy_ms() > 0
+
+
+def test_a_gone_process_has_no_cpu_time() -> None:
+    assert proc.cpu_ms(2**22 + 1) == 0.0
