@@ -90,7 +90,9 @@ class ClusterObjects:
                 already taken (the message names both sources).
         """
         if is_snapshot_kind(document, "PodSnapshotPolicy"):
-            policy = parse_policy(document, prefix=self.prefix, where=where, namespace=self.namespace)
+            policy = parse_policy(
+                document, prefix=self.prefix, where=where, namespace=self.namespace
+            )
             if self._first(("PodSnapshotPolicy", policy.namespace, policy.name), where, document):
                 self.policies[(policy.namespace, policy.name)] = policy
         elif is_snapshot_kind(document, "PodSnapshotStorageConfig"):
@@ -173,9 +175,7 @@ def policy_dir_objects(
     return objects
 
 
-def load_policy_dir(
-    directory: Path, *, prefix: str, namespace: str = "default"
-) -> ClusterState:
+def load_policy_dir(directory: Path, *, prefix: str, namespace: str = "default") -> ClusterState:
     """Load every policy and storage config of ``directory`` into a synced ``ClusterState``.
 
     Raises:
