@@ -25,6 +25,7 @@ from webhook.base.sections import (
     RestoreSettings,
     RuleSettings,
     StorageSettings,
+    WorkloadSettings,
 )
 from webhook.base.types import FailurePolicy, Mode
 
@@ -229,6 +230,7 @@ class Settings(BaseSettings):
     scope: ScopeSettings = ScopeSettings()
     restore: RestoreSettings = RestoreSettings()
     leader: LeaderSettings = LeaderSettings()
+    workloads: WorkloadSettings = WorkloadSettings()
 
     @field_validator("prefix")
     @classmethod
