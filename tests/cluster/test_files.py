@@ -114,7 +114,9 @@ def test_an_identical_duplicate_is_one_policy(tmp_path: Path) -> None:
 
 def test_a_policy_without_namespace_lands_in_the_given_namespace(tmp_path: Path) -> None:
     # kubectl apply -n NS puts a namespaceless object in NS; the llm-d guide ships its policy so.
-    write(tmp_path, "p.yaml", POLICY.format(version="v1", name="a").replace(", namespace: snap", ""))
+    write(
+        tmp_path, "p.yaml", POLICY.format(version="v1", name="a").replace(", namespace: snap", "")
+    )
     assert load_policy_dir(tmp_path, prefix="p/").policies.all()[0].namespace == "default"
     state = load_policy_dir(tmp_path, prefix="p/", namespace="llm-d-pod-snapshot")
     assert state.policies.all()[0].namespace == "llm-d-pod-snapshot"

@@ -23,8 +23,13 @@ from webhook.admission.rollout import rollout_warning
 from webhook.base.config import Settings
 from webhook.base.text import clip
 from webhook.base.types import Endpoint, RawObject
-from webhook.kube.custom_views import Workloads, controller_labels, depends_on_pod, depends_warning
-from webhook.kube.custom_workloads import BUILTIN, extra_workloads
+from webhook.kube.custom_views import (
+    Workloads,
+    controller_labels,
+    depends_on_pod,
+    depends_warning,
+    workloads_from,
+)
 from webhook.kube.matching import Policy
 from webhook.kube.responses import HTTP_BAD_REQUEST, Decision, allowed, denied, with_warnings
 from webhook.kube.review import AdmissionRequest
@@ -65,15 +70,6 @@ class Engine:
     def __post_init__(self) -> None:
         if not self.workloads:
             self.workloads = workloads_from(self.settings)
-
-
-def workloads_from(settings: Settings) -> Workloads:
-    """The custom workloads the engine judges: the built-in table, then the setting's entries
-    (which may replace a built-in one)."""
-    extra = settings.workloads.extra
-    if not extra:
-        return BUILTIN
-    return {**BUILTIN, **extra_workloads(entry.model_dump() for entry in extra)}
 
 
 def admit(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:

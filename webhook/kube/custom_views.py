@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
+from webhook.base.config import Settings
 from webhook.base.types import RawObject
 from webhook.kube.custom_workloads import (
     BUILTIN,
@@ -26,6 +27,7 @@ from webhook.kube.custom_workloads import (
     UNKNOWN_VALUE,
     Site,
     Workload,
+    extra_workloads,
     fnv1a32,
 )
 from webhook.kube.matching import Policy
@@ -38,6 +40,15 @@ from webhook.kube.workloads import (
 )
 
 Workloads = Mapping[tuple[str, str], Workload]
+
+
+def workloads_from(settings: Settings) -> Workloads:
+    """The custom workloads judged: the built-in table, then the ``workloads.extra`` setting's
+    entries (which may replace a built-in one)."""
+    extra = settings.workloads.extra
+    if not extra:
+        return BUILTIN
+    return {**BUILTIN, **extra_workloads(entry.model_dump() for entry in extra)}
 
 
 def workload_of(obj: RawObject, workloads: Workloads = BUILTIN) -> Workload | None:
