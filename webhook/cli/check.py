@@ -78,7 +78,11 @@ def register(subparsers: Any) -> None:
     )
     add_settings_arguments(parser)
     parser.add_argument(
-        "--namespace", default="default", help="namespace for objects without one (default)"
+        "--namespace",
+        "-n",
+        default="default",
+        help="namespace for namespaced objects without one, policies included, as "
+        "`kubectl apply -n` (default: default)",
     )
     parser.add_argument("--gke-version", help="cluster version for version-gated rules")
     parser.add_argument("--format", choices=["text", "json"], default="text", help="output format")
