@@ -14,8 +14,8 @@ from tests.admission.test_controllers import bad_template
 from tests.conftest import make_settings
 from tests.rules.test_table import ready_pod
 from webhook.admission.engine import Engine, admit
-from webhook.kube.custom_views import UNKNOWN_VALUE, workload_views
-from webhook.kube.custom_workloads import fnv1a32, parse_path
+from webhook.kube.custom_views import workload_views
+from webhook.kube.custom_workloads import UNKNOWN_VALUE, fnv1a32, parse_path
 from webhook.kube.review import AdmissionRequest
 from webhook.server.runner import build_engine
 
