@@ -1,7 +1,7 @@
 """``snapready check FILE...|- --policies DIR``: offline admission of manifests, for CI pipelines.
 
 Every object is wrapped in a synthetic AdmissionRequest (operation CREATE, the validating
-endpoint) and answered by the same engine as the server (``server.build_engine`` +
+endpoint) and answered by the same engine as the server (``offline_engine`` +
 ``admission.admit``): pods and pod-controller templates get the readiness rules, PodSnapshotPolicy
 and PodSnapshotStorageConfig objects get governance, anything else is allowed untouched.
 
@@ -35,6 +35,7 @@ from webhook.cli.common import add_settings_arguments, fail, print_json, setting
 from webhook.kube.manifests import LoadedObject
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionRequest
+from webhook.kube.state import ClusterState
 
 CHECK_FORMAT_VERSION = 1
 """Bumped only on an incompatible change of the JSON output."""
@@ -107,16 +108,12 @@ def _run(args: argparse.Namespace) -> int:
         # Offline by definition: policies come from files even if the config says ``kube``.
         source = settings.source.model_copy(update={"kind": "files"})
         settings = settings.model_copy(update={"source": source})
-        from webhook.server.runner import build_engine  # noqa: PLC0415 - lazy
-
-        engine = build_engine(settings)
-        engine.offline = True  # manifests never passed a mutating webhook
         objects, errors = read_inputs(args.files)
         state, refused = checked_state(settings, objects, args.namespace)
+        engine = offline_engine(settings, state)
     except ConfigError as exc:
         return _fatal(args, str(exc))
     errors.extend(refused)
-    engine.state = lambda: state
     if not objects and not errors:
         names = ", ".join("stdin" if name == "-" else name for name in args.files)
         return _fatal(args, f"no objects found in {names}")
@@ -132,6 +129,18 @@ def _run(args: argparse.Namespace) -> int:
     if report["summary"]["errors"] or report["summary"]["unreadable"]:
         return 2
     return 1 if report["summary"]["denied"] else 0
+
+
+def offline_engine(settings: Settings, state: ClusterState) -> Engine:
+    """The server's engine (``server.runner.build_engine`` minus the policy source and the HTTP
+    stack, which ``check`` never needs) over ``state``: same rules, same governance."""
+    from webhook.admission.governance import Governance  # noqa: PLC0415 - lazy: GCS client
+    from webhook.cluster.gcs import BucketInspector  # noqa: PLC0415
+
+    governance = Governance(BucketInspector(settings.storage))
+    engine = Engine(settings=settings, state=lambda: state, governance=governance)
+    engine.offline = True  # manifests never passed a mutating webhook
+    return engine
 
 
 def build_report(results: list[dict[str, Any]], errors: list[dict[str, Any]]) -> dict[str, Any]:
