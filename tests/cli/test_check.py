@@ -567,3 +567,35 @@ def test_a_nan_pod_is_an_error_even_after_its_null_twin(
     code, out, _ = run_check(capsys, str(manifest))
     assert code == 2
     assert "ERROR Pod/snap/b" in out and "not representable" in out
+
+
+def _policy(selector: dict[str, str], name: str = "llm-policy") -> dict[str, Any]:
+    return {
+        "apiVersion": "podsnapshot.gke.io/v1",
+        "kind": "PodSnapshotPolicy",
+        "metadata": {"name": name, "namespace": "snap"},
+        "spec": {
+            "storageConfigName": "snapshots-us-central1",
+            "selector": {"matchLabels": selector},
+            "retentionConfig": {"lastAccessTimeout": "7d"},
+        },
+    }
+
+
+def test_an_input_policy_replaces_the_directory_one_and_two_different_are_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The example directory's llm-policy selects app=llm in snap; the input's version of it
+    # (what is being applied) selects app=web instead, as kubectl apply would leave it.
+    deployment = ready_deployment()
+    changed = write(tmp_path / "a" / "policy.yaml", _policy({"app": "web"}), deployment)
+    code, report = check_json(capsys, str(changed))
+    results = {r["kind"]: r for r in report["results"]}
+    assert results["Deployment"]["policies"] == []
+    assert report["errors"] == []
+    clash = write(tmp_path / "b" / "two.yaml", _policy({"app": "web"}), _policy({"app": "x"}))
+    code, report = check_json(capsys, str(clash))
+    assert code == 2
+    (error,) = report["errors"]
+    assert error["source"] == f"{clash}#1"
+    assert "duplicate PodSnapshotPolicy/snap/llm-policy with other content" in error["reason"]

@@ -53,9 +53,19 @@ def sandbox_template(name: str, labels: dict[str, str], *, gvisor: bool = True) 
     }
 
 
+def scope_synced(env: Env) -> bool | None:
+    """True once the leader wrote the dynamic scope (``/readyz`` ``webhookScope``)."""
+    status: str = env.snapready.process.readyz()[1].get("webhookScope", "")
+    return True if status.startswith("synced") else None
+
+
 def test_a_selected_sandbox_template_without_gvisor_is_denied_at_apply_time(env: Env) -> None:
     namespace = env.namespaces["work"]
     bad = sandbox_template("no-gvisor", {"app": "llm"}, gvisor=False)
+    if env.scope_mode == "dynamic":
+        # With the leader's matchCondition in place, the denial also proves that the scope
+        # sends custom workloads of a namespace with a policy.
+        wait_until("the webhook scope", lambda: scope_synced(env), timeout=30)
 
     def denial() -> str | None:
         reply = env.create(bad, namespace, dry_run=True)

@@ -8,8 +8,10 @@ partial load. A PodSnapshotPolicy without ``metadata.namespace`` lands in ``name
 ``kubectl apply -n NS`` does; ``default`` unless told). The same object twice with the same
 content is one object; twice with different content is an error.
 
-``ClusterObjects`` is the same collection for ``check``: it also takes ComputeClasses and Nodes,
-and reports a conflicting duplicate instead of raising, so the rest of the input is still judged.
+``ClusterObjects`` is the same collection for ``check``: it also takes ComputeClasses and Nodes;
+an object of the checked input replaces the policy directory's one of the same name (the input is
+what is being applied, as ``kubectl apply`` replaces it), and two different ones in the input
+are an error row (``gather``), so the rest of the input is still judged.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ class ClusterObjects:
     classes: dict[str, ComputeClassFacts] = field(default_factory=dict)
     nodes: dict[str, NodeView] = field(default_factory=dict)
     node_count: int = 0
-    seen: dict[tuple[str, str, str], tuple[str, Any]] = field(default_factory=dict)
+    seen: dict[tuple[str, str, str], tuple[str, Any, bool]] = field(default_factory=dict)
+    applying: bool = False
+    """True while the checked input is added (``gather``): its objects replace the directory's."""
 
     def add(self, where: str, document: Any) -> bool:
         """Take ``document`` if it is a kind this collection keeps; return whether it was.
@@ -115,13 +119,14 @@ class ClusterObjects:
         return True
 
     def _first(self, key: tuple[str, str, str], where: str, document: Any) -> bool:
-        """True for a new key; False for an identical duplicate; raises for a different one."""
+        """True for a new key or an input object replacing the directory's; False for an
+        identical duplicate; raises for a different one from the same side."""
         previous = self.seen.get(key)
-        if previous is None:
-            self.seen[key] = (where, document)
-            return True
-        if previous[1] == document:
+        if previous is not None and previous[1] == document:
             return False
+        if previous is None or (self.applying and not previous[2]):
+            self.seen[key] = (where, document, self.applying)
+            return True
         ref = "/".join(part for part in key if part)
         raise ConfigError(f"{where}: duplicate {ref} with other content than {previous[0]}")
 
@@ -187,8 +192,10 @@ def load_policy_dir(directory: Path, *, prefix: str, namespace: str = "default")
 
 
 def gather(objects: ClusterObjects, documents: Iterable[tuple[str, Any]]) -> list[ConfigError]:
-    """Add each ``(where, document)`` to ``objects``; the errors, one per refused document."""
+    """Add each ``(where, document)`` of the checked input to ``objects`` (replacing the
+    directory's objects of the same name); the errors, one per refused document."""
     errors: list[ConfigError] = []
+    objects.applying = True
     for where, document in documents:
         try:
             objects.add(where, document)
