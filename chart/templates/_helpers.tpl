@@ -176,7 +176,7 @@ webhook/kube/custom_workloads.py (tests/deploy compares the two).
 {{- define "snapready.customWorkloads" -}}
 {{- toJson (dict
   "agents.x-k8s.io" (list "sandboxes")
-  "extensions.agents.x-k8s.io" (list "sandboxtemplates")
+  "extensions.agents.x-k8s.io" (list "sandboxtemplates" "sandboxwarmpools")
   "leaderworkerset.x-k8s.io" (list "leaderworkersets")
   "ray.io" (list "rayclusters" "rayservices" "rayjobs")
   "serving.kserve.io" (list "inferenceservices" "llminferenceservices")

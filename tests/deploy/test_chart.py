@@ -237,6 +237,7 @@ EXPECTED_RULES = {
         # Issue 24: custom resources that embed pod templates.
         ("agents.x-k8s.io", "sandboxes", ("CREATE", "UPDATE")),
         ("extensions.agents.x-k8s.io", "sandboxtemplates", ("CREATE", "UPDATE")),
+        ("extensions.agents.x-k8s.io", "sandboxwarmpools", ("CREATE", "UPDATE")),
         ("leaderworkerset.x-k8s.io", "leaderworkersets", ("CREATE", "UPDATE")),
         *(("ray.io", r, ("CREATE", "UPDATE")) for r in ("rayclusters", "rayservices", "rayjobs")),
         ("serving.kserve.io", "inferenceservices", ("CREATE", "UPDATE")),

@@ -144,6 +144,15 @@ _BUILTIN_LIST: tuple[Workload, ...] = (
         "sandboxtemplates",
         (Site(("spec", "podTemplate"), labels=_SANDBOX),),
     ),
+    # extensions/api/v1alpha1/sandboxwarmpool_types.go (earlier releases): SandboxWarmPoolSpec
+    # .PodTemplate (`json:"podTemplate"`); current pools name a template instead
+    # (sandboxTemplateRef: no view here, the SandboxTemplate itself is judged).
+    Workload(
+        "extensions.agents.x-k8s.io",
+        "SandboxWarmPool",
+        "sandboxwarmpools",
+        (Site(("spec", "podTemplate"), labels=_SANDBOX),),
+    ),
     # kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go: LeaderWorkerTemplate
     # .LeaderTemplate / .WorkerTemplate (*corev1.PodTemplateSpec); labels from pkg/utils
     # (leaderworkerset.sigs.k8s.io/name, group-index, worker-index: 0 for the leader).
