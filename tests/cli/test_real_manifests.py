@@ -274,3 +274,17 @@ def test_a_template_hashes_like_the_pod_its_controller_makes(
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
     assert lines[0].split()[1] == lines[1].split()[1]
+
+
+def test_a_kserve_model_framework_finding_names_its_own_block(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The sample's only GPU request is in spec.predictor.tensorflow (KServe turns it into the
+    # kserve-container): a GPU finding points there, not at a container the object lacks.
+    isvc = CORPUS / "kserve__kserve" / "docs__samples__accelerators__tensorflow-gpu.yaml"
+    _, report = check(capsys, isvc, "--policies", CR_POLICIES)
+    (result,) = report["results"]
+    gpu_paths = [f["path"] for f in result["findings"] if f["rule"].startswith("gpu")]
+    assert gpu_paths
+    assert all(p.startswith("spec.predictor.tensorflow.resources") for p in gpu_paths)
+    assert not any("containers[" in f["path"] for f in result["findings"])

@@ -12,6 +12,9 @@ deleted is not judged at all (as for Deployments, ``engine.template_unchanged``)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from webhook.admission.decision import decide, overlap_findings
 from webhook.admission.engine import Engine, not_selected, selected_pod_context, validate_context
 from webhook.admission.rollout import rollout_warning
 from webhook.base.types import Endpoint
@@ -19,6 +22,7 @@ from webhook.kube.custom_views import matching_labels, workload_views
 from webhook.kube.responses import Decision, allowed, bounded_warnings, denied, with_warnings
 from webhook.kube.review import AdmissionRequest
 from webhook.kube.workloads import PodView, metadata_of
+from webhook.rules import evaluate
 
 
 def handle_custom(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
@@ -61,7 +65,12 @@ def _judge(request: AdmissionRequest, engine: Engine, view: PodView) -> Decision
     )
     if ctx is None:
         return not_selected(request, obj, engine, labels)
-    decision = validate_context(ctx, engine)
+    if view.renames:
+        findings = [*overlap_findings(ctx), *evaluate(ctx, engine.rules)]
+        moved = [replace(f, path=view.object_path(f.path)) for f in findings]
+        decision = decide(moved, ctx)
+    else:
+        decision = validate_context(ctx, engine)
     warning = rollout_warning(ctx) if decision.allowed else None
     return with_warnings(decision, [warning]) if warning else decision
 

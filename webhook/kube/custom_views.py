@@ -144,11 +144,13 @@ def _site_views(obj: RawObject, site: Site) -> Iterator[PodView]:
                 added_labels=added,
             )
             continue
+        spec, renames = _with_model(value, site, where)
         yield PodView(
-            pod={"metadata": _spec_site_metadata(obj, site), "spec": _with_model(value, site)},
+            pod={"metadata": _spec_site_metadata(obj, site), "spec": spec},
             spec_path=where,
             metadata_path="metadata",
             added_labels=added,
+            renames=renames,
         )
 
 
@@ -163,17 +165,21 @@ def _spec_site_metadata(obj: RawObject, site: Site) -> RawObject:
     return metadata
 
 
-def _with_model(spec: RawObject, site: Site) -> RawObject:
+def _with_model(
+    spec: RawObject, site: Site, where: str
+) -> tuple[RawObject, tuple[tuple[str, str], ...]]:
     """A KServe predictor's PodSpec with its model-framework container added after the user's
     containers (KServe names it ``kserve-container``; kept after them so the user's container
-    paths stay right)."""
+    paths stay right), and the rename of its path back to the framework key
+    (``spec.predictor.containers[1]`` -> ``spec.predictor.tensorflow``)."""
     for key in site.model_keys:
         model = spec.get(key)
         if isinstance(model, dict):
             containers = spec.get("containers")
             own = list(containers) if isinstance(containers, list) else []
-            return {**spec, "containers": [*own, {"name": "kserve-container", **model}]}
-    return spec
+            merged = {**spec, "containers": [*own, {"name": "kserve-container", **model}]}
+            return merged, ((f"{where}.containers[{len(own)}]", f"{where}.{key}"),)
+    return spec, ()
 
 
 def _at(obj: Any, path: tuple[str, ...]) -> Any:
