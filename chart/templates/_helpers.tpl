@@ -168,3 +168,19 @@ clientConfig:
 {{- end -}}
 {{- toJson $kinds -}}
 {{- end -}}
+
+{{/*
+Custom resources that embed pod templates, API group -> resources: the built-in table of
+webhook/kube/custom_workloads.py (tests/deploy compares the two).
+*/}}
+{{- define "snapready.customWorkloads" -}}
+{{- toJson (dict
+  "agents.x-k8s.io" (list "sandboxes")
+  "extensions.agents.x-k8s.io" (list "sandboxtemplates" "sandboxwarmpools")
+  "leaderworkerset.x-k8s.io" (list "leaderworkersets")
+  "ray.io" (list "rayclusters" "rayservices" "rayjobs")
+  "serving.kserve.io" (list "inferenceservices" "llminferenceservices")
+  "jobset.x-k8s.io" (list "jobsets")
+  "argoproj.io" (list "rollouts")
+) -}}
+{{- end -}}

@@ -109,7 +109,9 @@ def test_directory_with_a_denied_pod_exits_1_and_reports_every_object(
         "warned": 0,
         "allowed": 2,
         "errors": 0,
+        "unreadable": 0,
     }
+    assert report["errors"] == []
     by_kind = {r["kind"]: r for r in report["results"]}
     assert [r["kind"] for r in report["results"]] == ["Deployment", "ConfigMap", "Pod"]
     assert by_kind["Deployment"]["decision"] == "allow"
@@ -148,7 +150,7 @@ def test_json_shape_is_stable_with_sorted_keys(
 
     report = json.loads(out, object_pairs_hook=record)
     assert all(keys == sorted(keys) for keys in key_orders)
-    assert set(report) == {"results", "summary", "version"}
+    assert set(report) == {"errors", "results", "summary", "version"}
     for result in report["results"]:
         assert set(result) == RESULT_KEYS
         assert isinstance(result["warnings"], list)
@@ -266,39 +268,101 @@ def test_snapshot_policy_objects_go_through_the_same_engine(
 
 
 @pytest.mark.parametrize(
-    ("make_args", "needle"),
+    ("make_args", "needle", "line"),
     [
-        pytest.param(lambda tmp: [str(tmp / "missing.yaml")], "cannot read", id="missing-file"),
         pytest.param(
-            lambda tmp: [str(write_text(tmp / "bad.yaml", "kind: [unclosed"))],
+            lambda tmp: [str(tmp / "missing.yaml")], "cannot read", None, id="missing-file"
+        ),
+        pytest.param(
+            lambda tmp: [str(write_text(tmp / "bad.yaml", "a: 1\nkind: [unclosed\n"))],
             "invalid YAML",
+            3,
             id="invalid-yaml",
         ),
         pytest.param(
             lambda tmp: [str(write_text(tmp / "x.yaml", "just: a mapping\n"))],
             "not a Kubernetes object",
+            None,
             id="document-without-kind",
         ),
-        pytest.param(lambda tmp: [str(make_dir(tmp / "empty"))], "no .yaml", id="empty-directory"),
         pytest.param(
-            lambda tmp: [
-                str(write_text(tmp / "ok.yaml", "kind: ConfigMap\n")),
-                "--gke-version",
-                "soon",
-            ],
-            "not a GKE version",
-            id="invalid-gke-version",
+            lambda tmp: [str(make_dir(tmp / "empty"))], "no .yaml", None, id="empty-directory"
         ),
     ],
 )
-def test_bad_input_exits_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_args: Any, needle: str
+def test_an_unreadable_input_is_one_error_row_and_the_rest_is_judged(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    make_args: Any,
+    needle: str,
+    line: int | None,
 ) -> None:
-    code, out, err = run_check(capsys, *make_args(tmp_path))
+    good = write(tmp_path / "good" / "pod.yaml", mig_pod())
+    args = [*make_args(tmp_path), str(good)]
+    code, report = check_json(capsys, *args)
+    assert code == 2  # the worst of all: unreadable beats denied
+    (error,) = report["errors"]
+    assert needle in error["reason"]
+    assert error["source"] == args[0] or error["source"].startswith(args[0] + "#")
+    assert error["line"] == line
+    assert error["hint"] is None
+    (result,) = report["results"]
+    assert (result["kind"], result["decision"]) == ("Pod", "deny")
+    assert report["summary"]["unreadable"] == 1
+    code, out, _ = run_check(capsys, *args)
     assert code == 2
-    assert out == ""
+    assert out.startswith("ERROR ")
+    assert needle in out.splitlines()[0]
+    assert "DENY  Pod/snap/mig-a100-1g5gb" in out
+    assert out.splitlines()[-1].endswith("1 input(s) could not be read")
+
+
+def test_a_syntax_error_keeps_the_documents_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = yaml.safe_dump(mig_pod()) + "---\nkind: [unclosed\n"
+    code, report = check_json(capsys, str(write_text(tmp_path / "two.yaml", text)))
+    assert code == 2
+    assert [r["kind"] for r in report["results"]] == ["Pod"]
+    # libyaml reports an unclosed flow sequence where the stream ends: the line after it.
+    assert report["errors"][0]["line"] == text.count("\n") + 1
+
+
+def test_a_helm_template_gets_the_render_first_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: demo\nversion: 0.1.0\n")
+    template = chart / "templates" / "deploy.yaml"
+    template.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n"
+        '  name: {{ include "demo.fullname" . }}\n'
+        "{{- if .Values.extra }}\n  labels: {}\n{{- end }}\n"
+    )
+    code, report = check_json(capsys, str(template))
+    assert code == 2
+    assert report["results"] == []
+    (error,) = report["errors"]
+    assert "helm template" in error["hint"]
+    code, out, _ = run_check(capsys, str(chart))
+    assert code == 2
+    assert "  hint: this looks like a Helm template" in out
+
+
+def test_invalid_settings_still_print_one_json_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = write_text(tmp_path / "ok.yaml", "kind: ConfigMap\n")
+    code, out, err = run_check(capsys, str(manifest), "--gke-version", "soon", "--format", "json")
+    assert code == 2
+    report = json.loads(out)
+    assert report["results"] == []
+    assert "not a GKE version" in report["errors"][0]["reason"]
+    assert "not a GKE version" in err
+    code, out, err = run_check(capsys, str(manifest), "--gke-version", "soon")
+    assert (code, out) == (2, "")
     assert err.startswith("snapready: ")
-    assert needle in err
 
 
 def test_bad_policy_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -410,6 +474,7 @@ def test_unexpected_error_is_an_error_row_and_exit_2(
         "warned": 0,
         "allowed": 0,
         "errors": 1,
+        "unreadable": 0,
     }
 
 
@@ -502,3 +567,35 @@ def test_a_nan_pod_is_an_error_even_after_its_null_twin(
     code, out, _ = run_check(capsys, str(manifest))
     assert code == 2
     assert "ERROR Pod/snap/b" in out and "not representable" in out
+
+
+def _policy(selector: dict[str, str], name: str = "llm-policy") -> dict[str, Any]:
+    return {
+        "apiVersion": "podsnapshot.gke.io/v1",
+        "kind": "PodSnapshotPolicy",
+        "metadata": {"name": name, "namespace": "snap"},
+        "spec": {
+            "storageConfigName": "snapshots-us-central1",
+            "selector": {"matchLabels": selector},
+            "retentionConfig": {"lastAccessTimeout": "7d"},
+        },
+    }
+
+
+def test_an_input_policy_replaces_the_directory_one_and_two_different_are_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The example directory's llm-policy selects app=llm in snap; the input's version of it
+    # (what is being applied) selects app=web instead, as kubectl apply would leave it.
+    deployment = ready_deployment()
+    changed = write(tmp_path / "a" / "policy.yaml", _policy({"app": "web"}), deployment)
+    code, report = check_json(capsys, str(changed))
+    results = {r["kind"]: r for r in report["results"]}
+    assert results["Deployment"]["policies"] == []
+    assert report["errors"] == []
+    clash = write(tmp_path / "b" / "two.yaml", _policy({"app": "web"}), _policy({"app": "x"}))
+    code, report = check_json(capsys, str(clash))
+    assert code == 2
+    (error,) = report["errors"]
+    assert error["source"] == f"{clash}#1"
+    assert "duplicate PodSnapshotPolicy/snap/llm-policy with other content" in error["reason"]

@@ -43,6 +43,17 @@ REPORTED_RAW_40 = "v1:sha256:c9fe1168a27677b3f853b4310400e074135cce111a82e14d73a
 REPORTED_WEBHOOK_40 = "v1:sha256:1ce2ef4eedcafb350a89de0b6d481329d517d378900718ef93e9e52677410cc7"
 
 
+@pytest.fixture(autouse=True)
+def _an_injecting_webhook(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests compare the CLI with a webhook that injects its helpers (the server settings'
+    default, a chart installed with injectHelpers=true): the env says so, as a user would with
+    SNAPREADY_INJECTION__ENABLED. The chart-default tests (``chart_default`` marker) do not."""
+    if "chart_default" not in request.keywords:
+        monkeypatch.setenv("SNAPREADY_INJECTION__ENABLED", "true")
+    else:
+        monkeypatch.delenv("SNAPREADY_INJECTION__ENABLED", raising=False)
+
+
 def webhook_patch(review: RawObject, **settings: Any) -> list[RawObject]:
     """The JSON Patch the mutating webhook returns for ``review`` (example policies)."""
     engine = build_engine(make_settings(**settings))
@@ -143,7 +154,7 @@ def test_hash_notes_that_indexed_job_pods_also_hash_the_completion_index(
 def test_hash_says_which_injection_it_assumed(capsys: pytest.CaptureFixture[str]) -> None:
     _, _, err = run(capsys, "hash", LLM_POD)
     assert "helpers the webhook injects" in err
-    assert "--no-inject" in err
+    assert "injectHelpers=true" in err
     _, _, quiet = run(capsys, "hash", "--no-inject", LLM_POD)
     assert "helpers the webhook injects" not in quiet
 
@@ -533,3 +544,34 @@ def test_snapready_hash_as_a_subprocess_reading_stdin() -> None:
     expected = webhook_hash(deployment_pod_review())
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode() == f"Deployment/snap/llm-server  {expected}\n"
+
+
+# ---------------------------------------------------------------- one default with the chart
+
+
+@pytest.mark.chart_default
+def test_hash_by_default_equals_the_stamp_of_the_installed_chart(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The chart installs with injectHelpers: false (tests/deploy renders it so); a webhook with
+    # those settings stamps the pod as written. No flag, no env: the CLI agrees with it.
+    chart_webhook = webhook_hash("03", injection={"enabled": False})
+    code, out, err = run(capsys, "hash", LLM_POD)
+    assert (code, out) == (0, f"Pod/snap/llm-l4x4  {chart_webhook}\n")
+    assert "helpers the webhook injects" not in err
+    assert chart_webhook != webhook_hash("03", injection={"enabled": True})
+    code, out, _ = run(capsys, "hash", "--inject", LLM_POD)
+    assert out == f"Pod/snap/llm-l4x4  {webhook_hash('03', injection={'enabled': True})}\n"
+
+
+@pytest.mark.chart_default
+def test_hash_follows_the_settings_file_when_one_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("injection:\n  enabled: true\n")
+    _, out, _ = run(capsys, "hash", "--config", str(config), LLM_POD)
+    assert out.split()[1] == webhook_hash("03", injection={"enabled": True})
+    config.write_text("injection:\n  enabled: false\n")
+    _, out, _ = run(capsys, "hash", "--config", str(config), LLM_POD)
+    assert out.split()[1] == webhook_hash("03", injection={"enabled": False})

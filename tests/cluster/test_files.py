@@ -84,9 +84,11 @@ def test_policy_enforcement_annotation_is_read_with_the_prefix(tmp_path: Path) -
             id="names-bad-scope",
         ),
         pytest.param(
-            POLICY.format(version="v1", name="a") + "---\n" + POLICY.format(version="v1", name="a"),
-            "duplicate",
-            id="names-duplicate-policy",
+            POLICY.format(version="v1", name="a")
+            + "---\n"
+            + POLICY.format(version="v1", name="a").replace("app: llm", "app: other"),
+            "duplicate PodSnapshotPolicy/snap/a with other content",
+            id="names-duplicate-policy-with-other-content",
         ),
         pytest.param("- just\n- a list\n", "not a Kubernetes object", id="names-non-object"),
     ],
@@ -99,6 +101,25 @@ def test_malformed_files_fail_the_whole_load_naming_file_and_field(
     with pytest.raises(ConfigError, match=fragment) as raised:
         load_policy_dir(tmp_path, prefix="snapready.io/")
     assert "bad.yaml" in str(raised.value)
+
+
+def test_an_identical_duplicate_is_one_policy(tmp_path: Path) -> None:
+    # The same object in two files (a copy of an upstream policy kept beside the original, as in
+    # the real-manifests policy directory) is what the API server would hold once.
+    write(tmp_path, "a.yaml", POLICY.format(version="v1", name="a"))
+    write(tmp_path, "b.yaml", POLICY.format(version="v1", name="a"))
+    state = load_policy_dir(tmp_path, prefix="snapready.io/")
+    assert [(p.namespace, p.name) for p in state.policies.all()] == [("snap", "a")]
+
+
+def test_a_policy_without_namespace_lands_in_the_given_namespace(tmp_path: Path) -> None:
+    # kubectl apply -n NS puts a namespaceless object in NS; the llm-d guide ships its policy so.
+    write(
+        tmp_path, "p.yaml", POLICY.format(version="v1", name="a").replace(", namespace: snap", "")
+    )
+    assert load_policy_dir(tmp_path, prefix="p/").policies.all()[0].namespace == "default"
+    state = load_policy_dir(tmp_path, prefix="p/", namespace="llm-d-pod-snapshot")
+    assert state.policies.all()[0].namespace == "llm-d-pod-snapshot"
 
 
 def test_missing_directory_is_a_clear_error(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from tests.support.helm_support import (
     validate_all,
 )
 from webhook.base.config import Settings
+from webhook.kube.custom_workloads import BUILTIN
 from webhook.kube.matching import compile_selector
 from webhook.server.tls import CertPair, check_pair
 
@@ -233,9 +234,19 @@ EXPECTED_RULES = {
         ("batch", "cronjobs", ("CREATE", "UPDATE")),
         ("podsnapshot.gke.io", "podsnapshotpolicies", ("CREATE", "UPDATE")),
         ("podsnapshot.gke.io", "podsnapshotstorageconfigs", ("CREATE", "UPDATE")),
+        # Issue 24: custom resources that embed pod templates.
+        ("agents.x-k8s.io", "sandboxes", ("CREATE", "UPDATE")),
+        ("extensions.agents.x-k8s.io", "sandboxtemplates", ("CREATE", "UPDATE")),
+        ("extensions.agents.x-k8s.io", "sandboxwarmpools", ("CREATE", "UPDATE")),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets", ("CREATE", "UPDATE")),
+        *(("ray.io", r, ("CREATE", "UPDATE")) for r in ("rayclusters", "rayservices", "rayjobs")),
+        ("serving.kserve.io", "inferenceservices", ("CREATE", "UPDATE")),
+        ("serving.kserve.io", "llminferenceservices", ("CREATE", "UPDATE")),
+        ("jobset.x-k8s.io", "jobsets", ("CREATE", "UPDATE")),
+        ("argoproj.io", "rollouts", ("CREATE", "UPDATE")),
     },
 }
-"""(group, resource, operations) per configuration, from the issue (not from the templates)."""
+"""(group, resource, operations) per configuration, from the issues (not from the templates)."""
 
 
 def test_webhook_rules_cover_pods_controllers_and_snapshot_crds(defaults: list[Obj]) -> None:
@@ -449,6 +460,53 @@ def test_replicasets_are_validated_only_on_request() -> None:
         for resource in rule["resources"]
     }
     assert "replicasets" in resources
+
+
+def _validating_rules(values: dict[str, Any]) -> list[Obj]:
+    return [
+        rule
+        for kind, hook in webhooks(objects(render(values)))
+        if kind == "ValidatingWebhookConfiguration"
+        for rule in hook["rules"]
+    ]
+
+
+def test_custom_resource_rules_are_the_servers_table() -> None:
+    # The chart lists the groups and resources by hand; the server dispatches on its own table.
+    table = {(w.group, w.resource) for w in BUILTIN.values()}
+    found = {
+        (group, resource)
+        for rule in _validating_rules({})
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        if group not in ("", "apps", "batch", "podsnapshot.gke.io")
+    }
+    assert found == table
+    assert all(
+        r["scope"] == "Namespaced"
+        for r in _validating_rules({})
+        if r["apiVersions"] == ["*"] and r["apiGroups"] != ["podsnapshot.gke.io"]
+    )
+    off = {g for r in _validating_rules({"customWorkloads": False}) for g in r["apiGroups"]}
+    assert off == {"", "apps", "batch", "podsnapshot.gke.io"}
+
+
+def test_extra_workloads_add_a_rule_and_the_server_setting() -> None:
+    extra = [{"group": "example.com", "kind": "Pool", "resource": "pools", "templates": ["spec.t"]}]
+    rules = _validating_rules({"extraWorkloads": extra})
+    assert {
+        "apiGroups": ["example.com"],
+        "apiVersions": ["*"],
+        "resources": ["pools"],
+        "operations": ["CREATE", "UPDATE"],
+        "scope": "Namespaced",
+    } in rules
+    settings = Settings.model_validate(settings_of(objects(render({"extraWorkloads": extra}))))
+    assert [(e.group, e.kind, e.templates) for e in settings.workloads.extra] == [
+        ("example.com", "Pool", ["spec.t"])
+    ]
+    with pytest.raises(helm_python.HelmError):
+        render({"extraWorkloads": [{**extra[0], "templates": ["spec..t"]}]})
 
 
 def test_injection_is_off_by_default_and_refuses_the_placeholder_digest() -> None:

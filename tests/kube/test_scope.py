@@ -116,7 +116,7 @@ def probe_webhook(
                         "apiGroups": ["", "apps", "batch"],
                         "apiVersions": ["v1"],
                         "operations": ["CREATE"],
-                        "resources": ["pods", "deployments", "cronjobs", "configmaps"],
+                        "resources": ["pods", "deployments", "cronjobs", "configmaps", "services"],
                     }
                 ],
                 # ConfigMaps are the canary: always sent, so we know when the webhook is active.
@@ -167,6 +167,11 @@ def called(api: client.ApiClient, namespace: str, kind: str, labels: dict[str, s
         if kind == "Pod":
             client.CoreV1Api(api).create_namespaced_pod(
                 namespace, client.V1Pod.model_validate(pod(labels)), dry_run="All"
+            )
+        elif kind == "Service":
+            body = {"metadata": {"generateName": "probe-"}, "spec": {"ports": [{"port": 80}]}}
+            client.CoreV1Api(api).create_namespaced_service(
+                namespace, client.V1Service.model_validate(body), dry_run="All"
             )
         elif kind == "Deployment":
             body = {
@@ -235,6 +240,24 @@ def test_namespace_fallback_sends_every_pod_of_a_policy_namespace(
         assert called(kube_admin, first, "Pod", {})
         assert called(kube_admin, first, "Deployment", {"other": "x"})
         assert not called(kube_admin, second, "Pod", {"app": "llm"})
+
+
+def test_custom_workloads_are_sent_in_namespaces_that_have_a_policy(
+    control_plane: ControlPlane, kube_admin: client.ApiClient, two_namespaces: list[str]
+) -> None:
+    # Services stand in for a custom resource's (group, resource): the clause is the same CEL,
+    # evaluated by the API server without a CRD to install.
+    first, second = two_namespaces
+    policies = [policy("llm", first, SELECTORS["match-labels"])]
+    expression = scope_expression(policies, custom=[("", "services")])
+    with probe_webhook(control_plane, kube_admin, two_namespaces, expression):
+        assert called(kube_admin, first, "Service", {})
+        assert not called(kube_admin, second, "Service", {})
+    # Without policies nothing is sent, custom workloads included.
+    with probe_webhook(
+        control_plane, kube_admin, two_namespaces, scope_expression([], custom=[("", "services")])
+    ):
+        assert not called(kube_admin, first, "Service", {})
 
 
 def test_no_policies_sends_no_pod(

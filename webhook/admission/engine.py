@@ -6,7 +6,7 @@ offline ``check`` command, so all three answer identically.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,13 @@ from webhook.admission.rollout import rollout_warning
 from webhook.base.config import Settings
 from webhook.base.text import clip
 from webhook.base.types import Endpoint, RawObject
+from webhook.kube.custom_views import (
+    Workloads,
+    controller_labels,
+    depends_on_pod,
+    depends_warning,
+    workloads_from,
+)
 from webhook.kube.matching import Policy
 from webhook.kube.responses import HTTP_BAD_REQUEST, Decision, allowed, denied, with_warnings
 from webhook.kube.review import AdmissionRequest
@@ -53,9 +60,16 @@ class Engine:
     rules: tuple[Rule, ...] = RULES
     governance: Callable[[AdmissionRequest, RawObject, Engine], Decision] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    workloads: Workloads = field(default_factory=dict)
+    """Custom resources that embed pod templates (``custom_workloads.BUILTIN`` plus the
+    ``workloads.extra`` setting), filled from ``settings`` when left empty."""
     offline: bool = False
     """True where no mutating webhook ran before ``validate`` (``snapready check`` on manifests):
     a pod without ``<prefix>spec-hash`` is then expected, not a ``not-stamped`` finding."""
+
+    def __post_init__(self) -> None:
+        if not self.workloads:
+            self.workloads = workloads_from(self.settings)
 
 
 def admit(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
@@ -65,7 +79,12 @@ def admit(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Deci
     are allowed untouched; 3. the handler matches policies and mutates or validates.
     Exceptions propagate to the caller, which applies the failure policy.
     """
-    handler = DISPATCH.get((request.kind.group, request.kind.kind))
+    key = (request.kind.group, request.kind.kind)
+    handler = DISPATCH.get(key)
+    if handler is None and key in engine.workloads:
+        from webhook.admission.workloads import handle_custom  # noqa: PLC0415 - cycle
+
+        handler = handle_custom
     if handler is None or request.operation not in ("CREATE", "UPDATE"):
         return allowed()
     problem = kind_mismatch(request)
@@ -152,6 +171,8 @@ def selected_pod_context(
     *,
     view: RawObject | None = None,
     base: str = "",
+    labels: Mapping[str, str] | None = None,
+    spec_path: str | None = None,
 ) -> PodContext | None:
     """The rule view of a pod, or of a controller's pod template, when a policy of the request
     namespace selects it; None when nothing selects it or the namespace is labelled
@@ -161,6 +182,10 @@ def selected_pod_context(
         request, obj: the request and its ``object`` (namespace fallback).
         view: the pod-shaped dict with ``metadata``/``spec`` (default ``obj``, a Pod).
         base: field path of ``view`` in ``obj`` (``""`` for a Pod, ``spec.template``...).
+        labels: the labels to match policies with (default: the view's own); a template's
+            include those its controller adds (``custom_views``).
+        spec_path: the PodSpec's field path when it is not ``<base>.spec`` (KServe: the
+            PodSpec is inline), with the metadata then at ``metadata``.
     """
     pod_like = obj if view is None else view
     state = engine.state()
@@ -168,15 +193,16 @@ def selected_pod_context(
     if namespace_ignored(state, namespace, engine.settings):
         return None
     metadata = pod_like.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    policies = state.policies.select(namespace, string_labels(labels))
+    if labels is None:
+        labels = string_labels(metadata.get("labels") if isinstance(metadata, dict) else None)
+    policies = state.policies.select(namespace, labels)
     if not policies:
         return None
     return pod_context(
         spec=pod_like.get("spec"),
         metadata=metadata,
-        spec_path=join_path(base, "spec"),
-        metadata_path=join_path(base, "metadata"),
+        spec_path=spec_path or join_path(base, "spec"),
+        metadata_path="metadata" if spec_path else join_path(base, "metadata"),
         namespace=namespace,
         kind=request.kind.kind,
         policies=policies,
@@ -202,12 +228,33 @@ def _handle_controller(request: AdmissionRequest, endpoint: Endpoint, engine: En
     template = pod_template(obj, path)
     if template is None or template_unchanged(request, obj, template, path):
         return allowed()
-    ctx = selected_pod_context(request, obj, engine, view=template, base=join_path("", *path))
+    labels = {**string_labels(_labels_of(template)), **controller_labels(obj)}
+    ctx = selected_pod_context(
+        request, obj, engine, view=template, base=join_path("", *path), labels=labels
+    )
     if ctx is None:
-        return allowed()
+        return not_selected(request, obj, engine, labels)
     decision = validate_context(ctx, engine)
     warning = rollout_warning(ctx) if decision.allowed else None
     return with_warnings(decision, [warning]) if warning else decision
+
+
+def _labels_of(template: RawObject) -> Any:
+    metadata = template.get("metadata")
+    return metadata.get("labels") if isinstance(metadata, dict) else None
+
+
+def not_selected(
+    request: AdmissionRequest, obj: RawObject, engine: Engine, labels: Mapping[str, str]
+) -> Decision:
+    """A template no policy selects: allowed, with a warning when a policy might select its
+    pods by a label value the controller sets per pod (``custom_views.depends_on_pod``)."""
+    state = engine.state()
+    namespace = request_namespace(request, obj)
+    depends = depends_on_pod(state.policies.by_namespace.get(namespace), labels)
+    if not depends:
+        return allowed()
+    return allowed(warnings=(depends_warning(depends, labels),))
 
 
 def template_unchanged(

@@ -25,6 +25,7 @@ from webhook.base.sections import (
     RestoreSettings,
     RuleSettings,
     StorageSettings,
+    WorkloadSettings,
 )
 from webhook.base.tracking import CheckpointSettings, OutcomeSettings
 from webhook.base.types import FailurePolicy, Mode
@@ -232,6 +233,7 @@ class Settings(BaseSettings):
     outcomes: OutcomeSettings = OutcomeSettings()
     checkpoint: CheckpointSettings = CheckpointSettings()
     leader: LeaderSettings = LeaderSettings()
+    workloads: WorkloadSettings = WorkloadSettings()
 
     @field_validator("prefix")
     @classmethod

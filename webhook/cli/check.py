@@ -1,15 +1,19 @@
 """``snapready check FILE...|- --policies DIR``: offline admission of manifests, for CI pipelines.
 
 Every object is wrapped in a synthetic AdmissionRequest (operation CREATE, the validating
-endpoint) and answered by the same engine as the server (``server.build_engine`` +
+endpoint) and answered by the same engine as the server (``offline_engine`` +
 ``admission.admit``): pods and pod-controller templates get the readiness rules, PodSnapshotPolicy
 and PodSnapshotStorageConfig objects get governance, anything else is allowed untouched.
 
-Exit codes: 0 nothing would be denied, 1 at least one object would be denied, 2 bad input
-(unreadable or invalid files, no objects at all, invalid settings or policies) or an object that
+Exit codes, the worst of all inputs: 0 nothing would be denied, 1 at least one object would be
+denied, 2 an input that could not be read (one ``errors[]`` row each: file, line, reason; every
+other input is still judged), no objects at all, invalid settings or policies, or an object that
 could not be judged (an unexpected error: reported as that object's ``error`` row, never a
-traceback). Notes on stderr: the embedded example policies are in use (no ``--policies``), or the
-policy directory holds no PodSnapshotPolicy (nothing can be selected). The JSON shape
+traceback). ``--format json`` prints exactly one document in every case. The objects are judged
+in the cluster ``check_input.checked_state`` describes (the policy directory plus the input's own
+policies, storage configs, ComputeClasses and Nodes). Notes on stderr: the embedded example
+policies are in use (no ``--policies``), or no PodSnapshotPolicy is known (nothing can be
+selected). The JSON shape
 (``--format json``) is documented in README "snapready check" and versioned by
 ``CHECK_FORMAT_VERSION``.
 """
@@ -18,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from webhook.admission.engine import Engine, admit
@@ -27,16 +29,42 @@ from webhook.base.config import DEFAULT_POLICY_DIR, Settings
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import Finding, Mode
+from webhook.cli.check_input import checked_state, read_inputs
+from webhook.cli.check_report import CHECK_FORMAT_VERSION, build_report, render_text, summarize
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
-from webhook.kube.manifests import LoadedObject, load_objects
+from webhook.kube.manifests import LoadedObject
 from webhook.kube.responses import Decision
-from webhook.kube.review import AdmissionRequest
 
-CHECK_FORMAT_VERSION = 1
-"""Bumped only on an incompatible change of the JSON output."""
-CLUSTER_SCOPED = frozenset({"PodSnapshotStorageConfig", "Namespace", "Node", "RuntimeClass"})
-"""Kinds admitted without a namespace (the API server sends none for cluster-scoped objects)."""
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+__all__ = ["CHECK_FORMAT_VERSION", "build_report", "render_text", "run", "summarize"]
+from webhook.kube.review import AdmissionRequest
+from webhook.kube.state import ClusterState
+
+CLUSTER_SCOPED = frozenset(
+    {
+        "PodSnapshotStorageConfig",
+        "ComputeClass",
+        "Namespace",
+        "Node",
+        "RuntimeClass",
+        "PersistentVolume",
+        "StorageClass",
+        "PriorityClass",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "APIService",
+        "IngressClass",
+        "CSIDriver",
+        "VolumeSnapshotClass",
+    }
+)
+"""Kinds admitted and shown without a namespace (the API server sends none for cluster-scoped
+objects): Kubernetes' own cluster-scoped kinds a manifest repository holds, GKE's
+PodSnapshotStorageConfig and ComputeClass."""
 _OUTCOME: dict[Mode, str] = {"enforce": "deny", "warn": "warn", "audit": "audit"}
 
 
@@ -51,7 +79,11 @@ def register(subparsers: Any) -> None:
     )
     add_settings_arguments(parser)
     parser.add_argument(
-        "--namespace", default="default", help="namespace for objects without one (default)"
+        "--namespace",
+        "-n",
+        default="default",
+        help="namespace for namespaced objects without one, policies included, as "
+        "`kubectl apply -n` (default: default)",
     )
     parser.add_argument("--gke-version", help="cluster version for version-gated rules")
     parser.add_argument("--format", choices=["text", "json"], default="text", help="output format")
@@ -68,37 +100,57 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """1. settings and engine; 2. inputs read leniently; 3. the cluster they describe; 4. judge
+    every object; 5. one report (text, or exactly one JSON document) whatever failed."""
     extra = {"rules": {"gke_version": args.gke_version}} if args.gke_version else {}
     try:
         settings = settings_from(args, **extra)
         # Offline by definition: policies come from files even if the config says ``kube``.
         source = settings.source.model_copy(update={"kind": "files"})
-        from webhook.server.runner import build_engine  # noqa: PLC0415 - lazy
-
-        engine = build_engine(settings.model_copy(update={"source": source}))
-        engine.offline = True  # manifests never passed a mutating webhook
-        objects = load_objects(expand_paths(args.files))
+        settings = settings.model_copy(update={"source": source})
+        objects, errors = read_inputs(args.files)
+        state, refused = checked_state(settings, objects, args.namespace)
+        engine = offline_engine(settings, state)
     except ConfigError as exc:
-        return fail(str(exc))
-    if not objects:
+        return _fatal(args, str(exc))
+    errors.extend(refused)
+    if not objects and not errors:
         names = ", ".join("stdin" if name == "-" else name for name in args.files)
-        return fail(f"no objects found in {names}")
+        return _fatal(args, f"no objects found in {names}")
     _note_policies(args, settings, engine)
     results = [
         check_object(item, engine, args.namespace, index) for index, item in enumerate(objects)
     ]
-    report: dict[str, Any] = {
-        "version": CHECK_FORMAT_VERSION,
-        "summary": summarize(results),
-        "results": results,
-    }
+    report = build_report(results, errors)
     if args.format == "json":
         print_json(report)
     else:
         sys.stdout.write(render_text(report))
-    if report["summary"]["errors"]:
+    if report["summary"]["errors"] or report["summary"]["unreadable"]:
         return 2
     return 1 if report["summary"]["denied"] else 0
+
+
+def offline_engine(settings: Settings, state: ClusterState) -> Engine:
+    """The server's engine (``server.runner.build_engine`` minus the policy source and the HTTP
+    stack, which ``check`` never needs) over ``state``: same rules, same governance."""
+    from webhook.admission.governance import Governance  # noqa: PLC0415 - lazy: GCS client
+    from webhook.cluster.gcs import BucketInspector  # noqa: PLC0415
+
+    governance = Governance(BucketInspector(settings.storage))
+    engine = Engine(settings=settings, state=lambda: state, governance=governance)
+    engine.offline = True  # manifests never passed a mutating webhook
+    return engine
+
+
+def _fatal(args: argparse.Namespace, message: str) -> int:
+    """Nothing could be judged: the message on stderr, and with ``--format json`` still one
+    document (no results, the message as its one error row) so a pipeline can parse it."""
+    if args.format == "json":
+        print_json(
+            build_report([], [{"source": None, "line": None, "reason": message, "hint": None}])
+        )
+    return fail(message)
 
 
 def _note_policies(args: argparse.Namespace, settings: Settings, engine: Engine) -> None:
@@ -121,28 +173,6 @@ def _error_text(exc: BaseException) -> str:
     """``ExceptionType: message``, clipped: the message may echo huge user values."""
     text = str(exc)
     return f"{type(exc).__name__}: {clip(text, 200)}" if text else type(exc).__name__
-
-
-def expand_paths(names: Sequence[str]) -> list[str]:
-    """``names`` with each directory replaced by its ``*.yaml``/``*.yml``/``*.json`` files
-    (recursive, sorted); ``-`` (stdin) and files pass through.
-
-    Raises:
-        ConfigError: a directory holds no manifest files.
-    """
-    out: list[str] = []
-    for name in names:
-        path = Path(name)
-        if name == "-" or not path.is_dir():
-            out.append(name)
-            continue
-        found = sorted(
-            str(p) for p in path.rglob("*") if p.suffix in MANIFEST_SUFFIXES and p.is_file()
-        )
-        if not found:
-            raise ConfigError(f"{name}: directory holds no .yaml, .yml or .json files")
-        out.extend(found)
-    return out
 
 
 def synthetic_request(item: LoadedObject, namespace: str, index: int) -> AdmissionRequest:
@@ -223,40 +253,3 @@ def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> di
         "warnings": list(decision.warnings),
         "findings": [_finding_json(f, o) for f, o in zip(findings, outcomes, strict=True)],
     }
-
-
-def summarize(results: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Counts by decision: ``{"objects": n, "denied": d, "warned": w, "allowed": a,
-    "errors": e}`` (``errors``: objects that could not be judged)."""
-    decisions = [r["decision"] for r in results]
-    return {
-        "objects": len(decisions),
-        "denied": decisions.count("deny"),
-        "warned": decisions.count("warn"),
-        "allowed": decisions.count("allow"),
-        "errors": decisions.count("error"),
-    }
-
-
-def render_text(report: dict[str, Any]) -> str:
-    """A readable table: one line per object, then its findings (or the decision message)."""
-    lines: list[str] = []
-    for result in report["results"]:
-        ref = "/".join(p for p in (result["kind"], result["namespace"], result["name"]) if p)
-        policies = ",".join(result["policies"]) or "-"
-        lines.append(
-            f"{result['decision'].upper():<5} {ref}  (policy {policies}; {result['source']})"
-        )
-        for finding in result["findings"]:
-            lines.append(f"  {finding['outcome']:<5} {finding['rule']:<16} {finding['path']}")
-            lines.append(f"        {finding['message']}")
-        if not result["findings"]:
-            for text in ([result["message"]] if result["message"] else []) + result["warnings"]:
-                lines.append(f"  {text}")
-    summary = report["summary"]
-    errors = f", {summary['errors']} could not be checked" if summary["errors"] else ""
-    lines.append(
-        f"{summary['objects']} object(s): {summary['denied']} denied, "
-        f"{summary['warned']} allowed with warnings, {summary['allowed']} allowed{errors}"
-    )
-    return "\n".join(lines) + "\n"

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from webhook.base.errors import ConfigError
-from webhook.cli.common import fail, print_json
+from webhook.cli.common import fail, print_json, settings_from
 from webhook.cli.hash import (
     add_injection_arguments,
     add_ordinal_argument,
@@ -30,8 +30,10 @@ from webhook.cli.hash import (
     injection_settings,
     shaped,
 )
+from webhook.kube.custom_views import Workloads, workload_views, workloads_from
+from webhook.kube.custom_workloads import BUILTIN
 from webhook.kube.manifests import LoadedObject, load_objects
-from webhook.kube.workloads import PodView, pod_views
+from webhook.kube.workloads import PodView
 from webhook.pod.diff import changed_paths
 
 _ABSENT_TEXT = "(absent)"
@@ -59,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
         return fail("only one of A and B can be - (stdin)")
     try:
         settings = injection_settings(args)
-        loaded_a, view_a = single_view(args.a, args.ordinal)
-        loaded_b, view_b = single_view(args.b, args.ordinal)
+        workloads = workloads_from(settings or settings_from(args))
+        loaded_a, view_a = single_view(args.a, args.ordinal, workloads)
+        loaded_b, view_b = single_view(args.b, args.ordinal, workloads)
         pod_a, pod_b = shaped(view_a, settings), shaped(view_b, settings)
         entry_a, entry_b = entry_for(loaded_a, view_a, pod_a), entry_for(loaded_b, view_b, pod_b)
     except (ConfigError, ValueError) as exc:
@@ -75,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
     return 0 if equal else 1
 
 
-def single_view(name: str, ordinal: int | None = None) -> tuple[LoadedObject, PodView]:
+def single_view(
+    name: str, ordinal: int | None = None, workloads: Workloads = BUILTIN
+) -> tuple[LoadedObject, PodView]:
     """The one object with a pod spec in file ``name`` (other objects are ignored); a
     StatefulSet with claim templates stands for its replica ``ordinal`` (default: the first).
 
@@ -83,7 +88,9 @@ def single_view(name: str, ordinal: int | None = None) -> tuple[LoadedObject, Po
         ConfigError: unreadable input, or not exactly one Pod/pod template in it.
     """
     found = [
-        (loaded, view) for loaded in load_objects([name]) for view in pod_views(loaded.obj, ordinal)
+        (loaded, view)
+        for loaded in load_objects([name])
+        for view in workload_views(loaded.obj, ordinal, workloads)
     ]
     if len(found) != 1:
         refs = ", ".join(loaded.ref for loaded, _ in found) or "none"

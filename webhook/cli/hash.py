@@ -6,8 +6,10 @@ when the manifest sets no namespace), or a JSON list with ``--json``. The value 
 (``webhook.pod.distill``) and, since that annotation is only written on selected pods, snapready's
 own helper injection is simulated first (``webhook.mutation.as_admitted``: init container, volume
 and read-only mounts, with the helpers image from the settings; ``<prefix>inject: "false"`` and
-``injection.enabled`` are respected). ``--no-inject`` hashes the manifest as written. Settings come
-from ``--config`` and the ``SNAPREADY_*`` env (e.g. ``SNAPREADY_INJECTION__HELPERS_IMAGE``).
+``injection.enabled`` are respected) when the webhook would inject: ``--inject``, or the settings
+of ``--config`` (the chart's ConfigMap) / ``SNAPREADY_INJECTION__ENABLED``; by default not, as the
+chart installs (``injectHelpers: false``), so the value equals the installed webhook's stamp.
+``--no-inject`` hashes the manifest as written whatever the settings say.
 Objects without a pod spec (Services, ConfigMaps...) are skipped with a note on stderr. Exit 0 on
 success, 2 on unreadable input, invalid settings or when no pod spec was found.
 
@@ -21,6 +23,7 @@ default 0) and ``--ordinal N`` that of replica N.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +33,10 @@ from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
 from webhook.base.types import RawObject
 from webhook.cli.common import fail, print_json, settings_from
+from webhook.kube.custom_views import Workloads, workload_views, workloads_from
+from webhook.kube.custom_workloads import BUILTIN
 from webhook.kube.manifests import LoadedObject, load_objects
-from webhook.kube.workloads import INDEXED_JOB_LABEL, PodView, pod_views
+from webhook.kube.workloads import INDEXED_JOB_LABEL, PodView
 from webhook.mutation import as_admitted
 from webhook.pod.distill import distill, fingerprint
 
@@ -83,29 +88,57 @@ def _ordinal(text: str) -> int:
     return value
 
 
+CLI_INJECTION_DEFAULT = False
+"""Whether ``hash``/``diff`` simulate helper injection when neither ``--inject``/``--no-inject``
+nor a settings file or ``SNAPREADY_INJECTION__ENABLED`` says: the chart's ``injectHelpers``
+default (false: no helpers image is published), so a CI fingerprint equals the installed
+webhook's stamp by default (README "Fingerprint"). The server's own setting keeps its default."""
+
+
 def add_injection_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--config`` and ``--no-inject``, shared with ``diff``."""
+    """``--config``, ``--inject`` and ``--no-inject``, shared with ``diff``."""
     parser.add_argument(
         "--config",
         type=Path,
-        help="YAML settings file (same keys as the env); the injection settings matter",
+        help="YAML settings file (same keys as the env; the chart's ConfigMap config.yaml): its "
+        "injection settings decide whether helper injection is simulated",
     )
-    parser.add_argument(
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--inject",
+        dest="inject",
+        action="store_const",
+        const=True,
+        default=None,
+        help="simulate snapready's helper injection (a webhook installed with "
+        "injectHelpers=true); default: as the chart installs, without injection, unless "
+        "--config or SNAPREADY_INJECTION__ENABLED says otherwise",
+    )
+    group.add_argument(
         "--no-inject",
         dest="inject",
-        action="store_false",
-        help="fingerprint the manifest as written, without simulating snapready's helper "
-        "injection (the default simulates it, as the webhook does on selected pods)",
+        action="store_const",
+        const=False,
+        help="fingerprint the manifest as written, whatever the settings say",
     )
 
 
 def injection_settings(args: argparse.Namespace) -> Settings | None:
-    """Settings for ``as_admitted``, or None with ``--no-inject``.
+    """Settings for ``as_admitted``, or None with ``--no-inject``. Without ``--inject``,
+    ``--config`` or ``SNAPREADY_INJECTION__ENABLED``, injection is off
+    (``CLI_INJECTION_DEFAULT``, the chart's default).
 
     Raises:
         ConfigError: invalid settings file or ``SNAPREADY_*`` env (message names the field).
     """
-    return settings_from(args) if args.inject else None
+    if args.inject is False:
+        return None
+    configured = getattr(args, "config", None) is not None or (
+        "SNAPREADY_INJECTION__ENABLED" in os.environ
+    )
+    enabled = True if args.inject else None if configured else CLI_INJECTION_DEFAULT
+    extra = {"injection": {"enabled": enabled}} if enabled is not None else {}
+    return settings_from(args, **extra)
 
 
 def shaped(view: PodView, settings: Settings | None) -> RawObject:
@@ -117,19 +150,21 @@ def run(args: argparse.Namespace) -> int:
     """Fingerprint every pod view of every object in ``args.files``."""
     try:
         settings = injection_settings(args)
+        workloads = workloads_from(settings or settings_from(args))
+        objects = load_objects(args.files)
         entries = list(
-            fingerprint_entries(load_objects(args.files), settings, args.distilled, args.ordinal)
+            fingerprint_entries(objects, settings, args.distilled, args.ordinal, workloads)
         )
     except (ConfigError, ValueError) as exc:
         return fail(str(exc))
     if not entries:
         return fail("no Pod or pod template (Deployment, StatefulSet, DaemonSet, ...) in the input")
     if settings is not None and any(entry["injected"] for entry in entries):
-        # The chart defaults to injectHelpers=false while local settings inject: say which.
+        # Injection is simulated (--inject or the settings): say with which image.
         image = settings.injection.helpers_image
         sys.stderr.write(
-            f"snapready: note: fingerprints include the helpers the webhook injects ({image}); "
-            "use --config with your webhook's settings, or --no-inject if it does not inject\n"
+            f"snapready: note: fingerprints include the helpers the webhook injects ({image}), "
+            "as a webhook installed with injectHelpers=true stamps them\n"
         )
     if args.as_json or args.distilled:
         print_json(entries)
@@ -146,10 +181,12 @@ def fingerprint_entries(
     settings: Settings | None,
     with_distilled: bool = False,
     ordinal: int | None = None,
+    workloads: Workloads = BUILTIN,
 ) -> Iterator[dict[str, Any]]:
     """One JSON-ready entry per pod view; objects without one get a stderr note.
 
-    Each view (``pod_views(obj, ordinal)``: a StatefulSet with claim templates is its replica
+    Each view (``workload_views(obj, ordinal, workloads)``: every template of a custom
+    resource, a StatefulSet with claim templates is its replica
     ``ordinal``, default the first) is hashed as ``shaped(view, settings)`` (None: as written).
     Entry keys: ``source``, ``ref``, ``kind``, ``namespace`` (None if unset), ``name``,
     ``specPath``, ``fingerprint``, ``injected`` (bool: simulated injection changed the pod),
@@ -160,7 +197,7 @@ def fingerprint_entries(
         ValueError: a value JSON cannot represent (message names the source).
     """
     for loaded in objects:
-        views = pod_views(loaded.obj, ordinal)
+        views = workload_views(loaded.obj, ordinal, workloads)
         if not views:
             sys.stderr.write(f"snapready: skipped {loaded.ref} ({loaded.source}): no pod spec\n")
         for view in views:

@@ -24,7 +24,7 @@ from webhook.base.config import ScopeSettings
 from webhook.base.types import RawObject
 from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
 from webhook.kube.matching import PolicyIndex
-from webhook.kube.scope import CONDITION_NAME, Scope, build_scope
+from webhook.kube.scope import CONDITION_NAME, CUSTOM_RESOURCES, Scope, build_scope
 
 log = logging.getLogger("snapready.scope")
 FIRST_SYNC_RETRY = 2.0
@@ -81,6 +81,8 @@ class ScopeController(Worker):
     Args:
         transport: GET/PATCH to the API server (``KubeTransport``).
         settings: mode, configuration names, expression bound, recheck period.
+        custom: (group, resource) of the custom workloads (``kube.scope.CUSTOM_RESOURCES``
+            plus ``workloads.extra``), sent in namespaces that have a policy.
         policies: the current policy index, or None while the policy cache has not synced
             (nothing is written before the policies are known: that could narrow the scope).
         is_leader: whether this replica may write now.
@@ -91,6 +93,7 @@ class ScopeController(Worker):
         transport: ScopeTransport,
         settings: ScopeSettings,
         *,
+        custom: tuple[tuple[str, str], ...] = CUSTOM_RESOURCES,
         policies: Callable[[], PolicyIndex | None],
         is_leader: Callable[[], bool],
         lock: threading.Lock,
@@ -98,6 +101,7 @@ class ScopeController(Worker):
     ) -> None:
         super().__init__("webhookScope", lock, on_change)
         self.transport, self.settings = transport, settings
+        self.custom = custom
         self.policies, self.is_leader = policies, is_leader
         self.in_sync = False
         self.level = "none"
@@ -134,7 +138,9 @@ class ScopeController(Worker):
             self._report(False, "waiting for the policy cache")
             return
         if self.settings.mode == "dynamic":
-            scope = build_scope(index.all(), max_chars=self.settings.max_expression_chars)
+            scope = build_scope(
+                index.all(), max_chars=self.settings.max_expression_chars, custom=self.custom
+            )
         else:
             scope = Scope("everything", ())
         self.level = scope.level

@@ -18,6 +18,7 @@ from webhook.cluster.leader import LeaderElector, new_identity
 from webhook.cluster.origins import OriginRecorder
 from webhook.cluster.restores import RestoreTracker
 from webhook.cluster.scope import ScopeController
+from webhook.kube.custom_views import workloads_from
 
 log = logging.getLogger("snapready.kube")
 
@@ -46,6 +47,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     scope = ScopeController(
         transport,
         settings.scope,
+        custom=tuple((w.group, w.resource) for w in workloads_from(settings).values()),
         policies=source.synced_policies,
         is_leader=is_leader,
         lock=source.lock,

@@ -13,8 +13,9 @@ Owns the offline input side of the CLI (``hash``, ``diff``, ``check``):
 
 YAML is read like Kubernetes reads it (``sigs.k8s.io/yaml``): YAML 1.1 scalars, except that
 unquoted timestamps stay strings (the API server's YAML-to-JSON step never produces dates).
-Errors raise ``webhook.base.errors.ConfigError`` with the source label and, for YAML, line and
-column.
+Errors raise ``ManifestError`` (a ``webhook.base.errors.ConfigError``) with the source label and,
+for YAML, line and column. ``read_lenient(names)`` is the CI form (``check``): every input that can
+be read is returned, and each one that cannot is one ``ManifestError`` (file, line, reason).
 """
 
 from __future__ import annotations
@@ -31,6 +32,22 @@ import yaml
 from webhook.base.errors import ConfigError
 from webhook.base.types import RawObject
 from webhook.kube.workloads import metadata_of
+
+
+class ManifestError(ConfigError):
+    """An input that cannot be read as Kubernetes objects.
+
+    Attributes:
+        source: the file (``-`` for stdin) or document label (``deploy.yaml#2``).
+        reason: what is wrong, without the source (``invalid YAML: did not find expected key``).
+        line: 1-based line of the problem when known (YAML syntax errors), else None.
+    """
+
+    def __init__(self, source: str, reason: str, line: int | None = None) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+        self.line = line
 
 
 class _KubeYamlLoader(yaml.CSafeLoader):
@@ -115,7 +132,7 @@ def read_source(name: str) -> bytes:
     try:
         return Path(name).read_bytes()
     except OSError as exc:
-        raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        raise ManifestError(name, f"cannot read: {exc.strerror or exc}") from None
 
 
 def parse_documents(data: bytes, source: str) -> list[LoadedObject]:
@@ -134,23 +151,72 @@ def parse_documents(data: bytes, source: str) -> list[LoadedObject]:
 
 def _documents(data: bytes, source: str) -> list[Any]:
     """Decoded documents; JSON first (fast, exact), else YAML (a superset for our purposes)."""
+    documents, error = _documents_until_error(data, source)
+    if error is not None:
+        raise error
+    return documents
+
+
+def _documents_until_error(data: bytes, source: str) -> tuple[list[Any], ManifestError | None]:
+    """The documents decoded before the first syntax error, and that error (None if none)."""
     stripped = data.lstrip()
     if stripped[:1] in (b"{", b"["):
         try:
-            return [orjson.loads(stripped)]
+            return [orjson.loads(stripped)], None
         except orjson.JSONDecodeError:
             pass  # e.g. a YAML flow mapping, or JSON followed by more YAML documents
+    documents: list[Any] = []
     try:
         text = data.decode("utf-8-sig")
-        return list(yaml.load_all(text, Loader=_KubeYamlLoader))
+        for document in yaml.load_all(text, Loader=_KubeYamlLoader):
+            documents.append(document)
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        reason = f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        return documents, ManifestError(source, reason)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{source}: invalid YAML{where}: {exc.problem}") from None
+        line = mark.line + 1 if mark else None
+        return documents, ManifestError(source, f"invalid YAML{where}: {exc.problem}", line)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: invalid YAML: {exc}") from None
+        return documents, ManifestError(source, f"invalid YAML: {exc}")
+    return documents, None
+
+
+def parse_lenient(data: bytes, source: str) -> tuple[list[LoadedObject], list[ManifestError]]:
+    """Like ``parse_documents`` but never raises: the objects of every readable document (those
+    before a YAML syntax error included) and one ``ManifestError`` per unreadable document or
+    syntax error."""
+    documents, error = _documents_until_error(data, source)
+    objects: list[LoadedObject] = []
+    errors: list[ManifestError] = []
+    for index, document in enumerate(documents):
+        if document is None:
+            continue
+        try:
+            objects.extend(_expand(document, f"{source}#{index}"))
+        except ManifestError as exc:
+            errors.append(exc)
+    if error is not None:
+        errors.append(error)
+    return objects, errors
+
+
+def read_lenient(names: Sequence[str]) -> tuple[list[LoadedObject], list[ManifestError]]:
+    """Every object of every readable input in ``names`` (``-`` is stdin), and one
+    ``ManifestError`` per input (or document) that cannot be read; never raises for bad input."""
+    objects: list[LoadedObject] = []
+    errors: list[ManifestError] = []
+    for name in names:
+        try:
+            data = read_source(name)
+        except ManifestError as exc:
+            errors.append(exc)
+            continue
+        found, failed = parse_lenient(data, name)
+        objects.extend(found)
+        errors.extend(failed)
+    return objects, errors
 
 
 def _expand(document: Any, label: str) -> Iterable[LoadedObject]:
@@ -160,7 +226,7 @@ def _expand(document: Any, label: str) -> Iterable[LoadedObject]:
             yield from _expand(item, f"{label}[{i}]")
         return
     if not isinstance(document, dict) or not isinstance(document.get("kind"), str):
-        raise ConfigError(f"{label}: not a Kubernetes object (need a mapping with a 'kind')")
+        raise ManifestError(label, "not a Kubernetes object (need a mapping with a 'kind')")
     kind: str = document["kind"]
     items = document.get("items")
     if kind.endswith("List") and isinstance(items, list):
@@ -171,7 +237,7 @@ def _expand(document: Any, label: str) -> Iterable[LoadedObject]:
         request = document.get("request")
         inner = request.get("object") if isinstance(request, dict) else None
         if inner is None:
-            raise ConfigError(f"{label}: AdmissionReview without request.object")
+            raise ManifestError(label, "AdmissionReview without request.object")
         yield from _expand(inner, f"{label}.request.object")
         return
     yield LoadedObject(source=label, obj=document)

@@ -8,7 +8,10 @@ per webhook, ``snapready-scope``, built from the current policies:
 - a pod (also ``pods/ephemeralcontainers``, whose object is the Pod) is sent when a policy of
   ``request.namespace`` selects ``object.metadata.labels``;
 - a pod controller when a policy selects its template's labels (``TEMPLATE_PATHS``);
-- the snapshot CRDs (group ``podsnapshot.gke.io``) always.
+- the snapshot CRDs (group ``podsnapshot.gke.io``) always;
+- a custom resource that embeds pod templates (``custom_workloads``: agent-sandbox, Ray, ...)
+  when ``request.namespace`` has a policy: its templates sit at kind-specific paths, some in
+  lists (Ray worker groups), so the condition is per namespace, never narrower than the policies.
 
 Each selector is translated with ``k8s.io/apimachinery/pkg/labels`` semantics (matchLabels and
 ``In``, ``NotIn``, ``Exists``, ``DoesNotExist``; ``NotIn`` also matches an absent label, an empty
@@ -28,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from webhook.kube.custom_workloads import BUILTIN
 from webhook.kube.matching import LabelSelector, Policy, Requirement
 from webhook.kube.workloads import TEMPLATE_PATHS
 
@@ -49,6 +53,11 @@ CONTROLLER_RESOURCES: Mapping[str, str] = {
 CONTROLLER_RESOURCES_BY_PATH: Mapping[str, tuple[str, ...]] = {
     resource: TEMPLATE_PATHS[kind] for resource, kind in CONTROLLER_RESOURCES.items()
 }
+
+CUSTOM_RESOURCES: tuple[tuple[str, str], ...] = tuple(
+    sorted({(w.group, w.resource) for w in BUILTIN.values()})
+)
+"""(API group, resource) of the built-in custom workloads, for the scope condition."""
 
 Level = Literal["policies", "namespaces", "everything"]
 
@@ -127,39 +136,60 @@ def labels_by_kind() -> str:
     )
 
 
-def scope_expression(policies: Iterable[Policy], *, by_namespace_only: bool = False) -> str:
+def scope_expression(
+    policies: Iterable[Policy],
+    *,
+    by_namespace_only: bool = False,
+    custom: Iterable[tuple[str, str]] = CUSTOM_RESOURCES,
+) -> str:
     """The ``snapready-scope`` expression for the current policies.
 
     The labels map is computed once and bound to ``L`` through a one-element list
     (``[labels].all(L, ...)``, a standard CEL comprehension), so each policy's selector is
     written once whatever the number of kinds. ``by_namespace_only`` drops the label selectors:
     any pod or template of a namespace that has a policy is sent (the fallback when the selectors
-    do not fit).
+    do not fit). ``custom``: (group, resource) of the custom workloads, sent in namespaces that
+    have a policy.
     """
     policies = tuple(policies)
     kinds = "[" + ", ".join(cel_string(r) for r in ("pods", *CONTROLLER_RESOURCES)) + "]"
+    namespaces = sorted({p.namespace for p in policies})
+    listed = "[" + ", ".join(cel_string(ns) for ns in namespaces) + "]"
     if by_namespace_only:
-        namespaces = sorted({p.namespace for p in policies})
-        listed = "[" + ", ".join(cel_string(ns) for ns in namespaces) + "]"
         selected = f"request.namespace in {listed}"
     else:
         selected = f"[{labels_by_kind()}].all(L, {policies_cel(policies, 'L')})"
-    return (
+    expression = (
         f"request.resource.group == {cel_string(SNAPSHOT_GROUP)} || "
         f"(request.resource.resource in {kinds} && object != null && {selected})"
     )
+    pairs = sorted(set(custom))
+    if not pairs or not namespaces:
+        return expression
+    resources = " || ".join(
+        f"(request.resource.group == {cel_string(g)} && request.resource.resource == "
+        f"{cel_string(r)})"
+        for g, r in pairs
+    )
+    return f"{expression} || (({resources}) && object != null && request.namespace in {listed})"
 
 
-def build_scope(policies: Iterable[Policy], *, max_chars: int = MAX_EXPRESSION_CHARS) -> Scope:
+def build_scope(
+    policies: Iterable[Policy],
+    *,
+    max_chars: int = MAX_EXPRESSION_CHARS,
+    custom: Iterable[tuple[str, str]] = CUSTOM_RESOURCES,
+) -> Scope:
     """The most precise scope that fits ``max_chars``: selectors, else namespaces, else none.
 
     Never narrower than the policies: every pod a policy selects satisfies the condition.
     """
     policies = tuple(policies)
-    precise = scope_expression(policies)
+    custom = tuple(custom)
+    precise = scope_expression(policies, custom=custom)
     if len(precise) <= max_chars:
         return Scope("policies", ({"name": CONDITION_NAME, "expression": precise},))
-    coarse = scope_expression(policies, by_namespace_only=True)
+    coarse = scope_expression(policies, by_namespace_only=True, custom=custom)
     if len(coarse) <= max_chars:
         return Scope("namespaces", ({"name": CONDITION_NAME, "expression": coarse},))
     return Scope("everything", ())

@@ -131,8 +131,11 @@ def is_snapshot_kind(obj: Any, kind: str) -> bool:
     return group == POLICY_GROUP and version in POLICY_VERSIONS
 
 
-def parse_policy(obj: Mapping[str, Any], *, prefix: str, where: str = "") -> Policy:
-    """Extract a ``Policy`` from a PodSnapshotPolicy object.
+def parse_policy(
+    obj: Mapping[str, Any], *, prefix: str, where: str = "", namespace: str = "default"
+) -> Policy:
+    """Extract a ``Policy`` from a PodSnapshotPolicy object; ``namespace`` is where one without
+    ``metadata.namespace`` lands (``kubectl apply -n``; the API server always sets it).
 
     Raises:
         ConfigError: a required field is missing or malformed; the message starts with ``where``
@@ -144,7 +147,7 @@ def parse_policy(obj: Mapping[str, Any], *, prefix: str, where: str = "") -> Pol
     if not isinstance(metadata, dict) or not isinstance(spec, dict):
         raise ConfigError(f"{at}metadata and spec must be objects")
     name = _require_str(metadata.get("name"), f"{at}metadata.name")
-    namespace = metadata.get("namespace") or "default"
+    namespace = metadata.get("namespace") or namespace
     if "selector" not in spec or spec["selector"] is None:
         raise ConfigError(f"{at}spec.selector: required (use {{}} to select every pod)")
     selector = compile_selector(spec["selector"], where=f"{at}spec.selector")

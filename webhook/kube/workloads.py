@@ -10,7 +10,7 @@ statefulset`` does), an Indexed Job the pod of one completion index. Pure module
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.base.types import RawObject
@@ -57,6 +57,11 @@ class PodView:
         ordinal: the replica ``pod`` stands for (StatefulSets with claim templates), or the
             completion index of an Indexed Job when one was asked for, else None.
         set_name: the StatefulSet's ``metadata.name`` (``?`` when unset), for claim names.
+        added_labels: labels the controller adds to each pod (``custom_views``): known values,
+            or ``custom_workloads.UNKNOWN_VALUE`` when set per pod. Not part of ``pod``.
+        renames: ``(path in the view, path in the object)`` prefixes for parts of ``pod`` the
+            controller builds from elsewhere (KServe's model container from
+            ``spec.predictor.tensorflow``), so findings name the object's own field.
     """
 
     pod: RawObject
@@ -66,6 +71,15 @@ class PodView:
     claim_templates: tuple[str, ...] = ()
     ordinal: int | None = None
     set_name: str = ""
+    added_labels: Mapping[str, str] = field(default_factory=dict)
+    renames: tuple[tuple[str, str], ...] = ()
+
+    def object_path(self, path: str) -> str:
+        """``path`` (a finding's, in the view) as a path in the object (``renames``)."""
+        for inner, outer in self.renames:
+            if path == inner or path.startswith((inner + ".", inner + "[")):
+                return outer + path[len(inner) :]
+        return path
 
     def claim_name(self, template: str, ordinal: int | str) -> str:
         """The claim the controller binds to replica ``ordinal`` for claim ``template``
