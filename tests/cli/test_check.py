@@ -131,6 +131,7 @@ def test_directory_with_a_denied_pod_exits_1_and_reports_every_object(
     assert {(f["rule"], f["outcome"]) for f in pod["findings"]} == {
         ("gpu-mig", "deny"),
         ("image-digest", "warn"),
+        ("gpu-driver", "warn"),  # review 04 pins no GPU driver branch
     }
 
 
@@ -214,14 +215,19 @@ def test_object_namespace_wins_over_the_flag(
     assert report["results"][0]["namespace"] == "snap"
 
 
-def test_gke_version_flag_relaxes_gpu_whole_node(
+def test_gke_version_flag_gates_gpu_whole_node(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     deployment = ready_deployment()
     selector = deployment["spec"]["template"]["spec"]["nodeSelector"]
     selector["node.kubernetes.io/instance-type"] = "g2-standard-48"
     manifest = str(write(tmp_path / "d.yaml", deployment))
-    assert check_json(capsys, manifest)[0] == 1
+    # Unknown version: a GA one (every GA version allows a subset of a node's GPUs).
+    assert check_json(capsys, manifest)[0] == 0
+    code, report = check_json(capsys, manifest, "--gke-version", "1.34.1-gke.3084001")
+    assert code == 1
+    [finding] = [f for f in report["results"][0]["findings"] if f["rule"] == "gpu-whole-node"]
+    assert "--gke-version" in finding["message"]
     assert check_json(capsys, manifest, "--gke-version", "1.35.0-gke.1738000")[0] == 0
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import Finding, Mode
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
+from webhook.kube.facts import compute_class_facts
 from webhook.kube.manifests import LoadedObject, load_objects
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionRequest
@@ -84,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         names = ", ".join("stdin" if name == "-" else name for name in args.files)
         return fail(f"no objects found in {names}")
     _note_policies(args, settings, engine)
+    with_input_facts(engine, objects)
     results = [
         check_object(item, engine, args.namespace, index) for index, item in enumerate(objects)
     ]
@@ -115,6 +118,25 @@ def _note_policies(args: argparse.Namespace, settings: Settings, engine: Engine)
             f"snapready: warning: {directory} holds no PodSnapshotPolicy, so no pod can be "
             "selected and every pod is allowed without checks\n"
         )
+
+
+def with_input_facts(engine: Engine, objects: Sequence[LoadedObject]) -> None:
+    """Let the rules see the cluster facts the checked input itself declares: its
+    ``cloud.google.com`` ComputeClasses (what a ``cloud.google.com/compute-class`` pin means,
+    e.g. Google's reference workloads ship the class they select). Offline there are no other
+    facts, so without this a class pin is "unknown"."""
+    classes = {
+        facts.name: facts
+        for item in objects
+        if item.kind == "ComputeClass"
+        and str(item.obj.get("apiVersion", "")).startswith("cloud.google.com/")
+        and (facts := compute_class_facts(item.obj)) is not None
+    }
+    if not classes:
+        return
+    base = engine.state()
+    state = replace(base, compute_classes={**(base.compute_classes or {}), **classes})
+    engine.state = lambda: state
 
 
 def _error_text(exc: BaseException) -> str:

@@ -74,6 +74,13 @@ class ComputeClassFacts:
     machine_families: frozenset[str] = frozenset()
     enables_mig: bool = False
     enables_gpu_sharing: bool = False
+    machine_types: frozenset[str] = frozenset()
+    """``machineType`` of the priorities, when every priority names one (else empty: a
+    ``machineFamily`` priority may make any shape of its family)."""
+    gpu_drivers: frozenset[str] = frozenset()
+    """``gpu.driverVersion`` of every priority with a GPU (``default`` where unset, GKE's
+    default); empty when no priority has a GPU. ``{"latest"}``: every GPU node it makes runs
+    the latest driver branch (570+, what GPU checkpointing needs: domain.md section 9)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from webhook.rules.drift import HashDrift
 from webhook.rules.gpu import GpuRules
 from webhook.rules.images import ImageDigest
 from webhook.rules.machine import MachineRules
+from webhook.rules.restore_from_policy import RestoreFromPolicy
 from webhook.rules.sandbox import GvisorRuntime, SandboxCompat
 from webhook.rules.storage import GcsFuse, StaleState
 
@@ -37,6 +38,7 @@ RULES: tuple[Rule, ...] = (
     SandboxCompat(),
     ImageDigest(),
     StaleState(),
+    RestoreFromPolicy(),
     MachineRules(),
     GpuRules(),
     HashDrift(),
