@@ -12,8 +12,16 @@ import pytest
 from pydantic import ValidationError
 
 from tests.conftest import make_settings
-from tests.rules.test_table import STRICT_RULES
-from tests.rules.test_table import GPU, cpu_pod, judge, lines, outcomes, ready_pod, review_pod
+from tests.rules.test_table import (
+    GPU,
+    STRICT_RULES,
+    cpu_pod,
+    judge,
+    lines,
+    outcomes,
+    ready_pod,
+    review_pod,
+)
 from webhook.admission.engine import Engine
 from webhook.base.sections import RuleSettings
 from webhook.kube.matching import Policy, PolicyIndex
