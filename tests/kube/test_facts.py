@@ -225,7 +225,7 @@ def _class(*priorities: dict[str, Any]) -> dict[str, Any]:
                     "spot": True,
                     "gpu": {"type": "nvidia-rtx-pro-6000", "driverVersion": "latest"},
                 },
-            ),  # fmt: skip
+            ),
             ComputeClassFacts(
                 "c",
                 frozenset({"g4"}),
