@@ -233,6 +233,8 @@ EXPECTED_RULES = {
         ("batch", "cronjobs", ("CREATE", "UPDATE")),
         ("podsnapshot.gke.io", "podsnapshotpolicies", ("CREATE", "UPDATE")),
         ("podsnapshot.gke.io", "podsnapshotstorageconfigs", ("CREATE", "UPDATE")),
+        # issue 23: a trigger's target pod is checked when the trigger is created
+        ("podsnapshot.gke.io", "podsnapshotmanualtriggers", ("CREATE",)),
     },
 }
 """(group, resource, operations) per configuration, from the issue (not from the templates)."""

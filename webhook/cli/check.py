@@ -28,6 +28,7 @@ from webhook.base.config import DEFAULT_POLICY_DIR, Settings
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import Finding, Mode
+from webhook.cli.check_shared import shared_fingerprints
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.kube.facts import compute_class_facts
 from webhook.kube.manifests import LoadedObject, load_objects
@@ -90,6 +91,7 @@ def _run(args: argparse.Namespace) -> int:
     results = [
         check_object(item, engine, args.namespace, index) for index, item in enumerate(objects)
     ]
+    shared_fingerprints(objects, results, engine, args.namespace)
     report: dict[str, Any] = {
         "version": CHECK_FORMAT_VERSION,
         "summary": summarize(results),

@@ -260,6 +260,7 @@ class ClusterSource:
             snapshots=snapshots.view,
             snapshots_known=snapshots.synced and snapshots.served,
             pods=self.reflectors["pods"].view,
+            pods_known=self.reflectors["pods"].synced,
             scope_synced=None if self.scope is None else bool(self.scope.in_sync),
         )
         # Snapshots or node pools changed (a node-pool upgrade makes snapshots stale).

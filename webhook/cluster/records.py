@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from webhook.base.types import RawObject, mapping
 from webhook.kube.gke import POD_RESTORED
-from webhook.kube.snapshots import PodRecord, condition
+from webhook.kube.snapshots import PodRecord, condition, workload_of
 
 
 def selected_label_query(prefix: str) -> str:
@@ -52,4 +52,6 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
         restored=restored is not None and restored.get("status") == "True",
         restored_message=str(restored.get("message") or "") if restored is not None else "",
         policy=ours("policy"),
+        phase=str(mapping(obj.get("status")).get("phase") or ""),
+        owner=workload_of(metadata),
     )

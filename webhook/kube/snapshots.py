@@ -199,6 +199,45 @@ class SnapshotIndex:
 
 
 @dataclass(frozen=True)
+class WorkloadRef:
+    """A pod's owning workload: ``kind``, ``name`` and ``uid`` (empty when not known)."""
+
+    kind: str
+    name: str
+    uid: str = ""
+
+    def text(self) -> str:
+        """``Deployment decode`` (for messages)."""
+        return f"{self.kind} {self.name}"
+
+
+POD_TEMPLATE_HASH = "pod-template-hash"
+"""Label the Deployment controller puts on a ReplicaSet's pods; the ReplicaSet is named
+``<deployment>-<hash>`` (k8s pkg/controller/deployment/sync.go)."""
+
+
+def workload_of(metadata: Mapping[str, Any]) -> WorkloadRef | None:
+    """The top controller of a pod from its own metadata (no lookup): the ``controller: true``
+    ownerReference, except that a ReplicaSet whose pods carry ``pod-template-hash`` stands for
+    its Deployment (name without the ``-<hash>`` suffix; uid unknown without a ReplicaSet
+    lookup, so empty). A Job of a CronJob stays the Job. None for a bare pod."""
+    owners = metadata.get("ownerReferences")
+    if not isinstance(owners, list):
+        return None
+    ref = next((o for o in owners if isinstance(o, dict) and o.get("controller") is True), None)
+    if ref is None or not isinstance(ref.get("kind"), str) or not isinstance(ref.get("name"), str):
+        return None
+    kind, name, uid = ref["kind"], ref["name"], str(ref.get("uid") or "")
+    labels = metadata.get("labels")
+    template_hash = labels.get(POD_TEMPLATE_HASH) if isinstance(labels, dict) else None
+    if kind == "ReplicaSet" and isinstance(template_hash, str):
+        suffix = f"-{template_hash}"
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return WorkloadRef("Deployment", name[: -len(suffix)])
+    return WorkloadRef(kind, name, uid)
+
+
+@dataclass(frozen=True)
 class PodRecord:
     """The part of a stamped pod (label ``<prefix>selected``) the caches keep.
 
@@ -227,6 +266,10 @@ class PodRecord:
     restored: bool = False
     restored_message: str = ""
     policy: str | None = None
+    phase: str = ""
+    """``status.phase`` (``Pending``, ``Running``, ...; empty when not reported yet)."""
+    owner: WorkloadRef | None = None
+    """The pod's top controller (``workload_of``): its Deployment, StatefulSet, Sandbox..."""
 
 
 def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

@@ -100,7 +100,8 @@ class ClusterState:
         details: per-source status for ``/readyz`` (e.g. ``{"computeclasses": "not served"}``).
         snapshots: PodSnapshots by policy and name (cluster mode); ``snapshots_known`` is True
             once they were listed (restore predictions are made only then).
-        pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``.
+        pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``;
+            ``pods_known`` once they were listed.
         scope_synced: whether the live webhook configurations carry the scope the policies
             imply (cluster mode, ``webhook.cluster.scope``); None where nothing is reconciled.
     """
@@ -118,6 +119,8 @@ class ClusterState:
     snapshots: SnapshotIndex = field(default_factory=SnapshotIndex)
     snapshots_known: bool = False
     pods: Mapping[str, PodRecord] = field(default_factory=dict)
+    pods_known: bool = False
+    """The stamped pods were listed (cluster mode): a pod absent from ``pods`` is not stamped."""
 
 
 def _require_str(value: Any, where: str) -> str:
