@@ -8,7 +8,8 @@ PodSnapshotPolicy selects. Steps:
    is denied with every collision listed; in ``warn``/``audit`` mode (never block) the helpers
    are skipped (with a warning in ``warn`` mode) and only the annotations are written.
 2. The mutators of ``MUTATORS`` edit one copy-on-write working copy (``patch.Draft``) in order:
-   helper files (``helpers``), env (``env``), ``<prefix>policy``, the label ``<prefix>selected``,
+   helper files (``helpers``), env (``env``), the GPU driver nodeSelector when
+   ``rules.gpu_driver.pin`` is on (``driver``), ``<prefix>policy``, the label ``<prefix>selected``,
    ``<prefix>spec-hash`` (the fingerprint of the final pod) and, in cluster mode, the
    ``<prefix>restore-*`` prediction (``webhook.mutation.prediction``). Injection steps are
    skipped when ``settings.injection.enabled`` is false or the pod says
@@ -41,6 +42,7 @@ from webhook.kube.responses import (
 )
 from webhook.kube.state import ClusterState
 from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
+from webhook.mutation.driver import pin_gpu_driver
 from webhook.mutation.env import inject_env
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
 from webhook.mutation.patch import Draft, coalesced
@@ -66,6 +68,7 @@ class Step:
 MUTATORS: tuple[Step, ...] = (
     Step("helpers", inject_helpers, injection=True),
     Step("env", inject_env, injection=True),
+    Step("gpu-driver-pin", pin_gpu_driver),
     Step("policy-annotation", stamp_policy),
     Step("selected-label", stamp_selected),
     Step("spec-hash", stamp_fingerprint),
