@@ -267,7 +267,7 @@ def mutate(pod: Pod, settings: dict[str, Any]) -> list[dict[str, Any]]:
             "object": pod,
         }
     )
-    return admit(request, "mutate", engine(settings)).patch
+    return list(admit(request, "mutate", engine(settings)).patch)
 
 
 DRIVER_OP = {"op": "add", "path": "/spec/nodeSelector/cloud.google.com~1gke-gpu-driver-version"}
