@@ -298,6 +298,14 @@ class RestoreSettings(BaseModel):
         "silent cold start), `off` only writes the annotations. Default warn: the prediction "
         "is our model, not GKE's promise.",
     )
+    cross_workload: Literal["warn", "deny", "allow"] = Field(
+        "warn",
+        description="A selected pod predicted to `hit` a snapshot taken from another workload "
+        "(origin record's owner: a Deployment, StatefulSet, Sandbox...) would restore that "
+        "workload's memory (domain.md section 9, grouping is isolation): `warn` admits it with a "
+        "warning, `deny` refuses it, `allow` says nothing. Default warn: sharing can be "
+        "intended (one template deployed twice).",
+    )
     rollout_warnings: bool = Field(
         True,
         description="Warn when a Deployment/StatefulSet/Job/CronJob template no longer matches "

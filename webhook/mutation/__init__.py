@@ -46,7 +46,12 @@ from webhook.mutation.driver import pin_gpu_driver
 from webhook.mutation.env import inject_env
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
 from webhook.mutation.patch import Draft, coalesced
-from webhook.mutation.prediction import PREDICTION_KEY, stamp_prediction, stamp_selected
+from webhook.mutation.prediction import (
+    PREDICTION_KEY,
+    cross_workload_line,
+    stamp_prediction,
+    stamp_selected,
+)
 from webhook.pod.context import PodContext
 
 
@@ -120,6 +125,11 @@ def _mutation_decision(pod: RawObject, ctx: PodContext) -> Decision:
                 "the snapshot (`snapready explain`)."
             )
         warnings = bounded_warnings([*warnings, line])
+    cross = cross_workload_line(ctx)
+    if cross is not None and ctx.settings.restore.cross_workload == "deny":
+        return denied(f"snapready: {cross}. Set restore.cross_workload=warn to admit it.")
+    if cross is not None and ctx.settings.restore.cross_workload == "warn":
+        warnings = bounded_warnings([*warnings, cross])
     decision = patched(coalesced(draft.ops), warnings=warnings)
     decision.audit.update({"mutators": changed, "collisions": problems})
     if prediction is not None:
