@@ -106,13 +106,15 @@ def test_directory_with_a_denied_pod_exits_1_and_reports_every_object(
     assert report["summary"] == {
         "objects": 3,
         "denied": 1,
-        "warned": 0,
-        "allowed": 2,
+        "warned": 1,
+        "allowed": 1,
         "errors": 0,
     }
     by_kind = {r["kind"]: r for r in report["results"]}
     assert [r["kind"] for r in report["results"]] == ["Deployment", "ConfigMap", "Pod"]
-    assert by_kind["Deployment"]["decision"] == "allow"
+    # No PodDisruptionBudget in the input holds the Deployment's pods (checkpoint-window).
+    assert by_kind["Deployment"]["decision"] == "warn"
+    assert {f["rule"] for f in by_kind["Deployment"]["findings"]} == {"checkpoint-window"}
     assert by_kind["Deployment"]["policies"] == ["snap/llm-policy"]
     assert by_kind["ConfigMap"] == by_kind["ConfigMap"] | {
         "decision": "allow",
@@ -240,8 +242,8 @@ def test_text_output_is_a_readable_table(
     first, *rest = out.splitlines()
     assert first.startswith("DENY  Pod/snap/mig-a100-1g5gb  (policy snap/llm-policy;")
     assert any(line.split()[:2] == ["deny", "gpu-mig"] for line in rest)
-    assert any(line.startswith("ALLOW Deployment/snap/ready") for line in rest)
-    assert rest[-1] == "2 object(s): 1 denied, 0 allowed with warnings, 1 allowed"
+    assert any(line.startswith("WARN  Deployment/snap/ready") for line in rest)  # no PDB
+    assert rest[-1] == "2 object(s): 1 denied, 1 allowed with warnings, 0 allowed"
 
 
 def test_stdin_is_read_with_dash(

@@ -13,13 +13,20 @@ from typing import Any
 
 import pytest
 
+from tests.admission.test_controllers import admit_controller, controller
 from tests.conftest import make_settings
-from tests.rules.test_facts import policy
 from tests.rules.test_table import GPU, judge, lines, outcomes, ready_pod
 from webhook.admission.engine import Engine, admit
 from webhook.kube.matching import PolicyIndex
 from webhook.kube.review import AdmissionRequest
-from webhook.kube.state import ClusterState, ComputeClassFacts, NodePoolFacts
+from webhook.kube.state import (
+    ClusterState,
+    ComputeClassFacts,
+    DisruptionBudget,
+    NodePoolFacts,
+    disruption_budget,
+    parse_policy,
+)
 
 Pod = dict[str, Any]
 DRIVER = "cloud.google.com/gke-gpu-driver-version"
@@ -30,9 +37,23 @@ NODE_POOL = "cloud.google.com/gke-nodepool"
 FAMILY = "cloud.google.com/machine-family"
 
 
+WORKLOAD_POLICY = parse_policy(
+    {
+        "metadata": {"name": "llm-policy", "namespace": "snap"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "llm"}},
+            "storageConfigName": "s",
+            "triggerConfig": {"type": "workload"},
+        },
+    },
+    prefix="snapready.io/",
+)
+"""``llm-policy`` with a workload trigger (the checkpoint-window rule needs one)."""
+
+
 def engine(settings: dict[str, Any] | None = None, **state: Any) -> Engine:
     """Default settings (plus ``settings``) over ``llm-policy`` and the given cluster facts."""
-    cluster = ClusterState(policies=PolicyIndex.build((policy(),)), synced=True, **state)
+    cluster = ClusterState(policies=PolicyIndex.build((WORKLOAD_POLICY,)), synced=True, **state)
     return Engine(settings=make_settings(**(settings or {})), state=lambda: cluster)
 
 
@@ -287,3 +308,81 @@ def test_driver_pin_adds_the_node_selector_when_on() -> None:
     cpu = ready_pod()
     del cpu["spec"]["containers"][0]["resources"]
     assert not [op for op in mutate(copy.deepcopy(cpu), on) if "gke-gpu" in op["path"]]
+
+
+# ---- 7. checkpoint-window
+
+
+def budget(selector: dict[str, str], **spec: Any) -> DisruptionBudget:
+    obj = {
+        "metadata": {"name": "pdb", "namespace": "snap"},
+        "spec": {"selector": {"matchLabels": selector}, **spec},
+    }
+    found = disruption_budget(obj)
+    assert found is not None
+    return found
+
+
+def template_of(kind: str) -> Any:
+    pod = ready_pod()
+    return controller(kind, {"metadata": pod["metadata"], "spec": pod["spec"]})
+
+
+@pytest.mark.parametrize(
+    ("kind", "budgets", "warned"),
+    [
+        pytest.param("Deployment", [], True, id="deployment-without-pdb"),
+        pytest.param("StatefulSet", [], True, id="statefulset-without-pdb"),
+        pytest.param(
+            "Deployment", [budget({"app": "llm"}, maxUnavailable=0)], False, id="zero-pdb"
+        ),
+        pytest.param(
+            "Deployment", [budget({"app": "llm"}, minAvailable="100%")], False, id="all-available"
+        ),
+        pytest.param(
+            "Deployment", [budget({"app": "llm"}, maxUnavailable=1)], True, id="pdb-allowing-one"
+        ),
+        pytest.param(
+            "Deployment", [budget({"app": "other"}, maxUnavailable=0)], True, id="pdb-of-other-pods"
+        ),
+        pytest.param("Job", [], False, id="jobs-are-not-snapshot-sources-here"),
+    ],
+)
+def test_checkpoint_window_needs_a_zero_disruption_budget(
+    kind: str, budgets: list[DisruptionBudget], warned: bool
+) -> None:
+    state = engine(disruption_budgets={"snap": tuple(budgets)})
+    decision = admit_controller(kind, template_of(kind), state)
+    found = [(p, m) for r, p, m in lines(decision) if r == "checkpoint-window"]
+    assert bool(found) is warned
+    if warned:
+        assert found[0][0] == "spec.template.metadata.labels"
+        assert "maxUnavailable: 0" in found[0][1]
+
+
+def test_checkpoint_window_is_not_judged_where_budgets_are_unknown() -> None:
+    decision = admit_controller("Deployment", template_of("Deployment"), engine())
+    assert "checkpoint-window" not in outcomes(decision)["warn"]
+
+
+def test_pvc_under_post_checkpoint_resume_is_warned_and_stop_is_not() -> None:
+    pod = ready_pod()
+    pod["spec"]["volumes"] = [{"name": "db", "persistentVolumeClaim": {"claimName": "db"}}]
+    [(path, message)] = [
+        (p, m) for r, p, m in lines(judge(pod, engine())) if r == "checkpoint-window"
+    ]
+    assert path == "spec.volumes[0]" and "postCheckpoint: resume" in message
+    stop = parse_policy(
+        {
+            "metadata": {"name": "llm-policy", "namespace": "snap"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "llm"}},
+                "storageConfigName": "s",
+                "triggerConfig": {"type": "workload", "postCheckpoint": "stop"},
+            },
+        },
+        prefix="snapready.io/",
+    )
+    cluster = ClusterState(policies=PolicyIndex.build((stop,)), synced=True)
+    stopped = judge(pod, Engine(settings=make_settings(), state=lambda: cluster))
+    assert "checkpoint-window" not in outcomes(stopped)["warn"]

@@ -212,7 +212,10 @@ PARTITION = "cloud.google.com/gke-gpu-partition-size"
 ROWS = [
     # ---- captured reviews
     pytest.param(
-        lambda: review_pod("03"), set(), {"stale-state"}, id="allows-l4x4-pod-on-g2-standard-48"
+        lambda: review_pod("03"),
+        set(),
+        {"stale-state", "checkpoint-window"},  # a PVC under postCheckpoint: resume
+        id="allows-l4x4-pod-on-g2-standard-48",
     ),
     pytest.param(lambda: review_pod("04"), {"gpu-mig"}, {"image-digest"}, id="denies-mig-a100-pod"),
     pytest.param(
@@ -532,7 +535,7 @@ ROWS = [
             ),
         ),
         set(),
-        {"stale-state"},
+        {"stale-state", "checkpoint-window"},  # the policy resumes after the checkpoint
         id="warns-pvc-volume",
     ),
     pytest.param(

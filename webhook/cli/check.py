@@ -27,13 +27,14 @@ from webhook.admission.engine import Engine, admit
 from webhook.base.config import DEFAULT_POLICY_DIR, Settings
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
-from webhook.base.types import Finding, Mode
+from webhook.base.types import Finding, Mode, RawObject
 from webhook.cli.check_shared import shared_fingerprints
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.kube.facts import compute_class_facts
 from webhook.kube.manifests import LoadedObject, load_objects
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionRequest
+from webhook.kube.state import DisruptionBudget, disruption_budget
 
 CHECK_FORMAT_VERSION = 1
 """Bumped only on an incompatible change of the JSON output."""
@@ -87,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
         names = ", ".join("stdin" if name == "-" else name for name in args.files)
         return fail(f"no objects found in {names}")
     _note_policies(args, settings, engine)
-    with_input_facts(engine, objects)
+    with_input_facts(engine, objects, args.namespace)
     results = [
         check_object(item, engine, args.namespace, index) for index, item in enumerate(objects)
     ]
@@ -122,11 +123,12 @@ def _note_policies(args: argparse.Namespace, settings: Settings, engine: Engine)
         )
 
 
-def with_input_facts(engine: Engine, objects: Sequence[LoadedObject]) -> None:
+def with_input_facts(engine: Engine, objects: Sequence[LoadedObject], namespace: str) -> None:
     """Let the rules see the cluster facts the checked input itself declares: its
     ``cloud.google.com`` ComputeClasses (what a ``cloud.google.com/compute-class`` pin means,
-    e.g. Google's reference workloads ship the class they select). Offline there are no other
-    facts, so without this a class pin is "unknown"."""
+    e.g. Google's reference workloads ship the class they select; offline a class pin is
+    otherwise "unknown") and its PodDisruptionBudgets (``checkpoint-window``: the input is the
+    whole set, so a workload without a PDB in it is warned)."""
     classes = {
         facts.name: facts
         for item in objects
@@ -134,11 +136,30 @@ def with_input_facts(engine: Engine, objects: Sequence[LoadedObject]) -> None:
         and str(item.obj.get("apiVersion", "")).startswith("cloud.google.com/")
         and (facts := compute_class_facts(item.obj)) is not None
     }
-    if not classes:
-        return
+    budgets: dict[str, list[DisruptionBudget]] = {}
+    for item in objects:
+        if item.kind == "PodDisruptionBudget":
+            budget = disruption_budget({**item.obj, "metadata": _namespaced(item, namespace)})
+            if budget is not None:
+                budgets.setdefault(budget.namespace, []).append(budget)
     base = engine.state()
-    state = replace(base, compute_classes={**(base.compute_classes or {}), **classes})
+    state = replace(
+        base,
+        compute_classes={**(base.compute_classes or {}), **classes}
+        if classes
+        else base.compute_classes,
+        disruption_budgets={ns: tuple(found) for ns, found in budgets.items()},
+    )
     engine.state = lambda: state
+
+
+def _namespaced(item: LoadedObject, namespace: str) -> RawObject:
+    """``item``'s metadata with the namespace it is checked in (``--namespace`` if unset)."""
+    metadata = item.obj.get("metadata")
+    return {
+        **(metadata if isinstance(metadata, dict) else {}),
+        "namespace": item.namespace or namespace,
+    }
 
 
 def _error_text(exc: BaseException) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.base.errors import ConfigError
-from webhook.kube.matching import Policy, PolicyIndex, compile_selector
+from webhook.kube.matching import LabelSelector, Policy, PolicyIndex, compile_selector
 from webhook.kube.snapshots import PodRecord, SnapshotIndex
 
 POLICY_GROUP = "podsnapshot.gke.io"
@@ -84,6 +84,40 @@ class ComputeClassFacts:
 
 
 @dataclass(frozen=True)
+class DisruptionBudget:
+    """The part of a ``policy/v1`` PodDisruptionBudget the ``checkpoint-window`` rule reads.
+
+    Attributes:
+        namespace, name: identity; ``selector``: its compiled ``spec.selector``.
+        zero: it allows no voluntary disruption of its pods whatever their count
+            (``maxUnavailable: 0`` or ``"0%"``, or ``minAvailable: "100%"``).
+    """
+
+    namespace: str
+    name: str
+    selector: LabelSelector
+    zero: bool
+
+
+def disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget | None:
+    """A ``DisruptionBudget`` from a PodDisruptionBudget object; None when it has no name or
+    no usable selector (a PDB with a null selector selects no pod)."""
+    metadata, spec = obj.get("metadata"), obj.get("spec")
+    if not isinstance(metadata, dict) or not isinstance(spec, dict):
+        return None
+    name, selector = metadata.get("name"), spec.get("selector")
+    if not isinstance(name, str) or not isinstance(selector, dict):
+        return None
+    try:
+        compiled = compile_selector(selector, where="spec.selector")
+    except ConfigError:
+        return None
+    unavailable, available = spec.get("maxUnavailable"), spec.get("minAvailable")
+    zero = unavailable in (0, "0", "0%") or available == "100%"
+    return DisruptionBudget(str(metadata.get("namespace") or "default"), name, compiled, zero)
+
+
+@dataclass(frozen=True)
 class ClusterState:
     """One consistent view: policies, storage configs and (cluster mode) facts about nodes.
 
@@ -120,6 +154,9 @@ class ClusterState:
     snapshots_known: bool = False
     pods: Mapping[str, PodRecord] = field(default_factory=dict)
     pods_known: bool = False
+    disruption_budgets: Mapping[str, tuple[DisruptionBudget, ...]] | None = None
+    """PodDisruptionBudgets by namespace (``snapready check``: those of its input); None where
+    they are not known (``checkpoint-window`` is then not judged)."""
     """The stamped pods were listed (cluster mode): a pod absent from ``pods`` is not stamped."""
 
 
@@ -175,6 +212,9 @@ def parse_policy(obj: Mapping[str, Any], *, prefix: str, where: str = "") -> Pol
         else None,
         grouping_labels=tuple(str(label) for label in grouping if isinstance(label, str)),
         has_retention=bool(spec.get("retentionConfig")),
+        post_checkpoint=str(trigger.get("postCheckpoint") or "resume")
+        if isinstance(trigger, dict)
+        else "resume",
     )
 
 

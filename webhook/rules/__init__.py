@@ -12,6 +12,7 @@ from typing import Protocol
 from webhook.base.text import natural_key
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext
+from webhook.rules.checkpoint import CheckpointWindow
 from webhook.rules.drift import HashDrift
 from webhook.rules.gpu import GpuRules
 from webhook.rules.images import ImageDigest
@@ -39,6 +40,7 @@ RULES: tuple[Rule, ...] = (
     ImageDigest(),
     StaleState(),
     RestoreFromPolicy(),
+    CheckpointWindow(),
     MachineRules(),
     GpuRules(),
     HashDrift(),
