@@ -306,6 +306,14 @@ class RestoreSettings(BaseModel):
         "warning, `deny` refuses it, `allow` says nothing. Default warn: sharing can be "
         "intended (one template deployed twice).",
     )
+    deletion_stuck_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds a PodSnapshot may stay Deleting before the leader reports a Warning "
+        "Event `SnapshotDeletionStuck` on it (cluster mode). GKE deletes the snapshot's objects "
+        "first; without roles/storage.objectUser for its service agent on the bucket it hangs "
+        "for weeks (domain.md section 9). 10 min: a normal delete takes seconds to minutes.",
+    )
     rollout_warnings: bool = Field(
         True,
         description="Warn when a Deployment/StatefulSet/Job/CronJob template no longer matches "

@@ -87,6 +87,7 @@ class RestoreTracker(Worker):
         on_change: Callable[[], None],
         recheck_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
+        deletion_stuck_seconds: float = 600.0,
     ) -> None:
         super().__init__("restoreOutcomes", lock, on_change)
         self.events, self.state, self.is_leader = events, state, is_leader
@@ -96,6 +97,8 @@ class RestoreTracker(Worker):
         self._queue: deque[PodRecord] = deque(maxlen=MAX_SEEN)
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._stale_sent: set[tuple[str, ...]] = set()
+        self.deletion_stuck = deletion_stuck_seconds
+        self._stuck_sent: set[tuple[str, str, str]] = set()
         self._leading_since: float | None = None
         self._wake = threading.Event()
 
@@ -135,6 +138,7 @@ class RestoreTracker(Worker):
         while self._queue:
             self._decide(self._queue.popleft())
         self._report_stale()
+        self._report_stuck()
 
     def _decide(self, record: PodRecord) -> None:
         key = record.uid or f"{record.namespace}/{record.name}"
@@ -171,6 +175,34 @@ class RestoreTracker(Worker):
                 record.predicted_snapshot,
                 origin,
             )
+
+    def _report_stuck(self) -> None:
+        """``SnapshotDeletionStuck``: one Warning Event per PodSnapshot ``Deleting`` for longer
+        than ``deletion_stuck`` seconds (domain.md section 9: GKE's service agent lacks object
+        rights on the bucket; the snapshot hangs and its data stays)."""
+        state = self.state()
+        if not state.snapshots_known:
+            return
+        now = self.clock()
+        for view in state.snapshots.by_name.values():
+            since = parse_time(view.deleting_since) if view.deleting_since else None
+            key = (view.namespace, view.name, view.deleting_since or "")
+            if (
+                since is None
+                or now - since.timestamp() < self.deletion_stuck
+                or key in self._stuck_sent
+            ):
+                continue
+            self._stuck_sent.add(key)
+            minutes = int((now - since.timestamp()) // 60)
+            note = (
+                f"PodSnapshot {view.name} has been Deleting for {minutes} min: GKE's service agent "
+                "(service-<project number>@container-engine-robot.iam.gserviceaccount.com) likely "
+                "lacks roles/storage.objectUser on the bucket; grant it, or the data stays"
+            )
+            regarding = Regarding("podsnapshot.gke.io/v1", "PodSnapshot", view.namespace, view.name)
+            self.events.emit(Event(regarding, "Warning", "SnapshotDeletionStuck", "Delete", note))
+            log.warning("snapshot deletion stuck: %s/%s: %s", view.namespace, view.name, note)
 
     def _report_stale(self) -> None:
         state = self.state()

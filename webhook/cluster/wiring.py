@@ -67,7 +67,12 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     source.on_snapshots.append(recorder.notify)
     events = EventRecorder(transport, elector.identity if elector is not None else new_identity())
     tracker = RestoreTracker(
-        events, state=source.state, is_leader=is_leader, lock=source.lock, on_change=source.rebuild
+        events,
+        state=source.state,
+        is_leader=is_leader,
+        lock=source.lock,
+        on_change=source.rebuild,
+        deletion_stuck_seconds=settings.restore.deletion_stuck_seconds,
     )
     source.attach(tracker)
     source.pod_listeners.append(tracker.observe)

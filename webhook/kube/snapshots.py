@@ -148,6 +148,7 @@ class SnapshotView:
         created: ``metadata.creationTimestamp`` (RFC 3339 text, sorts by time).
         last_access: ``status.lastAccessTime`` or None.
         origin: the parsed ``<prefix>origin`` record, None when absent or unreadable.
+        deleting_since: ``metadata.deletionTimestamp`` (the snapshot is ``Deleting``), or None.
     """
 
     namespace: str
@@ -159,6 +160,7 @@ class SnapshotView:
     created: str
     last_access: str | None = None
     origin: OriginRecord | None = None
+    deleting_since: str | None = None
 
 
 def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | None:
@@ -185,6 +187,7 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         created=_str(metadata.get("creationTimestamp")) or "",
         last_access=_str(status.get("lastAccessTime")),
         origin=OriginRecord.from_json(annotations.get(origin_annotation)),
+        deleting_since=_str(metadata.get("deletionTimestamp")),
     )
 
 
