@@ -88,6 +88,7 @@ def build_report(live: Live, prefix: str, *, now: datetime) -> dict[str, Any]:
     for record, _ in pods:
         keys |= {(record.namespace, name) for name in _policy_names(record)}
     scopes = {(p.namespace, p.name): p.scope for p in live.policies}
+    ungrouped = {(p.namespace, p.name) for p in live.policies if not p.grouping_labels}
     entries = []
     for namespace, name in sorted(keys):
         mine = [
@@ -102,6 +103,9 @@ def build_report(live: Live, prefix: str, *, now: datetime) -> dict[str, Any]:
                 "snapshots": snapshot_summary(live.index.of_policy(namespace, name), live, now),
                 "pods": prediction_summary(mine),
                 "last24h": recent_summary((r for r, _ in mine), now),
+                "sharedWorkloads": shared_workloads([r for r, _ in mine])
+                if (namespace, name) in ungrouped
+                else [],
             }
         )
     return {
@@ -118,6 +122,14 @@ def build_report(live: Live, prefix: str, *, now: datetime) -> dict[str, Any]:
         ],
         "notes": list(live.notes),
     }
+
+
+def shared_workloads(records: list[PodRecord]) -> list[str]:
+    """``cross-workload`` in ``status``: the workloads (``Kind name``, sorted) of an ungrouped
+    policy's stamped pods when there are two or more (they restore each other's snapshots:
+    domain.md section 9); empty otherwise."""
+    found = sorted({r.owner.text() if r.owner is not None else f"Pod {r.name}" for r in records})
+    return found if len(found) > 1 else []
 
 
 def _stale_key(group: Any) -> dict[str, Any]:
