@@ -469,3 +469,41 @@ def test_hit_from_another_workloads_snapshot_is_warned(env: Env) -> None:
     refused = env.mutate(prefill, Engine(settings=settings, state=env.source.state))
     assert not refused.allowed
     assert "Deployment decode" in (refused.message or "")
+
+
+def test_checkpoint_window_reads_the_pdb_cache(env: Env) -> None:
+    # A Deployment of the workload-trigger policy is warned until a PDB holding its pods at
+    # zero disruptions is listed by the PodDisruptionBudget cache.
+    pod = env.pod("template")
+    template = {"metadata": {"labels": pod["metadata"]["labels"]}, "spec": pod["spec"]}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "source", "namespace": env.namespace},
+        "spec": {"selector": {"matchLabels": {"app": "llm"}}, "template": template},
+    }
+
+    def window_warnings() -> list[str]:
+        request = AdmissionRequest.model_validate(
+            {
+                "uid": secrets.token_hex(4),
+                "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+                "namespace": env.namespace,
+                "operation": "CREATE",
+                "object": deployment,
+            }
+        )
+        decision = admit(request, "validate", env.engine)
+        return [w for w in decision.warnings if w.startswith("[checkpoint-window]")]
+
+    wait_for("the PDB cache listed", lambda: env.source.state().disruption_budgets is not None, 10)
+    [warning] = window_warnings()
+    assert "maxUnavailable: 0" in warning
+    body = {
+        "metadata": {"name": "source", "namespace": env.namespace},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "llm"}}},
+    }
+    client.PolicyV1Api(env.api).create_namespaced_pod_disruption_budget(
+        env.namespace, client.V1PodDisruptionBudget.model_validate(body)
+    )
+    wait_for("the PDB seen", lambda: not window_warnings(), 10)

@@ -8,8 +8,8 @@ Sources (domain.md section 9, field reports):
   with ``maxUnavailable: 0`` for the snapshot source. So a Deployment or StatefulSet selected by a
   whole-pod policy with a ``workload`` or ``manual`` trigger whose pods no PDB of the namespace
   holds at zero disruptions (``maxUnavailable: 0``/``"0%"``, ``minAvailable: "100%"``) is warned.
-  Judged only where PDBs are known (``ClusterState.disruption_budgets``: the PDBs of
-  ``snapready check``'s input); cluster mode has no PDB cache yet, so it is not judged there.
+  Judged only where PDBs are known (``ClusterState.disruption_budgets``: cluster mode's PDB
+  cache once listed, or the PDBs of ``snapready check``'s input); not judged in file mode.
 - Writable state: GKE's docs warn, and databases under ``postCheckpoint: resume`` (the CRD's
   default) crashed on every restore (``OCI runtime restore failed: ... vfs.CompleteRestore()``,
   no cold-start fallback): the pod keeps writing its PVC after the checkpoint. A pod or template
