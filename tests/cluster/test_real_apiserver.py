@@ -38,6 +38,7 @@ from tests.envtest.plugin import service_account_token, unique_name, wait_for
 from tests.support.kube_real import (
     ALL_CACHES,
     COMPUTE_CLASSES,
+    DISRUPTION_BUDGETS,
     GROUP,
     NAMESPACES,
     NODES,
@@ -507,6 +508,7 @@ def test_manifest_rbac_is_enough_for_every_cache(
         SNAPSHOTS,
         SELECTED_PODS,
         COMPUTE_CLASSES,
+        DISRUPTION_BUDGETS,  # issue 23: checkpoint-window
         VERSION,
     }
     rules = role["rules"]
