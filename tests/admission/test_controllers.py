@@ -111,6 +111,8 @@ def test_controller_template_is_denied_with_template_paths(
     assert not decision.allowed
     assert f"snapready: {kind} is not snapshot-ready" in (decision.message or "")
     assert sorted((rule, path) for rule, path, _ in lines(decision)) == [
+        # the template's GPU pins no driver branch (gpu-driver, a warning line)
+        ("gpu-driver", f'{base}.containers[0].resources.limits["nvidia.com/gpu"]'),
         ("gpu-mig", f'{base}.nodeSelector["cloud.google.com/gke-gpu-partition-size"]'),
         ("gvisor-runtime", f"{base}.runtimeClassName"),
         ("sandbox-compat", f"{base}.containers[0].securityContext.privileged"),
@@ -200,8 +202,9 @@ def test_captured_deployment_is_allowed_with_template_path_warnings(
     assert decision.allowed
     assert outcomes(decision) == {
         "deny": set(),
-        # gpu-machine: a 1 x L4 template pinned by accelerator only may land on g2-standard-24
-        "warn": {"stale-state", "image-digest", "gpu-whole-node", "gpu-machine"},
+        # gpu-machine: a 1 x L4 template pinned by accelerator only may land on g2-standard-24;
+        # gpu-driver: it pins no driver branch (GKE version unknown: no gpu-whole-node)
+        "warn": {"stale-state", "image-digest", "gpu-driver", "gpu-machine"},
     }
     assert {path for _, path, _ in lines(decision)} == {
         "spec.template.spec.containers[0].env",

@@ -143,11 +143,24 @@ def test_review_33_with_gcs_unreachable(
 def test_review_33_allows_a_hardened_bucket_from_recorded_gcs_json(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    routes = bucket_routes(REVIEW_BUCKET, recorded("bucket-hardened"), recorded("iam-private"))
+    # iam-private plus the GKE service agent's objectUser binding (issue 23: without it deleted
+    # PodSnapshots hang in Deleting).
+    iam = recorded("iam-private-service-agent")
+    routes = bucket_routes(REVIEW_BUCKET, recorded("bucket-hardened"), iam)
     with serving_recorded(routes) as gcs:
         decision = validate(load_review("33"), engine_at(monkeypatch, gcs.url))
     assert decision.allowed
     assert decision.warnings == ()
+
+
+def test_bucket_without_the_gke_service_agent_is_warned(monkeypatch: pytest.MonkeyPatch) -> None:
+    routes = bucket_routes(REVIEW_BUCKET, recorded("bucket-hardened"), recorded("iam-private"))
+    with serving_recorded(routes) as gcs:
+        decision = validate(load_review("33"), engine_at(monkeypatch, gcs.url))
+    assert decision.allowed
+    [warning] = decision.warnings
+    assert warning.startswith("[bucket-service-agent]")
+    assert "hang in Deleting" in warning and "roles/storage.objectUser" in warning
 
 
 def test_review_33_with_public_iam_from_recorded_gcs_json(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -160,7 +173,12 @@ def test_review_33_with_public_iam_from_recorded_gcs_json(monkeypatch: pytest.Mo
         "bucket-uniform-access",
         "bucket-public-iam",
     }
-    assert warned == {"bucket-soft-delete", "bucket-hierarchical-namespace", "bucket-location"}
+    assert warned == {
+        "bucket-soft-delete",
+        "bucket-hierarchical-namespace",
+        "bucket-location",
+        "bucket-service-agent",  # iam-public grants the GKE service agent nothing
+    }
     assert "allUsers" in (decision.message or "")
     assert "allAuthenticatedUsers" in (decision.message or "")
 

@@ -251,3 +251,20 @@ def test_concurrent_lookups_of_one_bucket_share_one_call() -> None:
             thread.join()
         assert gcs.requests.count(f"/storage/v1/b/{BUCKET}") == 1
     assert len(results) == 5 and all(r.exists is True for r in results)
+
+
+def test_service_agent_roles_are_read_from_the_bindings() -> None:
+    from webhook.cluster.gcs import service_agent_roles  # noqa: PLC0415
+
+    agent = "serviceAccount:service-42@container-engine-robot.iam.gserviceaccount.com"
+    bindings = [
+        {"role": "roles/storage.objectUser", "members": {agent}},
+        {
+            "role": "roles/storage.objectViewer",
+            "members": {"serviceAccount:x@p.iam.gserviceaccount.com"},
+        },
+        # a look-alike in another domain is not GKE's service agent
+        {"role": "roles/storage.admin", "members": {"serviceAccount:service-42@example.com"}},
+    ]
+    assert service_agent_roles(bindings) == ("roles/storage.objectUser",)
+    assert service_agent_roles(None) == ()

@@ -38,6 +38,7 @@ from tests.envtest.plugin import service_account_token, unique_name, wait_for
 from tests.support.kube_real import (
     ALL_CACHES,
     COMPUTE_CLASSES,
+    DISRUPTION_BUDGETS,
     GKE_EVENTS,
     GROUP,
     NAMESPACES,
@@ -510,6 +511,7 @@ def test_manifest_rbac_is_enough_for_every_cache(
         SELECTED_PODS,
         GKE_EVENTS,
         COMPUTE_CLASSES,
+        DISRUPTION_BUDGETS,  # issue 23: checkpoint-window
         VERSION,
     }
     rules = role["rules"]

@@ -389,3 +389,134 @@ def test_file_mode_writes_no_prediction() -> None:
     patched = jsonpatch.apply_patch(ready_pod(), list(decision.patch))
     assert patched["metadata"]["labels"]["snapready.io/selected"] == "true"
     assert "snapready.io/restore-prediction" not in patched["metadata"]["annotations"]
+
+
+def test_hit_from_another_workloads_snapshot_is_warned(env: Env) -> None:
+    # The origin is a replica of Deployment "decode", made by the Deployment and ReplicaSet
+    # controllers from the admitted template; the new pod is a replica of "prefill" with the
+    # same distilled spec (production-stack's prefill/decode, domain.md section 9).
+    pod = env.pod("template")
+    template = jsonpatch.apply_patch(pod, list(env.mutate(pod).patch))
+    template["spec"]["nodeName"] = env.node
+    del template["metadata"]["name"], template["metadata"]["namespace"]
+    del template["apiVersion"], template["kind"]
+    deployment = {
+        "metadata": {"name": "decode", "namespace": env.namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "llm", "model": "m1"}},
+            "template": template,
+        },
+    }
+    apps = client.AppsV1Api(env.api)
+    apps.create_namespaced_deployment(env.namespace, client.V1Deployment.model_validate(deployment))
+
+    def replica() -> str | None:
+        pods = [p for p in env.source.state().pods.values() if p.namespace == env.namespace]
+        owned = [p for p in pods if p.owner is not None and p.owner.name == "decode"]
+        return owned[0].name if owned else None
+
+    origin = wait_for("a replica of decode cached", replica, timeout=20)
+    assert origin is not None
+    custom = client.CustomObjectsApi(env.api)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PodSnapshot",
+        "metadata": {
+            "name": "decode-snap",
+            "annotations": {"podsnapshot.gke.io/origin-pod": origin},
+        },
+        "spec": {"policyName": "llm-policy"},
+    }
+    custom.create_namespaced_custom_object(GROUP, VERSION, env.namespace, "podsnapshots", body)
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "AllSnapshotsAvailable",
+        "lastTransitionTime": "2026-12-01T10:00:00Z",
+        "message": "",
+    }
+    custom.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        env.namespace,
+        "podsnapshots",
+        "decode-snap",
+        {"status": {"conditions": [ready]}},
+    )
+
+    def recorded() -> OriginRecord | None:
+        view = env.source.state().snapshots.named(env.namespace, "decode-snap")
+        return view.origin if view is not None and view.ready and view.origin else None
+
+    record = wait_for("origin record with its workload", recorded, timeout=20)
+    assert record is not None and record.workload is not None
+    assert (record.workload.kind, record.workload.name) == ("Deployment", "decode")
+
+    prefill = env.pod("prefill-7c9d5-x2x4k", labels={"pod-template-hash": "7c9d5"})
+    prefill["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "prefill-7c9d5",
+            "uid": "0b7c0d5e-0000-4000-8000-000000000001",
+            "controller": True,
+        }
+    ]
+    decision = env.mutate(prefill)
+    annotations = jsonpatch.apply_patch(prefill, list(decision.patch))["metadata"]["annotations"]
+    assert annotations["snapready.io/restore-prediction"] == "hit"
+    [warning] = [w for w in decision.warnings if w.startswith("[cross-workload]")]
+    assert "will restore the memory of Deployment decode" in warning
+    assert "not of Deployment prefill" in warning
+
+    # A replica of decode itself is no cross-workload hit.
+    sibling = env.pod("decode-5f6b7-abcde", labels={"pod-template-hash": "5f6b7"})
+    sibling["metadata"]["ownerReferences"] = [
+        {**prefill["metadata"]["ownerReferences"][0], "name": "decode-5f6b7"}
+    ]
+    assert not [w for w in env.mutate(sibling).warnings if "cross-workload" in w]
+
+    strict = env.engine.settings.restore.model_copy(update={"cross_workload": "deny"})
+    settings = env.engine.settings.model_copy(update={"restore": strict})
+    refused = env.mutate(prefill, Engine(settings=settings, state=env.source.state))
+    assert not refused.allowed
+    assert "Deployment decode" in (refused.message or "")
+
+
+def test_checkpoint_window_reads_the_pdb_cache(env: Env) -> None:
+    # A Deployment of the workload-trigger policy is warned until a PDB holding its pods at
+    # zero disruptions is listed by the PodDisruptionBudget cache.
+    pod = env.pod("template")
+    template = {"metadata": {"labels": pod["metadata"]["labels"]}, "spec": pod["spec"]}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "source", "namespace": env.namespace},
+        "spec": {"selector": {"matchLabels": {"app": "llm"}}, "template": template},
+    }
+
+    def window_warnings() -> list[str]:
+        request = AdmissionRequest.model_validate(
+            {
+                "uid": secrets.token_hex(4),
+                "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+                "namespace": env.namespace,
+                "operation": "CREATE",
+                "object": deployment,
+            }
+        )
+        decision = admit(request, "validate", env.engine)
+        return [w for w in decision.warnings if w.startswith("[checkpoint-window]")]
+
+    wait_for("the PDB cache listed", lambda: env.source.state().disruption_budgets is not None, 10)
+    [warning] = window_warnings()
+    assert "maxUnavailable: 0" in warning
+    body = {
+        "metadata": {"name": "source", "namespace": env.namespace},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "llm"}}},
+    }
+    client.PolicyV1Api(env.api).create_namespaced_pod_disruption_budget(
+        env.namespace, client.V1PodDisruptionBudget.model_validate(body)
+    )
+    wait_for("the PDB seen", lambda: not window_warnings(), 10)

@@ -244,6 +244,8 @@ EXPECTED_RULES = {
         ("serving.kserve.io", "llminferenceservices", ("CREATE", "UPDATE")),
         ("jobset.x-k8s.io", "jobsets", ("CREATE", "UPDATE")),
         ("argoproj.io", "rollouts", ("CREATE", "UPDATE")),
+        # issue 23: a trigger's target pod is checked when the trigger is created
+        ("podsnapshot.gke.io", "podsnapshotmanualtriggers", ("CREATE",)),
     },
 }
 """(group, resource, operations) per configuration, from the issues (not from the templates)."""

@@ -186,7 +186,7 @@ def _class(*priorities: dict[str, Any]) -> dict[str, Any]:
                     }
                 }
             ),
-            ComputeClassFacts("c", enables_mig=True),
+            ComputeClassFacts("c", enables_mig=True, gpu_drivers=frozenset({"default"})),
             id="gpu-partition-size-enables-mig",
         ),
         pytest.param(
@@ -202,13 +202,42 @@ def _class(*priorities: dict[str, Any]) -> dict[str, Any]:
                     }
                 },
             ),
-            ComputeClassFacts("c", frozenset({"g2"}), enables_gpu_sharing=True),
+            ComputeClassFacts(
+                "c", frozenset({"g2"}), enables_gpu_sharing=True, gpu_drivers=frozenset({"default"})
+            ),
             id="sharing-strategy-in-any-priority-enables-sharing",
         ),
         pytest.param(
             _class({"nodepools": ["pool-a"]}, {"gpu": {"type": "nvidia-l4", "count": 1}}),
-            ComputeClassFacts("c"),
+            ComputeClassFacts(
+                "c", gpu_drivers=frozenset({"default"})
+            ),  # no driverVersion: GKE's default branch
             id="plain-gpu-and-nodepool-priorities-enable-nothing",
+        ),
+        pytest.param(
+            _class(
+                {
+                    "machineType": "g4-standard-48",
+                    "gpu": {"type": "nvidia-rtx-pro-6000", "driverVersion": "latest"},
+                },
+                {
+                    "machineType": "g4-standard-48",
+                    "spot": True,
+                    "gpu": {"type": "nvidia-rtx-pro-6000", "driverVersion": "latest"},
+                },
+            ),
+            ComputeClassFacts(
+                "c",
+                frozenset({"g4"}),
+                machine_types=frozenset({"g4-standard-48"}),
+                gpu_drivers=frozenset({"latest"}),
+            ),
+            id="machine-types-and-latest-driver-of-every-gpu-priority",
+        ),
+        pytest.param(
+            _class({"machineType": "g2-standard-8"}, {"machineFamily": "g2"}),
+            ComputeClassFacts("c", frozenset({"g2"})),  # a family priority: any shape
+            id="machine-types-only-when-every-priority-names-one",
         ),
         pytest.param(
             {"kind": "ComputeClass", "metadata": {"name": "c"}, "spec": None},

@@ -12,7 +12,16 @@ import pytest
 from pydantic import ValidationError
 
 from tests.conftest import make_settings
-from tests.rules.test_table import GPU, cpu_pod, judge, lines, outcomes, ready_pod, review_pod
+from tests.rules.test_table import (
+    GPU,
+    STRICT_RULES,
+    cpu_pod,
+    judge,
+    lines,
+    outcomes,
+    ready_pod,
+    review_pod,
+)
 from webhook.admission.engine import Engine
 from webhook.base.sections import RuleSettings
 from webhook.kube.matching import Policy, PolicyIndex
@@ -54,7 +63,13 @@ def engine_with(
     cluster = ClusterState(
         policies=PolicyIndex.build(policies or (policy(),)), synced=True, **state
     )
-    return Engine(settings=make_settings(**(settings or {})), state=lambda: cluster)
+    version = state.get("gke_version")  # the cluster's own: the rows' preview default yields
+    merged = dict(settings or {})
+    rules = merged.get("rules", {})
+    if isinstance(rules, dict):
+        strict = {k: v for k, v in STRICT_RULES.items() if k != "gke_version" or not version}
+        merged["rules"] = {**strict, **rules}
+    return Engine(settings=make_settings(**merged), state=lambda: cluster)
 
 
 def pinned(pod: Pod, labels: dict[str, str]) -> Pod:
@@ -158,7 +173,7 @@ CLASSES = {
             {"gpu-whole-node"},
             set(),
             "g2-standard-48 has 4 GPUs",
-            id="denies-one-gpu-pod-on-four-gpu-pool-when-version-unknown",
+            id="denies-one-gpu-pod-on-four-gpu-pool-on-a-preview-version",
         ),
         pytest.param(
             pinned(ready_pod(), {NODE_POOL: "l4-sandbox-pool"}),
@@ -273,7 +288,7 @@ def test_parse_gke_version(text: str | None, expected: tuple[int, ...] | None) -
 @pytest.mark.parametrize(
     ("settings_version", "cluster_version", "denied"),
     [
-        pytest.param(None, None, True, id="denies-when-version-unknown"),
+        pytest.param(None, None, False, id="allows-when-version-unknown-as-on-every-ga-version"),
         pytest.param("1.35.0-gke.1737999", None, True, id="denies-one-build-before-the-fix"),
         pytest.param("1.34.9-gke.9999999", None, True, id="denies-older-minor-with-larger-build"),
         pytest.param("1.35.0-gke.1738000", None, False, id="allows-exactly-the-fixed-version"),
@@ -292,8 +307,9 @@ def test_gpu_whole_node_is_version_gated(
     )
     decision = judge(pod, engine)
     assert ("gpu-whole-node" in outcomes(decision)["deny"]) is denied
-    hint = any("rules.gke_version" in m for _, _, m in lines(decision))
-    assert hint is (settings_version is None and cluster_version is None)
+    # A CLI user is told the flag too, where the version came from the settings.
+    hint = any("--gke-version" in m for _, _, m in lines(decision))
+    assert hint is (denied and settings_version is not None)
 
 
 def test_four_gpu_pod_on_four_gpu_node_passes_any_version() -> None:

@@ -56,6 +56,7 @@ NEW_GKE = {"rules": {"gke_version": "1.35.3-gke.1234000"}}
 L4_ONE = {"g2-standard-4", "g2-standard-8", "g2-standard-12", "g2-standard-16", "g2-standard-32"}
 L4_MULTI = {"g2-standard-48", "g2-standard-96"}
 ALL_SUPPORTED = L4_ONE | L4_MULTI | {"a2-highgpu-1g", "a2-ultragpu-1g", "a3-highgpu-1g"}
+ALL_SUPPORTED |= {"g4-standard-48"}  # validated in the field (rules.validated_gpu_machine_types)
 
 
 def gpu_pod(gpus: int, labels: dict[str, str]) -> Pod:

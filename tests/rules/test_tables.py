@@ -14,6 +14,8 @@ def test_tables_follow_each_settings_object() -> None:
     custom = RuleSettings(
         gpu_machine_types={"g2-standard-48": 4, "a3-highgpu-8g": 8},
         gpu_accelerators={"nvidia-l4": ["g2"], "nvidia-h100-80gb": ["a3"]},
+        validated_gpu_machine_types={},
+        validated_gpu_accelerators={},
         multi_gpu_accelerators=["nvidia-l4"],
     )
     assert gpu_tables(default) is gpu_tables(default)

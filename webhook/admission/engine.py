@@ -294,5 +294,6 @@ DISPATCH: dict[tuple[str, str], Handler] = {
     ("batch", "CronJob"): _handle_controller,
     ("podsnapshot.gke.io", "PodSnapshotPolicy"): _handle_snapshot_crd,
     ("podsnapshot.gke.io", "PodSnapshotStorageConfig"): _handle_snapshot_crd,
+    ("podsnapshot.gke.io", "PodSnapshotManualTrigger"): _handle_snapshot_crd,
 }
 """The one explicit dispatch table: (API group, kind) -> handler. Everything else is allowed."""

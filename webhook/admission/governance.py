@@ -20,6 +20,7 @@ from webhook.admission.decision import (
 from webhook.admission.engine import Engine
 from webhook.base.types import Finding, Mode, RawObject
 from webhook.governance import BucketLookup, policy_findings, storage_findings
+from webhook.governance.trigger import trigger_findings
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
 
@@ -42,11 +43,14 @@ class Governance:
         self.lookup = lookup
 
     def __call__(self, request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
-        """Validate one PodSnapshotPolicy or PodSnapshotStorageConfig (CREATE/UPDATE)."""
+        """Validate one PodSnapshotPolicy or PodSnapshotStorageConfig (CREATE/UPDATE), or a
+        PodSnapshotManualTrigger (CREATE)."""
         settings = engine.settings
         metadata = obj.get("metadata")
         name = request.name or (metadata.get("name") if isinstance(metadata, dict) else None)
         name = name if isinstance(name, str) else ""
+        if request.kind.kind == "PodSnapshotManualTrigger":
+            return judge_trigger(request, obj, engine, name)
         if request.kind.kind == "PodSnapshotPolicy":
             state = engine.state()
             namespace = request_namespace(request, obj)
@@ -62,6 +66,25 @@ class Governance:
             subject = f"PodSnapshotStorageConfig {name}"
         kept = [f for f in findings if f.rule not in settings.rules.disabled]
         return decide_governance(kept, mode, settings.rules.modes, subject)
+
+
+def judge_trigger(request: AdmissionRequest, obj: RawObject, engine: Engine, name: str) -> Decision:
+    """A PodSnapshotManualTrigger: judged on CREATE only (``governance.trigger``), in its
+    namespace's mode; who created it (``userInfo.username``) goes into the admission log line
+    (``audit["user"]``), allowed or not."""
+    if request.operation != "CREATE":
+        return allowed()
+    settings, state = engine.settings, engine.state()
+    namespace = request_namespace(request, obj)
+    if namespace_ignored(state, namespace, settings):
+        return allowed()
+    findings = trigger_findings(obj, state, settings, namespace=namespace)
+    kept = [f for f in findings if f.rule not in settings.rules.disabled]
+    mode = effective_mode((), namespace, state, settings)
+    subject = f"PodSnapshotManualTrigger {namespace}/{name}"
+    decision = decide_governance(kept, mode, settings.rules.modes, subject)
+    decision.audit["user"] = request.username
+    return decision
 
 
 def decide_governance(

@@ -32,6 +32,62 @@ SANDBOX_COMPAT_DEFAULTS: dict[SandboxFeature, Literal["deny", "warn", "off"]] = 
 }
 
 
+KNOWN_MACHINE_FAMILIES: tuple[str, ...] = (
+    # Compute Engine "Machine families resource and comparison guide" (2026): general-purpose,
+    "c4", "c4a", "c4d", "c3", "c3d", "e2", "n4", "n4a", "n4d", "n2", "n2d", "n1", "t2d", "t2a",
+    # compute-optimized, memory-optimized, storage-optimized,
+    "h4d", "h3", "c2", "c2d", "x4", "m4", "m3", "m2", "m1", "z3",
+    # accelerator-optimized (GPUs) and Cloud TPU VM families (denied by `tpu`, but known).
+    "a4x", "a4", "a3", "a2", "g4", "g2", "ct4p", "ct5l", "ct5lp", "ct5p", "ct6e", "tpu7x",
+)  # fmt: skip
+"""Every current Compute Engine machine family, so that a real family is never "unknown"."""
+
+VALIDATED_GPU_MACHINE_TYPES: dict[str, int] = {
+    # GoogleCloudPlatform/accelerated-platforms, inference-ref-arch online-inference-gpu
+    # vllm-with-podsnapshots.md: Gemma 4 31B on g4-standard-48 (1 x RTX Pro 6000) restored in
+    # 35-43 s (domain.md section 9).
+    "g4-standard-48": 1,
+}
+"""GPU machine types validated in the field (not in the docs' list), with their GPU count."""
+
+VALIDATED_GPU_ACCELERATORS: dict[str, tuple[str, ...]] = {
+    # Same source: accelerator nvidia-rtx-pro-6000, machine family g4 (domain.md section 9).
+    "nvidia-rtx-pro-6000": ("g4",),
+}
+"""Accelerators validated in the field and the machine families carrying them."""
+
+
+class GpuDriverSettings(BaseModel):
+    """``gpu-driver``: GPU checkpointing needs NVIDIA driver 570+ (domain.md section 9)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    severity: Severity = Field(
+        "warn",
+        description="Severity when a GPU pod may land on GKE's default driver branch (535 in "
+        "2026: its first checkpoint fails with `runsc error: exit status 128`). Warn: the node "
+        "pools may all be on latest even where the pod does not say so.",
+    )
+    pin: bool = Field(
+        False,
+        description="Mutate selected GPU pods that pin no driver branch: add nodeSelector "
+        "`cloud.google.com/gke-gpu-driver-version: latest` (not a fingerprinted field). Off by "
+        "default: it narrows where the pod may schedule.",
+    )
+
+
+class ManualTriggerSettings(BaseModel):
+    """``manual-trigger``: whose memory a PodSnapshotManualTrigger makes every replica restore."""
+
+    model_config = ConfigDict(frozen=True)
+
+    require_source_label: bool = Field(
+        False,
+        description="Also require the target pod to carry `snapready.io/snapshot-source: "
+        '"true"` (an opt-in marker a platform team sets on pods meant to be snapshot sources).',
+    )
+
+
 class RuleSettings(BaseModel):
     """Facts and switches of the readiness rules (defaults from domain.md sections 4-6).
 
@@ -48,31 +104,9 @@ class RuleSettings(BaseModel):
         ["e2"], description="Machine families Pod snapshots do not support (GKE docs: E2)."
     )
     known_machine_families: list[str] = Field(
-        [
-            "n1",
-            "n2",
-            "n2d",
-            "n4",
-            "c2",
-            "c2d",
-            "c3",
-            "c3d",
-            "c4",
-            "c4a",
-            "c4d",
-            "t2a",
-            "t2d",
-            "m1",
-            "m2",
-            "m3",
-            "g2",
-            "a2",
-            "a3",
-            "a4",
-            "h3",
-            "e2",
-        ],
-        description="Families the rules recognise; an unknown pinned family is reported.",
+        list(KNOWN_MACHINE_FAMILIES),
+        description="Families the rules recognise (Compute Engine's machine families); an unknown "
+        "pinned family is reported.",
     )
     gpu_machine_types: dict[str, int] = Field(
         {
@@ -87,7 +121,13 @@ class RuleSettings(BaseModel):
             "a2-ultragpu-1g": 1,
             "a3-highgpu-1g": 1,
         },
-        description="Supported GPU machine types and their GPU count (GKE Pod snapshot docs).",
+        description="Supported GPU machine types and their GPU count: the documented list "
+        "(GKE 'About GKE Pod snapshots').",
+    )
+    validated_gpu_machine_types: dict[str, int] = Field(
+        dict(VALIDATED_GPU_MACHINE_TYPES),
+        description="GPU machine types validated in the field, beyond the docs' list, and their "
+        "GPU count (domain.md section 9: Google's reference architecture runs g4-standard-48).",
     )
     gpu_accelerators: dict[str, list[str]] = Field(
         {
@@ -96,7 +136,19 @@ class RuleSettings(BaseModel):
             "nvidia-a100-80gb": ["a2"],
             "nvidia-h100-80gb": ["a3"],
         },
-        description="Supported accelerator label values and the machine families carrying them.",
+        description="Supported accelerator label values and the machine families carrying them "
+        "(the documented list).",
+    )
+    validated_gpu_accelerators: dict[str, list[str]] = Field(
+        {name: list(families) for name, families in VALIDATED_GPU_ACCELERATORS.items()},
+        description="Accelerators validated in the field and their families (domain.md section 9:"
+        " nvidia-rtx-pro-6000 on g4).",
+    )
+    unlisted_gpu_severity: Severity = Field(
+        "warn",
+        description="`gpu-machine` severity for a GPU machine type, family or accelerator on "
+        "neither list (documented, validated in the field). Warn: the docs' list is not the whole "
+        "truth (Google runs G4); deny for teams that accept only what is listed.",
     )
     multi_gpu_accelerators: list[str] = Field(
         ["nvidia-l4"], description="Accelerators on which a pod may use more than one GPU (L4)."
@@ -104,7 +156,8 @@ class RuleSettings(BaseModel):
     gke_version: str | None = Field(
         None,
         description="Cluster version (e.g. 1.35.0-gke.1738000) for version-gated rules; in kube "
-        "mode read from /version. Unknown means the strictest (oldest) behaviour.",
+        "mode read from /version (`snapready check --gke-version`). Unknown means a GA version "
+        "of Pod snapshots (1.35.3-gke.1234000 or later), so `gpu-whole-node` does not apply.",
     )
     gpu_subset_min_version: str = Field(
         "1.35.0-gke.1738000",
@@ -121,6 +174,19 @@ class RuleSettings(BaseModel):
         description="Per-feature severity of `sandbox-compat` (features left out keep their "
         "default): GKE Sandbox rejects privileged containers and hostPath volumes (deny); host "
         "namespaces and hostPort are limited (warn).",
+    )
+    gpu_driver: GpuDriverSettings = Field(
+        default_factory=GpuDriverSettings,
+        description="The `gpu-driver` rule and its optional nodeSelector mutation.",
+    )
+    restore_from_policy_severity: Severity = Field(
+        "warn",
+        description="Severity of `restore-from-policy` (the annotation stops a pod's first "
+        "checkpoint; domain.md section 9).",
+    )
+    manual_trigger: ManualTriggerSettings = Field(
+        default_factory=ManualTriggerSettings,
+        description="The `manual-trigger` rule for PodSnapshotManualTrigger objects.",
     )
     disabled: list[str] = Field([], description="Rule ids to skip entirely.")
     modes: dict[str, Mode] = Field(
@@ -231,6 +297,22 @@ class RestoreSettings(BaseModel):
         "silently): `warn` admits it with a warning, `deny` refuses it (for teams that want no "
         "silent cold start), `off` only writes the annotations. Default warn: the prediction "
         "is our model, not GKE's promise.",
+    )
+    cross_workload: Literal["warn", "deny", "allow"] = Field(
+        "warn",
+        description="A selected pod predicted to `hit` a snapshot taken from another workload "
+        "(origin record's owner: a Deployment, StatefulSet, Sandbox...) would restore that "
+        "workload's memory (domain.md section 9, grouping is isolation): `warn` admits it with a "
+        "warning, `deny` refuses it, `allow` says nothing. Default warn: sharing can be "
+        "intended (one template deployed twice).",
+    )
+    deletion_stuck_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds a PodSnapshot may stay Deleting before the leader reports a Warning "
+        "Event `SnapshotDeletionStuck` on it (cluster mode). GKE deletes the snapshot's objects "
+        "first; without roles/storage.objectUser for its service agent on the bucket it hangs "
+        "for weeks (domain.md section 9). 10 min: a normal delete takes seconds to minutes.",
     )
     rollout_warnings: bool = Field(
         True,

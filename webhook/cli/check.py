@@ -22,18 +22,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from webhook.admission.engine import Engine, admit
 from webhook.base.config import DEFAULT_POLICY_DIR, Settings
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
-from webhook.base.types import Finding, Mode
+from webhook.base.types import Finding, Mode, RawObject
 from webhook.cli.check_input import checked_state, read_inputs
 from webhook.cli.check_report import CHECK_FORMAT_VERSION, build_report, render_text, summarize
+from webhook.cli.check_shared import shared_fingerprints
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
+from webhook.kube.facts import compute_class_facts
 from webhook.kube.manifests import LoadedObject
 from webhook.kube.responses import Decision
+from webhook.kube.state import DisruptionBudget, disruption_budget
 
 __all__ = ["CHECK_FORMAT_VERSION", "build_report", "render_text", "run", "summarize"]
 from webhook.kube.review import AdmissionRequest
@@ -118,9 +123,11 @@ def _run(args: argparse.Namespace) -> int:
         names = ", ".join("stdin" if name == "-" else name for name in args.files)
         return _fatal(args, f"no objects found in {names}")
     _note_policies(args, settings, engine)
+    with_input_facts(engine, objects, args.namespace)
     results = [
         check_object(item, engine, args.namespace, index) for index, item in enumerate(objects)
     ]
+    shared_fingerprints(objects, results, engine, args.namespace)
     report = build_report(results, errors)
     if args.format == "json":
         print_json(report)
@@ -167,6 +174,45 @@ def _note_policies(args: argparse.Namespace, settings: Settings, engine: Engine)
             f"snapready: warning: {directory} holds no PodSnapshotPolicy, so no pod can be "
             "selected and every pod is allowed without checks\n"
         )
+
+
+def with_input_facts(engine: Engine, objects: Sequence[LoadedObject], namespace: str) -> None:
+    """Let the rules see the cluster facts the checked input itself declares: its
+    ``cloud.google.com`` ComputeClasses (what a ``cloud.google.com/compute-class`` pin means,
+    e.g. Google's reference workloads ship the class they select; offline a class pin is
+    otherwise "unknown") and its PodDisruptionBudgets (``checkpoint-window``: the input is the
+    whole set, so a workload without a PDB in it is warned)."""
+    classes = {
+        facts.name: facts
+        for item in objects
+        if item.kind == "ComputeClass"
+        and str(item.obj.get("apiVersion", "")).startswith("cloud.google.com/")
+        and (facts := compute_class_facts(item.obj)) is not None
+    }
+    budgets: dict[str, list[DisruptionBudget]] = {}
+    for item in objects:
+        if item.kind == "PodDisruptionBudget":
+            budget = disruption_budget({**item.obj, "metadata": _namespaced(item, namespace)})
+            if budget is not None:
+                budgets.setdefault(budget.namespace, []).append(budget)
+    base = engine.state()
+    state = replace(
+        base,
+        compute_classes={**(base.compute_classes or {}), **classes}
+        if classes
+        else base.compute_classes,
+        disruption_budgets={ns: tuple(found) for ns, found in budgets.items()},
+    )
+    engine.state = lambda: state
+
+
+def _namespaced(item: LoadedObject, namespace: str) -> RawObject:
+    """``item``'s metadata with the namespace it is checked in (``--namespace`` if unset)."""
+    metadata = item.obj.get("metadata")
+    return {
+        **(metadata if isinstance(metadata, dict) else {}),
+        "namespace": item.namespace or namespace,
+    }
 
 
 def _error_text(exc: BaseException) -> str:

@@ -116,6 +116,7 @@ def build_report(live: Live, settings: Settings, *, now: datetime) -> dict[str, 
         keys |= {(record.namespace, name) for name in _policy_names(record)}
     scopes = {(p.namespace, p.name): p.scope for p in live.policies}
     stall = settings.checkpoint.stall_seconds
+    ungrouped = {(p.namespace, p.name) for p in live.policies if not p.grouping_labels}
     entries = []
     for namespace, name in sorted(keys):
         mine = [
@@ -134,6 +135,9 @@ def build_report(live: Live, settings: Settings, *, now: datetime) -> dict[str, 
                 "snapshots": snapshot_summary(views, live, now, stall_seconds=stall),
                 "pods": prediction_summary(mine),
                 "last24h": recent_summary(decided, now),
+                "sharedWorkloads": shared_workloads([r for r, _ in mine])
+                if (namespace, name) in ungrouped
+                else [],
             }
         )
     return {
@@ -159,6 +163,14 @@ def _judged(record: PodRecord, live: Live, now: datetime, settings: Settings) ->
     events = events_of(live.events or {}, record.namespace, record.name, record.uid)
     verdict, _ = judge(record, events, now=now, settle_seconds=settings.outcomes.settle_seconds)
     return verdict
+
+
+def shared_workloads(records: list[PodRecord]) -> list[str]:
+    """``cross-workload`` in ``status``: the workloads (``Kind name``, sorted) of an ungrouped
+    policy's stamped pods when there are two or more (they restore each other's snapshots:
+    domain.md section 9); empty otherwise."""
+    found = sorted({r.owner.text() if r.owner is not None else f"Pod {r.name}" for r in records})
+    return found if len(found) > 1 else []
 
 
 def _stale_key(group: Any) -> dict[str, Any]:

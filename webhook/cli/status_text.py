@@ -131,6 +131,12 @@ def render_text(report: dict[str, Any]) -> str:
         lines += ["", f"policy {name}{scope}{missing}"]
         lines += _snapshots(entry["snapshots"], report.get("stallSeconds", 0))
         lines += _pods(entry["pods"]) + _recent(entry["last24h"])
+        shared = entry.get("sharedWorkloads") or []
+        if shared:
+            lines.append(
+                f"  isolation  ungrouped, pods of {len(shared)} workloads ({', '.join(shared)}) "
+                "restore each other's snapshots: add snapshotGroupingRules (cross-workload)"
+            )
     if len(report["policies"]) > 1:
         lines += ["", "all policies", *_recent(report["last24h"])]
     if report["stale"]:

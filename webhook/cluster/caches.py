@@ -29,7 +29,14 @@ from webhook.kube.facts import (
 )
 from webhook.kube.matching import PolicyIndex
 from webhook.kube.snapshots import PodRecord, SnapshotIndex, snapshot_view
-from webhook.kube.state import ClusterState, NodeView, parse_policy, parse_storage_config
+from webhook.kube.state import (
+    ClusterState,
+    DisruptionBudget,
+    NodeView,
+    disruption_budget,
+    parse_policy,
+    parse_storage_config,
+)
 
 log = logging.getLogger("snapready.kube")
 
@@ -113,7 +120,21 @@ def resources(
             convert=compute_class_facts,
             build=lambda items: {facts.name: facts for facts in items.values()},
         ),
+        Resource(
+            "poddisruptionbudgets",
+            ("/apis/policy/v1/poddisruptionbudgets",),
+            convert=disruption_budget,
+            build=budgets_by_namespace,
+        ),
     )
+
+
+def budgets_by_namespace(items: Mapping[str, DisruptionBudget]) -> dict[str, tuple[Any, ...]]:
+    """PodDisruptionBudgets by namespace (``checkpoint-window`` looks up one namespace)."""
+    out: dict[str, list[DisruptionBudget]] = {}
+    for budget in items.values():
+        out.setdefault(budget.namespace, []).append(budget)
+    return {namespace: tuple(found) for namespace, found in out.items()}
 
 
 def _same(record: PodRecord | None) -> PodRecord | None:
@@ -269,6 +290,7 @@ class ClusterSource:
             for notify in self.on_policies:  # never blocks: listeners only set an event
                 notify()
         classes = self.reflectors["computeclasses"]
+        budgets = self.reflectors["poddisruptionbudgets"]
         snapshots = self.reflectors["podsnapshots"]
         details = {"source": "kube", **{w.name: w.status for w in self.workers}}
         details["policies"] = str(len(policies.view))
@@ -290,6 +312,8 @@ class ClusterSource:
             snapshots_known=snapshots.synced and snapshots.served,
             pods=self.reflectors["pods"].view,
             gke_events=self.reflectors["gkeevents"].view,
+            pods_known=self.reflectors["pods"].synced,
+            disruption_budgets=budgets.view if budgets.served and budgets.synced else None,
             scope_synced=None if self.scope is None else bool(self.scope.in_sync),
         )
         # Snapshots or node pools changed (a node-pool upgrade makes snapshots stale).

@@ -140,7 +140,11 @@ class BucketInspector:
             policy = found.get_iam_policy(requested_policy_version=3, timeout=timeout, retry=None)
         except Exception as exc:
             return replace(facts, iam_error=describe(exc))
-        return replace(facts, public_members=public_bindings(policy.bindings))
+        return replace(
+            facts,
+            public_members=public_bindings(policy.bindings),
+            agent_roles=service_agent_roles(policy.bindings),
+        )
 
     def _get_client(self) -> Any:
         with self._client_lock:
@@ -198,6 +202,23 @@ def public_bindings(bindings: Any) -> tuple[str, ...]:
         for binding in bindings or ()
         for member in binding.get("members") or ()
         if member in PUBLIC_MEMBERS
+    }
+    return tuple(sorted(found))
+
+
+SERVICE_AGENT = re.compile(
+    r"serviceAccount:service-[0-9]+@container-engine-robot\.iam\.gserviceaccount\.com"
+)
+"""The GKE service agent of a project, as an IAM member (``service-<project number>@...``)."""
+
+
+def service_agent_roles(bindings: Any) -> tuple[str, ...]:
+    """Roles of the bindings naming a GKE service agent (sorted, unique; domain.md section 9)."""
+    found = {
+        str(binding.get("role"))
+        for binding in bindings or ()
+        for member in binding.get("members") or ()
+        if isinstance(member, str) and SERVICE_AGENT.fullmatch(member)
     }
     return tuple(sorted(found))
 

@@ -26,7 +26,7 @@ from webhook.kube.gke import (
     INSTANCE_TYPE,
     MACHINE_FAMILY,
 )
-from webhook.kube.snapshots import OriginRecord, SnapshotView
+from webhook.kube.snapshots import OriginRecord, SnapshotView, workload_of
 from webhook.kube.state import ClusterState
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
@@ -73,17 +73,19 @@ def build_record(view: SnapshotView, pod: RawObject | None, state: ClusterState)
         node = spec.get("nodeName")
         spec_hash: str | None = fingerprint(pod)
         fields = field_digests(pod)
+        workload = workload_of(metadata)
     elif cached is not None:
         labels, node = dict(cached.labels), cached.node_name
-        spec_hash, fields = cached.spec_hash, {}
+        spec_hash, fields, workload = cached.spec_hash, {}, cached.owner
     else:
-        labels, node, spec_hash, fields = {}, None, None, {}
+        labels, node, spec_hash, fields, workload = {}, None, None, {}, None
     return OriginRecord(
         pod=view.origin_pod,
         spec_hash=spec_hash,
         fields=fields,
         node=node_facts(state, node if isinstance(node, str) else None),
         group=group_of(policy, labels) if policy is not None else {},
+        workload=workload,
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from webhook.base.types import RawObject, mapping
 from webhook.kube.evidence import restore_failure
 from webhook.kube.gke import POD_RESTORED
-from webhook.kube.snapshots import PodRecord, condition
+from webhook.kube.snapshots import PodRecord, condition, workload_of
 
 SETTLED = "restore-settled"
 """``<prefix>restore-settled``: the readiness gate's condition type (``restore.readiness_gate``)."""
@@ -70,6 +70,8 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
         outcome=ours("restore-outcome"),
         gated=gated,
         settled=str(settled.get("status")) if settled is not None else None,
+        phase=str(mapping(obj.get("status")).get("phase") or ""),
+        owner=workload_of(metadata),
     )
 
 

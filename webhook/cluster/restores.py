@@ -76,6 +76,7 @@ class RestoreTracker(Worker):
         pods: PodTransport | None = None,
         recheck_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
+        deletion_stuck_seconds: float | None = None,
     ) -> None:
         super().__init__("restoreOutcomes", lock, on_change)
         settings = settings or Settings()
@@ -85,6 +86,11 @@ class RestoreTracker(Worker):
         self.catch_up = settings.outcomes.catch_up_seconds
         self.gate_timeout = settings.restore.readiness_gate_timeout_seconds
         self.stall = settings.checkpoint.stall_seconds
+        self.deletion_stuck = (
+            settings.restore.deletion_stuck_seconds
+            if deletion_stuck_seconds is None
+            else deletion_stuck_seconds
+        )
         self.namespaces = frozenset(settings.outcomes.namespaces)
         self.recheck, self.clock = recheck_seconds, clock
         self.listeners: list[OutcomeListener] = []
@@ -102,6 +108,7 @@ class RestoreTracker(Worker):
         self._leading_since: datetime | None = None
         self._scanned_at: datetime | None = None
         self._snapshots_seen: object = None
+        self._stuck_sent: set[tuple[str, str, str]] = set()
         self._wake = threading.Event()
 
     def mine(self, namespace: str) -> bool:
@@ -167,6 +174,7 @@ class RestoreTracker(Worker):
         if due or facts != self._snapshots_seen:
             self._scanned_at, self._snapshots_seen = now, facts
             self._report_stale(state)
+            self._report_stuck(state, now)
             for key in self.checkpoints.report(state, now, self._leading_since):
                 origin = state.pods.get(key)
                 if origin is not None and origin.gated:
@@ -280,6 +288,33 @@ class RestoreTracker(Worker):
                 continue
             if record.settled != want.status and self.is_leader():
                 write_gate(self.pods, record, condition, want, stamp)
+
+    def _report_stuck(self, state: ClusterState, now: datetime) -> None:
+        """``SnapshotDeletionStuck``: one Warning Event per PodSnapshot ``Deleting`` for longer
+        than ``restore.deletion_stuck_seconds`` (domain.md section 9: GKE's service agent lacks
+        object rights on the bucket; the snapshot hangs and its data stays)."""
+        if not state.snapshots_known:
+            return
+        for view in state.snapshots.by_name.values():
+            since = parse_time(view.deleting_since) if view.deleting_since else None
+            key = (view.namespace, view.name, view.deleting_since or "")
+            if (
+                since is None
+                or not self.mine(view.namespace)
+                or (now - since).total_seconds() < self.deletion_stuck
+                or key in self._stuck_sent
+            ):
+                continue
+            self._stuck_sent.add(key)
+            minutes = int((now - since).total_seconds() // 60)
+            note = (
+                f"PodSnapshot {view.name} has been Deleting for {minutes} min: GKE's service agent "
+                "(service-<project number>@container-engine-robot.iam.gserviceaccount.com) likely "
+                "lacks roles/storage.objectUser on the bucket; grant it, or the data stays"
+            )
+            regarding = Regarding("podsnapshot.gke.io/v1", "PodSnapshot", view.namespace, view.name)
+            self.events.emit(Event(regarding, "Warning", "SnapshotDeletionStuck", "Delete", note))
+            log.warning("snapshot deletion stuck: %s/%s: %s", view.namespace, view.name, note)
 
     def _report_stale(self, state: ClusterState) -> None:
         if not state.snapshots_known:

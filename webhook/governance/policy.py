@@ -3,7 +3,8 @@
 A policy decides which pods GKE snapshots (full memory images, secrets included) and for how long
 they are kept. Checks: the storage config exists, the selector is valid and not empty, retention is
 set in GKE's format, grouping labels are required by the selector, the trigger type is documented,
-and no other policy of the namespace selects the same pods. Field names per GKE's CRD
+and no other policy of the namespace selects the same pods; in cluster mode an ungrouped policy
+whose pods come from several workloads is warned (``cross-workload``). Field names per GKE's CRD
 (tests/data/crds/podsnapshot.gke.io.yaml) and domain.md section 2.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.base.errors import ConfigError
+from webhook.base.text import clip_all
 from webhook.base.types import Finding, RawObject, Severity
 from webhook.kube.matching import LabelSelector, Requirement, compile_selector
 from webhook.kube.state import ClusterState
@@ -49,7 +51,35 @@ def policy_findings(
         findings.append(_finding("spec.selector", "policy-selector-empty", message, "warn"))
     findings += _grouping_labels(spec, compiled)
     findings += _overlaps(compiled, state, namespace, name)
+    findings += ungrouped_workloads(spec, compiled, state, namespace)
     return findings
+
+
+def ungrouped_workloads(
+    spec: Mapping[str, Any], selector: LabelSelector, state: ClusterState, namespace: str
+) -> list[Finding]:
+    """``cross-workload`` (warn): a policy without ``snapshotGroupingRules`` whose selector picks
+    stamped pods of more than one workload (cluster mode pod cache; top controllers from the
+    pods' ownerReferences). Equal fingerprints then restore each other's memory (domain.md
+    section 9: prefill/decode Deployments, agent-sandbox tenants). Fix: group by a label whose
+    value differs per workload."""
+    if spec.get("snapshotGroupingRules") or not state.pods_known:
+        return []
+    workloads = sorted(
+        {
+            pod.owner.text() if pod.owner is not None else f"Pod {pod.name}"
+            for pod in state.pods.values()
+            if pod.namespace == namespace and selector.matches(pod.labels)
+        }
+    )
+    if len(workloads) < 2:
+        return []
+    names = clip_all(workloads, limit=3)
+    message = (
+        f"ungrouped, it selects pods of {len(workloads)} workloads ({names}): equal fingerprints "
+        "restore each other's memory; add snapshotGroupingRules by a per-workload label"
+    )
+    return [_finding("spec", "cross-workload", message, "warn")]
 
 
 _SELECTOR_REQUIRED = "required LabelSelector, e.g. {matchLabels: {app: my-app}}"

@@ -52,6 +52,9 @@ class BucketFacts:
         public_members: ``"role: member"`` bindings to allUsers/allAuthenticatedUsers; None when
             the IAM policy could not be read (see ``iam_error``).
         iam_error: why the IAM policy could not be read.
+        agent_roles: roles the bucket's IAM policy grants to a GKE service agent
+            (``service-<project number>@container-engine-robot.iam.gserviceaccount.com``); None
+            when the IAM policy could not be read.
     """
 
     name: str
@@ -65,6 +68,7 @@ class BucketFacts:
     hierarchical_namespace: bool | None = None
     public_members: tuple[str, ...] | None = None
     iam_error: str | None = None
+    agent_roles: tuple[str, ...] | None = None
 
 
 BucketLookup = Callable[[str], BucketFacts]
@@ -136,7 +140,10 @@ def bucket_findings(facts: BucketFacts, settings: StorageSettings) -> list[Findi
     findings += _iam_findings(facts, url, unverified)
     if facts.soft_delete_seconds != 0:
         state = "not reported" if facts.soft_delete_seconds is None else "on"
-        message = f"soft delete is {state}; GKE expects it off: {update} --clear-soft-delete"
+        message = (
+            f"soft delete is {state} (deleted snapshots billed 7 more days): {update} "
+            "--clear-soft-delete"
+        )
         findings.append(Finding(BUCKET_PATH, "bucket-soft-delete", message, "warn"))
     if not facts.hierarchical_namespace:
         message = (
@@ -144,8 +151,32 @@ def bucket_findings(facts: BucketFacts, settings: StorageSettings) -> list[Findi
             " use a bucket created with --enable-hierarchical-namespace"
         )
         findings.append(Finding(BUCKET_PATH, "bucket-hierarchical-namespace", message, "warn"))
+    findings += agent_findings(facts)
     findings += location_findings(facts, settings.cluster_location)
     return findings
+
+
+OBJECT_ROLES = frozenset(
+    {"roles/storage.objectUser", "roles/storage.objectAdmin", "roles/storage.admin"}
+)
+"""Predefined roles that let GKE delete a snapshot's objects (``storage.objects.delete``)."""
+
+
+def agent_findings(facts: BucketFacts) -> list[Finding]:
+    """``bucket-service-agent`` (warn): the GKE service agent has no object role on the bucket.
+
+    Source: domain.md section 9 (field reports): without ``roles/storage.objectUser`` for
+    ``service-<project number>@container-engine-robot.iam.gserviceaccount.com`` a deleted
+    PodSnapshot hangs in ``Deleting`` and its data stays in the bucket. A project-level grant is
+    not in the bucket's policy, so the message says so; unread IAM is ``bucket-public-iam``'s.
+    """
+    if facts.agent_roles is None or OBJECT_ROLES & set(facts.agent_roles):
+        return []
+    message = (
+        "GKE's service agent (service-N@container-engine-robot) has no object role here: deleted"
+        " PodSnapshots hang in Deleting; grant it roles/storage.objectUser (if not on the project)"
+    )
+    return [Finding(BUCKET_PATH, "bucket-service-agent", message, "warn")]
 
 
 def _iam_findings(facts: BucketFacts, url: str, unverified: Severity) -> list[Finding]:

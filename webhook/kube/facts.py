@@ -139,7 +139,8 @@ def compute_class_facts(obj: Mapping[str, Any]) -> ComputeClassFacts | None:
 
     Fields read (GKE "ComputeClass" CRD reference): ``machineFamily``, ``machineType`` (family
     from its prefix), ``gpu.gpuSharing.gpuPartitionSize`` (MIG) and
-    ``gpu.gpuSharing.sharingStrategy`` (``TIME_SHARING``/``MPS``, GKE 1.35.2-gke.1485000+).
+    ``gpu.gpuSharing.sharingStrategy`` (``TIME_SHARING``/``MPS``, GKE 1.35.2-gke.1485000+) and
+    ``gpu.driverVersion`` (``latest``/``default``; unset is GKE's default branch).
     Any priority may be the one GKE provisions, so one enabling priority marks the whole class.
     Returns None for an object without ``metadata.name``.
     """
@@ -150,11 +151,21 @@ def compute_class_facts(obj: Mapping[str, Any]) -> ComputeClassFacts | None:
     spec = obj.get("spec")
     priorities = spec.get("priorities") if isinstance(spec, dict) else None
     families: set[str] = set()
+    drivers: set[str] = set()
+    types: set[str] | None = set()
     mig = sharing = False
     for priority in priorities if isinstance(priorities, list) else []:
         if isinstance(priority, dict):
             families |= _priority_families(priority)
+            machine_type = priority.get("machineType")
+            if types is not None and isinstance(machine_type, str) and machine_type:
+                types.add(machine_type)
+            else:
+                types = None
             gpu = priority.get("gpu")
+            if isinstance(gpu, dict):
+                driver = gpu.get("driverVersion")
+                drivers.add(driver if isinstance(driver, str) and driver else "default")
             gpu_sharing = gpu.get("gpuSharing") if isinstance(gpu, dict) else None
             if isinstance(gpu_sharing, dict):
                 mig = mig or bool(gpu_sharing.get("gpuPartitionSize"))
@@ -164,6 +175,8 @@ def compute_class_facts(obj: Mapping[str, Any]) -> ComputeClassFacts | None:
         machine_families=frozenset(families),
         enables_mig=mig,
         enables_gpu_sharing=sharing,
+        machine_types=frozenset(types or ()),
+        gpu_drivers=frozenset(drivers),
     )
 
 

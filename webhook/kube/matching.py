@@ -119,6 +119,8 @@ class Policy:
         enforcement: value of the policy's ``<prefix>enforcement`` annotation, if any.
         grouping_labels: ``spec.snapshotGroupingRules.groupByLabelValue.labels``.
         has_retention: whether ``spec.retentionConfig`` is set.
+        post_checkpoint: ``spec.triggerConfig.postCheckpoint`` (``resume``, the CRD's default,
+            or ``stop``).
     """
 
     name: str
@@ -130,6 +132,7 @@ class Policy:
     enforcement: str | None = None
     grouping_labels: tuple[str, ...] = ()
     has_retention: bool = False
+    post_checkpoint: str = "resume"
 
 
 @dataclass

@@ -53,6 +53,15 @@ class AdmissionRequest(BaseModel):
     object: Any = None
     old_object: Any = Field(None, alias="oldObject")
     dry_run: bool | None = Field(None, alias="dryRun")
+    user_info: Any = Field(None, alias="userInfo")
+    """``request.userInfo`` as sent (raw): who made the request (``username``, ``groups``)."""
+
+    @property
+    def username(self) -> str | None:
+        """``userInfo.username``, or None when absent or not a string."""
+        info = self.user_info
+        name = info.get("username") if isinstance(info, dict) else None
+        return name if isinstance(name, str) else None
 
 
 class AdmissionReviewRequest(BaseModel):

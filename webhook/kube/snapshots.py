@@ -27,6 +27,45 @@ NODE_KEYS = ("pool", "family", "instanceType", "arch", "version", "accelerator",
 
 
 @dataclass(frozen=True)
+class WorkloadRef:
+    """A pod's owning workload: ``kind``, ``name`` and ``uid`` (empty when not known)."""
+
+    kind: str
+    name: str
+    uid: str = ""
+
+    def text(self) -> str:
+        """``Deployment decode`` (for messages)."""
+        return f"{self.kind} {self.name}"
+
+
+POD_TEMPLATE_HASH = "pod-template-hash"
+"""Label the Deployment controller puts on a ReplicaSet's pods; the ReplicaSet is named
+``<deployment>-<hash>`` (k8s pkg/controller/deployment/sync.go)."""
+
+
+def workload_of(metadata: Mapping[str, Any]) -> WorkloadRef | None:
+    """The top controller of a pod from its own metadata (no lookup): the ``controller: true``
+    ownerReference, except that a ReplicaSet whose pods carry ``pod-template-hash`` stands for
+    its Deployment (name without the ``-<hash>`` suffix; uid unknown without a ReplicaSet
+    lookup, so empty). A Job of a CronJob stays the Job. None for a bare pod."""
+    owners = metadata.get("ownerReferences")
+    if not isinstance(owners, list):
+        return None
+    ref = next((o for o in owners if isinstance(o, dict) and o.get("controller") is True), None)
+    if ref is None or not isinstance(ref.get("kind"), str) or not isinstance(ref.get("name"), str):
+        return None
+    kind, name, uid = ref["kind"], ref["name"], str(ref.get("uid") or "")
+    labels = metadata.get("labels")
+    template_hash = labels.get(POD_TEMPLATE_HASH) if isinstance(labels, dict) else None
+    if kind == "ReplicaSet" and isinstance(template_hash, str):
+        suffix = f"-{template_hash}"
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return WorkloadRef("Deployment", name[: -len(suffix)])
+    return WorkloadRef(kind, name, uid)
+
+
+@dataclass(frozen=True)
 class OriginRecord:
     """What a snapshot was taken from (the ``<prefix>origin`` annotation).
 
@@ -36,6 +75,8 @@ class OriginRecord:
         fields: field path -> short digest of the origin pod's distilled fields (``pod.fields``).
         node: ``NODE_KEYS`` -> value (None: unknown) of the node the origin pod ran on.
         group: the origin pod's values of its policy's grouping labels (missing label: absent).
+        workload: the origin pod's owning workload (``workload_of``: a ReplicaSet's Deployment,
+            a Sandbox...), None for a bare pod or an older record.
     """
 
     pod: str | None
@@ -43,6 +84,7 @@ class OriginRecord:
     fields: Mapping[str, str] = field(default_factory=dict)
     node: Mapping[str, str | None] = field(default_factory=dict)
     group: Mapping[str, str] = field(default_factory=dict)
+    workload: WorkloadRef | None = None
 
     def to_json(self) -> str:
         """Compact JSON with sorted keys (the annotation value; ~1-3 KiB)."""
@@ -53,6 +95,9 @@ class OriginRecord:
             "fields": dict(self.fields),
             "node": {key: self.node.get(key) for key in NODE_KEYS},
             "group": dict(self.group),
+            "workload": None
+            if self.workload is None
+            else {"kind": self.workload.kind, "name": self.workload.name, "uid": self.workload.uid},
         }
         return orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
 
@@ -74,7 +119,18 @@ class OriginRecord:
             fields={str(k): str(v) for k, v in fields.items() if isinstance(v, str)},
             node={key: _str(node.get(key)) for key in NODE_KEYS},
             group={str(k): str(v) for k, v in group.items() if isinstance(v, str)},
+            workload=_workload(doc.get("workload")),
         )
+
+
+def _workload(value: Any) -> WorkloadRef | None:
+    """A record's ``workload`` (absent in records written before it existed: None)."""
+    if not isinstance(value, dict):
+        return None
+    kind, name = _str(value.get("kind")), _str(value.get("name"))
+    if kind is None or name is None:
+        return None
+    return WorkloadRef(kind, name, _str(value.get("uid")) or "")
 
 
 def _str(value: Any) -> str | None:
@@ -97,6 +153,7 @@ class SnapshotView:
             (no such condition: an older GKE, or not reported yet).
         checkpoint_message: GKE's message of that condition (``runsc error: exit status 128``).
         checkpoint_at: its ``lastTransitionTime`` (RFC 3339) or None.
+        deleting_since: ``metadata.deletionTimestamp`` (the snapshot is ``Deleting``), or None.
     """
 
     namespace: str
@@ -111,6 +168,7 @@ class SnapshotView:
     checkpoint: str = ""
     checkpoint_message: str = ""
     checkpoint_at: str | None = None
+    deleting_since: str | None = None
 
 
 CHECKPOINT_AWAITING = "AwaitingCheckpoint"
@@ -174,6 +232,7 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         checkpoint=checkpoint,
         checkpoint_message=checkpoint_message,
         checkpoint_at=checkpoint_at,
+        deleting_since=_str(metadata.get("deletionTimestamp")),
     )
 
 
@@ -284,6 +343,10 @@ class PodRecord:
     outcome: str | None = None
     gated: bool = False
     settled: str | None = None
+    phase: str = ""
+    """``status.phase`` (``Pending``, ``Running``, ...; empty when not reported yet)."""
+    owner: WorkloadRef | None = None
+    """The pod's top controller (``workload_of``): its Deployment, StatefulSet, Sandbox..."""
 
 
 def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

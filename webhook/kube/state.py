@@ -12,7 +12,7 @@ from typing import Any
 
 from webhook.base.errors import ConfigError
 from webhook.kube.evidence import PodEvents
-from webhook.kube.matching import Policy, PolicyIndex, compile_selector
+from webhook.kube.matching import LabelSelector, Policy, PolicyIndex, compile_selector
 from webhook.kube.snapshots import PodRecord, SnapshotIndex
 
 POLICY_GROUP = "podsnapshot.gke.io"
@@ -75,6 +75,47 @@ class ComputeClassFacts:
     machine_families: frozenset[str] = frozenset()
     enables_mig: bool = False
     enables_gpu_sharing: bool = False
+    machine_types: frozenset[str] = frozenset()
+    """``machineType`` of the priorities, when every priority names one (else empty: a
+    ``machineFamily`` priority may make any shape of its family)."""
+    gpu_drivers: frozenset[str] = frozenset()
+    """``gpu.driverVersion`` of every priority with a GPU (``default`` where unset, GKE's
+    default); empty when no priority has a GPU. ``{"latest"}``: every GPU node it makes runs
+    the latest driver branch (570+, what GPU checkpointing needs: domain.md section 9)."""
+
+
+@dataclass(frozen=True)
+class DisruptionBudget:
+    """The part of a ``policy/v1`` PodDisruptionBudget the ``checkpoint-window`` rule reads.
+
+    Attributes:
+        namespace, name: identity; ``selector``: its compiled ``spec.selector``.
+        zero: it allows no voluntary disruption of its pods whatever their count
+            (``maxUnavailable: 0`` or ``"0%"``, or ``minAvailable: "100%"``).
+    """
+
+    namespace: str
+    name: str
+    selector: LabelSelector
+    zero: bool
+
+
+def disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget | None:
+    """A ``DisruptionBudget`` from a PodDisruptionBudget object; None when it has no name or
+    no usable selector (a PDB with a null selector selects no pod)."""
+    metadata, spec = obj.get("metadata"), obj.get("spec")
+    if not isinstance(metadata, dict) or not isinstance(spec, dict):
+        return None
+    name, selector = metadata.get("name"), spec.get("selector")
+    if not isinstance(name, str) or not isinstance(selector, dict):
+        return None
+    try:
+        compiled = compile_selector(selector, where="spec.selector")
+    except ConfigError:
+        return None
+    unavailable, available = spec.get("maxUnavailable"), spec.get("minAvailable")
+    zero = unavailable in (0, "0", "0%") or available == "100%"
+    return DisruptionBudget(str(metadata.get("namespace") or "default"), name, compiled, zero)
 
 
 @dataclass(frozen=True)
@@ -97,6 +138,8 @@ class ClusterState:
         pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``.
         gke_events: GKE's ``GKEPodSnapshotting`` Events by ``(namespace, pod)``
             (``kube.evidence``; cluster mode).
+        pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``;
+            ``pods_known`` once they were listed.
         scope_synced: whether the live webhook configurations carry the scope the policies
             imply (cluster mode, ``webhook.cluster.scope``); None where nothing is reconciled.
     """
@@ -115,6 +158,11 @@ class ClusterState:
     snapshots_known: bool = False
     pods: Mapping[str, PodRecord] = field(default_factory=dict)
     gke_events: PodEvents = field(default_factory=dict)
+    pods_known: bool = False
+    """The stamped pods were listed (cluster mode): a pod absent from ``pods`` is not stamped."""
+    disruption_budgets: Mapping[str, tuple[DisruptionBudget, ...]] | None = None
+    """PodDisruptionBudgets by namespace (``snapready check``: those of its input); None where
+    they are not known (``checkpoint-window`` is then not judged)."""
 
 
 def _require_str(value: Any, where: str) -> str:
@@ -172,6 +220,9 @@ def parse_policy(
         else None,
         grouping_labels=tuple(str(label) for label in grouping if isinstance(label, str)),
         has_retention=bool(spec.get("retentionConfig")),
+        post_checkpoint=str(trigger.get("postCheckpoint") or "resume")
+        if isinstance(trigger, dict)
+        else "resume",
     )
 
 

@@ -8,7 +8,8 @@ PodSnapshotPolicy selects. Steps:
    is denied with every collision listed; in ``warn``/``audit`` mode (never block) the helpers
    are skipped (with a warning in ``warn`` mode) and only the annotations are written.
 2. The mutators of ``MUTATORS`` edit one copy-on-write working copy (``patch.Draft``) in order:
-   helper files (``helpers``), env (``env``), ``<prefix>policy``, the label ``<prefix>selected``,
+   helper files (``helpers``), env (``env``), the GPU driver nodeSelector when
+   ``rules.gpu_driver.pin`` is on (``driver``), ``<prefix>policy``, the label ``<prefix>selected``,
    the opt-in readiness gate (``webhook.mutation.gate``), ``<prefix>spec-hash`` (the
    fingerprint of the final pod) and, in cluster mode, the
    ``<prefix>restore-*`` prediction (``webhook.mutation.prediction``). Injection steps are
@@ -42,11 +43,17 @@ from webhook.kube.responses import (
 )
 from webhook.kube.state import ClusterState
 from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
+from webhook.mutation.driver import pin_gpu_driver
 from webhook.mutation.env import inject_env
 from webhook.mutation.gate import add_readiness_gate
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
 from webhook.mutation.patch import Draft, coalesced
-from webhook.mutation.prediction import PREDICTION_KEY, stamp_prediction, stamp_selected
+from webhook.mutation.prediction import (
+    PREDICTION_KEY,
+    cross_workload_line,
+    stamp_prediction,
+    stamp_selected,
+)
 from webhook.pod.context import PodContext
 
 
@@ -68,6 +75,7 @@ class Step:
 MUTATORS: tuple[Step, ...] = (
     Step("helpers", inject_helpers, injection=True),
     Step("env", inject_env, injection=True),
+    Step("gpu-driver-pin", pin_gpu_driver),
     Step("policy-annotation", stamp_policy),
     Step("selected-label", stamp_selected),
     Step("readiness-gate", add_readiness_gate),
@@ -120,6 +128,11 @@ def _mutation_decision(pod: RawObject, ctx: PodContext) -> Decision:
                 "the snapshot (`snapready explain`)."
             )
         warnings = bounded_warnings([*warnings, line])
+    cross = cross_workload_line(ctx)
+    if cross is not None and ctx.settings.restore.cross_workload == "deny":
+        return denied(f"snapready: {cross}. Set restore.cross_workload=warn to admit it.")
+    if cross is not None and ctx.settings.restore.cross_workload == "warn":
+        warnings = bounded_warnings([*warnings, cross])
     decision = patched(coalesced(draft.ops), warnings=warnings)
     decision.audit.update({"mutators": changed, "collisions": problems})
     if prediction is not None:

@@ -12,7 +12,9 @@ exceed the 63 characters of a label value).
 
 from __future__ import annotations
 
+from webhook.base.text import clip
 from webhook.base.types import mapping
+from webhook.kube.snapshots import workload_of
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
 from webhook.pod.fields import field_digests
@@ -45,6 +47,25 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
         fields=lambda: field_digests(doc),
         # Injection never touches node pins; read only when there are snapshots to compare.
         selection=lambda: node_selection(ctx.spec, "spec"),
+    )
+
+
+def cross_workload_line(ctx: PodContext) -> str | None:
+    """``cross-workload``: the warning for a ``hit`` whose snapshot was taken from another
+    workload than the pod's own (both known: the pod's top controller from its
+    ownerReferences, the snapshot's from its origin record), else None."""
+    result: Prediction | None = ctx.memo.get(PREDICTION_KEY)
+    if result is None or result.outcome != "hit" or result.snapshot is None:
+        return None
+    view = ctx.cluster.snapshots.named(ctx.namespace, result.snapshot)
+    origin = view.origin.workload if view is not None and view.origin is not None else None
+    own = workload_of(ctx.metadata)
+    if origin is None or own is None or (origin.kind, origin.name) == (own.kind, own.name):
+        return None
+    return (
+        f"[cross-workload] will restore the memory of {clip(origin.kind)} {clip(origin.name)} "
+        f"(snapshot {clip(result.snapshot, 63)}), not of {clip(own.kind)} {clip(own.name)}; "
+        "group the policy by a label that differs per workload (snapshotGroupingRules)"
     )
 
 

@@ -131,6 +131,32 @@ def resource_usages(
     return tuple(tally.usage() for tally in tallies)
 
 
+def prefixed_resources(spec: RawObject, prefix: str) -> tuple[str, ...]:
+    """Names of the extended resources starting with ``prefix`` that any container's limits or
+    requests mention, sorted (``nvidia.com/mig-3g.20gb`` for ``nvidia.com/mig-``: the NVIDIA
+    device plugin's mixed MIG strategy names one resource per profile)."""
+    found: set[str] = set()
+    for _, _, container, _ in _containers(spec):
+        resources = container.get("resources")
+        if not isinstance(resources, dict):
+            continue
+        for side in ("limits", "requests"):
+            values = resources.get(side)
+            if isinstance(values, dict):
+                found.update(k for k in values if isinstance(k, str) and k.startswith(prefix))
+    return tuple(sorted(found))
+
+
+def merged_usage(usages: tuple[ResourceUsage, ...]) -> ResourceUsage:
+    """Several resources counted as one (MIG profiles are GPUs): totals summed, containers and
+    problems concatenated in the given order."""
+    return ResourceUsage(
+        sum(u.total for u in usages),
+        tuple(c for u in usages for c in u.containers),
+        tuple(p for u in usages for p in u.problems),
+    )
+
+
 class _Tally:
     """The running KEP-753 sums of one resource over the containers in spec order."""
 

@@ -12,10 +12,12 @@ from typing import Protocol
 from webhook.base.text import natural_key
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext
+from webhook.rules.checkpoint import CheckpointWindow
 from webhook.rules.drift import HashDrift
 from webhook.rules.gpu import GpuRules
 from webhook.rules.images import ImageDigest
 from webhook.rules.machine import MachineRules
+from webhook.rules.restore_from_policy import RestoreFromPolicy
 from webhook.rules.sandbox import GvisorRuntime, SandboxCompat
 from webhook.rules.storage import GcsFuse, StaleState
 
@@ -37,6 +39,8 @@ RULES: tuple[Rule, ...] = (
     SandboxCompat(),
     ImageDigest(),
     StaleState(),
+    RestoreFromPolicy(),
+    CheckpointWindow(),
     MachineRules(),
     GpuRules(),
     HashDrift(),

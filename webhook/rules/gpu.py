@@ -1,7 +1,12 @@
-"""GPU rules: ``gpu-machine``, ``gpu-multi-l4``, ``gpu-whole-node``, ``gpu-mig``, ``gpu-sharing``.
+"""GPU rules: ``gpu-machine``, ``gpu-multi-l4``, ``gpu-whole-node``, ``gpu-mig``, ``gpu-sharing``,
+``gpu-driver`` (``rules/gpu_driver.py``).
 
 Facts (GKE "About GKE Pod snapshots", domain.md section 4): GPU snapshots work on the supported GPU
-machine types only (``settings.rules.gpu_machine_types``; a pod pinning only its accelerator or
+machine types: the documented list (``settings.rules.gpu_machine_types``) and the set-ups
+validated in the field (``rules.validated_gpu_machine_types``: ``g4-standard-48`` with
+``nvidia-rtx-pro-6000``, Google's reference architecture, domain.md section 9). A type, family or
+accelerator on neither list is ``rules.unlisted_gpu_severity`` (warn; deny configurable), and the
+message says it is on no list (a pod pinning only its accelerator or
 family may land on other types of that series: ``rules/landing.py``, a warning, or a denial
 when its pins leave no supported type); more than one GPU per pod only on L4;
 before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node had to use all of its GPUs (so every
@@ -23,6 +28,7 @@ from webhook.base.types import Finding
 from webhook.kube.gke import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY
 from webhook.pod.context import PodContext
 from webhook.rules.constraints import POD_SOURCES, Constraint, fit, instance_family, possible
+from webhook.rules.gpu_driver import driver_findings
 from webhook.rules.gpu_sharing import mig_findings, sharing_findings
 from webhook.rules.gpu_whole_node import subset_allowed, whole_node_findings
 from webhook.rules.landing import GPU_MACHINE_TYPES, landing
@@ -86,16 +92,17 @@ def _offer(types: Sequence[tuple[str, int]], gpus: int, exact: bool, short: bool
 def _alternatives(rules: RuleSettings, machine_type: str, gpus: int) -> list[tuple[str, int]]:
     """Supported ``(type, GPUs)`` to use instead of ``machine_type``: of its family when it has
     any with enough GPUs, else of any family with enough GPUs, else all of them."""
-    enough = [(t, n) for t, n in rules.gpu_machine_types.items() if n >= gpus]
+    counts = gpu_tables(rules).counts
+    enough = [(t, n) for t, n in counts.items() if n >= gpus]
     family = instance_family(machine_type)
     same = [(t, n) for t, n in enough if instance_family(t) == family]
-    return same or enough or list(rules.gpu_machine_types.items())
+    return same or enough or list(counts.items())
 
 
 def _unsupported_type(c: Constraint, name: str, ctx: PodContext, gpus: int) -> Finding:
     """``gpu-machine`` for one pinned machine type that has no GPU snapshots."""
     types, exact = _alternatives(ctx.settings.rules, name, gpus), not subset_allowed(ctx)
-    problem, path = f"no GPU snapshots on {clip(name)}", c.path_of(name)
+    problem, path = f"no GPU snapshots on {clip(name)} (on neither list)", c.path_of(name)
     use, short = _offer(types, gpus, exact), _offer(types, gpus, exact, short=True)
     text = fit(
         "gpu-machine",
@@ -105,13 +112,14 @@ def _unsupported_type(c: Constraint, name: str, ctx: PodContext, gpus: int) -> F
         f"{problem}; use {short}",
         f"use {short}",
     )
-    return Finding(path, "gpu-machine", text)
+    return Finding(path, "gpu-machine", text, ctx.settings.rules.unlisted_gpu_severity)
 
 
 def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-machine``: every machine type, family and accelerator a GPU pod may land on must be
     a supported one."""
     tables, gpus = gpu_tables(ctx.settings.rules), place.gpus.total
+    severity = ctx.settings.rules.unlisted_gpu_severity
     for c in place.instance_types:
         for name in sorted(c.values - tables.machine_types):
             yield _unsupported_type(c, name, ctx, gpus)
@@ -122,7 +130,8 @@ def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     for constraints, accepted, kind, accept in checks:
         for c in constraints:
             for name in sorted(c.values - accepted):
-                problem, path = f"no GPU snapshots on {kind}{clip(name)}", c.path_of(name)
+                problem = f"no GPU snapshots on {kind}{clip(name)} (on neither list)"
+                path = c.path_of(name)
                 text = fit(
                     "gpu-machine",
                     path,
@@ -130,7 +139,7 @@ def machine_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
                     f"{problem}; use {accept}",
                     f"use {accept}",
                 )
-                yield Finding(path, "gpu-machine", text)
+                yield Finding(path, "gpu-machine", text, severity)
 
 
 def landing_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
@@ -164,7 +173,8 @@ def landing_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
         fix,
         short,
     )
-    yield Finding(path, "gpu-machine", text, "deny" if found.only else "warn")
+    severity = ctx.settings.rules.unlisted_gpu_severity if found.only else "warn"
+    yield Finding(path, "gpu-machine", text, severity)
 
 
 def _multi_counts(rules: RuleSettings) -> tuple[tuple[str, int], ...]:
@@ -292,6 +302,7 @@ class GpuRules:
         "gpu-whole-node",
         "gpu-mig",
         "gpu-sharing",
+        "gpu-driver",
     )
 
     def __call__(self, pod: PodContext) -> Iterable[Finding]:
@@ -307,4 +318,5 @@ class GpuRules:
         found += whole_node_findings(pod, place)
         found += mig_findings(place)
         found += sharing_findings(pod, place)
+        found += driver_findings(pod, place)
         return found

@@ -1,9 +1,11 @@
 """``gpu-mig`` and ``gpu-sharing``: GPUs shared between pods.
 
 MIG (multi-instance GPU) partitions are not supported by Pod snapshots (GKE "About GKE Pod
-snapshots", domain.md section 4): denied whether the pod selects a partition size itself or pins a
-node pool or ComputeClass that has one. Time-sharing and MPS are not named as unsupported
-(unconfirmed): ``rules.gpu_sharing_severity`` (warn by default). Pure module.
+snapshots", domain.md section 4): denied whether the pod selects a partition size itself, asks
+for a MIG profile by resource name (``nvidia.com/mig-3g.20gb``, the NVIDIA device plugin's mixed
+strategy; such a pod is a GPU pod), or pins a node pool or ComputeClass that has one.
+Time-sharing and MPS are not named as unsupported (unconfirmed): ``rules.gpu_sharing_severity``
+(warn by default). Pure module.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 
 from webhook.base.text import clip_all
 from webhook.base.types import Finding
-from webhook.kube.gke import PARTITION_SIZE
+from webhook.kube.gke import GPU_RESOURCE, PARTITION_SIZE
 from webhook.pod.context import PodContext
 from webhook.rules.constraints import Constraint, fit
 from webhook.rules.placement import Placement
@@ -26,6 +28,8 @@ def values_note(c: Constraint) -> str:
 def _mig_fix(c: Constraint) -> str:
     """What to change for one MIG statement: the pod's own selector/affinity term, or its pin to
     a MIG node pool or ComputeClass (GKE: MIG is not supported by Pod snapshots)."""
+    if c.source == "resources":
+        return f"request whole GPUs ({GPU_RESOURCE}) instead of the MIG resource"
     if c.source == "nodeSelector":
         return f"remove the {PARTITION_SIZE} nodeSelector and request whole GPUs"
     if c.source == "node affinity":

@@ -1,7 +1,9 @@
 """``gpu-whole-node``: before GKE ``rules.gpu_subset_min_version`` a pod on a multi-GPU node must
 use all of the node's GPUs (domain.md section 4: up to GKE 1.35.0-gke.1738000; from then on a
 subset is allowed). The cluster version comes from ``rules.gke_version`` or the cluster's
-``/version``; unknown means the rule applies (strictest) and its messages say so. Split from
+``/version`` (``snapready check --gke-version``); unknown means a GA version of Pod snapshots
+(1.35.3-gke.1234000 or later, domain.md section 4: every GA version allows a subset), so the
+rule only fires on a known version earlier than the gate. Split from
 ``rules/gpu.py``, which runs it (``GpuRules``) and uses ``subset_allowed`` for its suggestions.
 """
 
@@ -18,6 +20,7 @@ from webhook.pod.context import PodContext
 from webhook.rules.constraints import POD_SOURCES, Constraint, fit, instance_family, possible
 from webhook.rules.landing import affinity_admits, gpu_count
 from webhook.rules.placement import Placement, family_constraints
+from webhook.rules.tables import gpu_tables
 
 GkeVersion = tuple[int, int, int, int]
 
@@ -45,12 +48,12 @@ def _node_counts(place: Placement, rules: RuleSettings) -> Iterator[tuple[Constr
     seen: set[int] = set()
     for c in place.instance_types:
         for name in sorted(c.values):
-            count = rules.gpu_machine_types.get(name)
+            count = gpu_tables(rules).counts.get(name)
             if count is not None and count not in seen:
                 seen.add(count)
                 yield c, count, name
     families = possible(family_constraints(place, rules))
-    table = rules.gpu_machine_types
+    table = gpu_tables(rules).counts
     carried = {n for t, n in table.items() if families is None or instance_family(t) in families}
     for c in place.accelerator_counts:
         for value in sorted(c.values):
@@ -70,7 +73,7 @@ def _candidate_counts(place: Placement, rules: RuleSettings) -> set[int]:
     families = possible(family_constraints(place, rules))
     if families is None and any(c.exhaustive for c in place.accelerators):
         return set()
-    table = rules.gpu_machine_types
+    table = gpu_tables(rules).counts
     return {
         table[name]
         for name in affinity_admits(place.selection, table)
@@ -80,22 +83,24 @@ def _candidate_counts(place: Placement, rules: RuleSettings) -> set[int]:
 
 def subset_allowed(ctx: PodContext) -> bool:
     """Whether the cluster runs GKE ``rules.gpu_subset_min_version`` or later (a pod may use a
-    subset of a multi-GPU node's GPUs); False when the version is unknown (strictest)."""
+    subset of a multi-GPU node's GPUs); True when the version is unknown: Pod snapshots are GA
+    from 1.35.3-gke.1234000, later than the gate (README "Readiness rules")."""
     rules = ctx.settings.rules
     version = parse_gke_version(rules.gke_version or ctx.cluster.gke_version)
     gate = parse_gke_version(rules.gpu_subset_min_version)
-    return version is not None and version >= (gate or version)
+    return version is None or version >= (gate or version)
 
 
 def whole_node_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-whole-node``: before GKE ``rules.gpu_subset_min_version`` a pod on a multi-GPU node
-    must use all the node's GPUs. Unknown cluster version: applied (strictest), saying so."""
+    must use all the node's GPUs. Only on a known version (``rules.gke_version``, ``--gke-version``
+    or the cluster's ``/version``) earlier than the gate; the message names where it came from."""
     rules, gpus = ctx.settings.rules, place.gpus.total
     if subset_allowed(ctx):
         return
-    version = parse_gke_version(rules.gke_version or ctx.cluster.gke_version)
     gate = rules.gpu_subset_min_version
-    hint = "" if version is not None else " (or set rules.gke_version)"
+    source = "rules.gke_version/--gke-version" if rules.gke_version else "cluster /version"
+    hint = f" (GKE {clip(rules.gke_version or ctx.cluster.gke_version)} from {source})"
     # A pod bound to a node we do not know (a DaemonSet pod) was judged on its template.
     named = any(u.kind == "node" for u in place.unknown)
     pinned = named or any(c.exhaustive for c in (*place.instance_types, *place.accelerator_counts))
@@ -133,7 +138,7 @@ def _drop(c: Constraint, node: str, count: int, rules: RuleSettings) -> tuple[st
     short form; empty for a single-type pin, a count pin or a pool's facts."""
     if node not in c.values or c.source not in POD_SOURCES:
         return "", ""
-    table = rules.gpu_machine_types
+    table = gpu_tables(rules).counts
     others = sorted(t for t in c.values if gpu_count(t, table) != count)
     if not others:
         return "", ""

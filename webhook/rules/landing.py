@@ -28,6 +28,7 @@ from webhook.pod.context import PodContext
 from webhook.pod.node_pins import Exclusion, NodeSelection
 from webhook.rules.constraints import Constraint, instance_family, possible
 from webhook.rules.placement import Placement, family_constraints
+from webhook.rules.tables import gpu_tables
 
 GPU_MACHINE_TYPES: dict[str, tuple[str, int]] = {
     "g2-standard-4": ("nvidia-l4", 1),
@@ -54,8 +55,13 @@ GPU_MACHINE_TYPES: dict[str, tuple[str, int]] = {
     "a3-edgegpu-8g": ("nvidia-h100-80gb", 8),
     "a3-megagpu-8g": ("nvidia-h100-mega-80gb", 8),
     "a3-ultragpu-8g": ("nvidia-h200-141gb", 8),
+    # Compute Engine "GPU machine types", G4 (NVIDIA RTX PRO 6000 Blackwell 96GB).
+    "g4-standard-48": ("nvidia-rtx-pro-6000", 1),
+    "g4-standard-96": ("nvidia-rtx-pro-6000", 2),
+    "g4-standard-192": ("nvidia-rtx-pro-6000", 4),
+    "g4-standard-384": ("nvidia-rtx-pro-6000", 8),
 }
-"""Machine type -> (``cloud.google.com/gke-accelerator`` value, GPUs) for G2, A2 and A3."""
+"""Machine type -> (``cloud.google.com/gke-accelerator`` value, GPUs) for G2, A2, A3 and G4."""
 
 
 _MODELLED = (MACHINE_FAMILY, INSTANCE_TYPE, ACCELERATOR, ACCELERATOR_COUNT)
@@ -255,13 +261,13 @@ def landing(ctx: PodContext, place: Placement) -> Landing | None:
         return None
     terms = _terms(place.selection)
     pins = _Pins(families, possible(place.accelerators), possible(place.accelerator_counts), terms)
-    supported = tuple(rules.gpu_machine_types.items())
+    supported = tuple(gpu_tables(rules).counts.items())
     unsupported, reachable = _from_catalog(pins, gpus, supported)
     pools = sorted(
         (f for f in ctx.cluster.node_pools.values() if pins.admit_pool(f)), key=lambda f: f.name
     )
     if pools:
-        table = rules.gpu_machine_types
+        table = gpu_tables(rules).counts
         types = {t for facts in pools for t in facts.instance_types if pins.admit(t, table)}
         unsupported = tuple(_unsupported(types, gpus, table))
         reachable = tuple((t, table[t]) for t in sorted(types) if table.get(t, 0) >= gpus)

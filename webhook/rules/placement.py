@@ -27,6 +27,7 @@ from webhook.kube.gke import (
     INSTANCE_TYPE,
     MACHINE_FAMILY,
     MAX_SHARED_CLIENTS,
+    MIG_RESOURCE_PREFIX,
     NODE_NAME,
     NODE_POOL,
     PARTITION_SIZE,
@@ -36,8 +37,14 @@ from webhook.kube.gke import (
 from webhook.kube.state import NodePoolFacts
 from webhook.pod.context import PodContext
 from webhook.pod.node_pins import LabelPin, NodeSelection, node_selection
-from webhook.pod.resources import ResourceUsage, resource_usages
+from webhook.pod.resources import (
+    ResourceUsage,
+    merged_usage,
+    prefixed_resources,
+    resource_usages,
+)
 from webhook.rules.constraints import Constraint, Unknown, instance_family
+from webhook.rules.tables import gpu_tables
 
 
 @dataclass(frozen=True)
@@ -102,11 +109,13 @@ def _family_constraints(place: Placement, rules: RuleSettings) -> tuple[Constrai
 def accelerator_families(
     accelerators: frozenset[str], rules: RuleSettings
 ) -> frozenset[str] | None:
-    """Families carrying every one of ``accelerators`` (``rules.gpu_accelerators``); None when
+    """Families carrying every one of ``accelerators`` (``rules.gpu_accelerators`` and
+    ``rules.validated_gpu_accelerators``); None when
     there are none or one is not a supported accelerator (``gpu-machine`` reports it)."""
-    if not accelerators or not all(a in rules.gpu_accelerators for a in accelerators):
+    carriers = gpu_tables(rules).accelerator_families
+    if not accelerators or not all(a in carriers for a in accelerators):
         return None
-    return frozenset(f for a in accelerators for f in rules.gpu_accelerators[a])
+    return frozenset(f for a in accelerators for f in carriers[a])
 
 
 def _term_families(selection: NodeSelection, rules: RuleSettings) -> tuple[Constraint, ...]:
@@ -217,8 +226,9 @@ def _node_constraints(
 def _class_constraints(
     ctx: PodContext, pin: LabelPin | None
 ) -> tuple[dict[str, list[Constraint]], list[Unknown]]:
-    """Families, MIG and sharing a pinned ComputeClass enables; unknown when not resolvable."""
-    out: dict[str, list[Constraint]] = {"families": [], "mig": [], "sharing": []}
+    """Families, machine types (when every priority names one), MIG and sharing a pinned
+    ComputeClass enables; unknown when not resolvable."""
+    out: dict[str, list[Constraint]] = {"families": [], "types": [], "mig": [], "sharing": []}
     if pin is None or not pin.values:
         return out, []
     classes = ctx.cluster.compute_classes
@@ -233,6 +243,8 @@ def _class_constraints(
         if facts.machine_families:
             only = pin.exhaustive and len(pin.values) == 1
             out["families"].append(Constraint(facts.machine_families, only, pin.path, source))
+        if facts.machine_types:
+            out["types"].append(Constraint(facts.machine_types, only, pin.path, source))
         if facts.enables_mig:
             out["mig"].append(Constraint(frozenset(), False, pin.path, source))
         if facts.enables_gpu_sharing:
@@ -243,6 +255,21 @@ def _class_constraints(
 def _stated(constraint: Constraint | None) -> tuple[Constraint, ...]:
     """Pool-derived MIG/sharing facts count only when the pool actually has such values."""
     return (constraint,) if constraint is not None and constraint.values else ()
+
+
+def _mig_resources(names: tuple[str, ...], usages: list[ResourceUsage]) -> tuple[Constraint, ...]:
+    """One MIG statement per ``nvidia.com/mig-<profile>`` resource a container asks for, at its
+    first use (source ``resources``: ``gpu-mig`` tells to request whole GPUs instead)."""
+    return tuple(
+        Constraint(
+            frozenset({name.removeprefix(MIG_RESOURCE_PREFIX)}),
+            False,
+            u.containers[0].path,
+            "resources",
+        )
+        for name, u in zip(names, usages, strict=True)
+        if u.containers
+    )
 
 
 _NO_FACTS: Mapping[str, tuple[Constraint, ...]] = {prop: () for prop in _PROPERTIES}
@@ -270,7 +297,12 @@ def _resolve(ctx: PodContext) -> Placement:
     facts = _NO_FACTS
     if pool or node:
         facts = {p: (*_stated(pool.get(p)), *_stated(node.get(p))) for p in _PROPERTIES}
-    gpus, tpus = resource_usages(ctx.spec, ctx.spec_path, (GPU_RESOURCE, TPU_RESOURCE))
+    mig = prefixed_resources(ctx.spec, MIG_RESOURCE_PREFIX)
+    gpus, tpus, *profiles = resource_usages(
+        ctx.spec, ctx.spec_path, (GPU_RESOURCE, TPU_RESOURCE, *mig)
+    )
+    if profiles:  # MIG by resource name: GPUs (each a partition), denied by gpu-mig
+        gpus = merged_usage((gpus, *profiles))
     return Placement(
         pins=pins,
         families=(
@@ -278,7 +310,11 @@ def _resolve(ctx: PodContext) -> Placement:
             *facts["machine_families"],
             *klass["families"],
         ),
-        instance_types=(*_from_pin(pins.get(INSTANCE_TYPE)), *facts["instance_types"]),
+        instance_types=(
+            *_from_pin(pins.get(INSTANCE_TYPE)),
+            *facts["instance_types"],
+            *klass["types"],
+        ),
         accelerators=(*_from_pin(pins.get(ACCELERATOR)), *facts["accelerators"]),
         accelerator_counts=(
             *_from_pin(pins.get(ACCELERATOR_COUNT)),
@@ -288,6 +324,7 @@ def _resolve(ctx: PodContext) -> Placement:
             *_from_pin(pins.get(PARTITION_SIZE)),
             *facts["partition_sizes"],
             *klass["mig"],
+            *_mig_resources(mig, profiles),
         ),
         sharing=(
             *_from_pin(pins.get(SHARING_STRATEGY)),

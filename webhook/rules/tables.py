@@ -10,6 +10,7 @@ with the very settings object it came from (identity, not equality) cannot go st
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from webhook.base.sections import RuleSettings
@@ -32,6 +33,11 @@ class GpuTables:
         multi_counts: ``(machine type, GPUs)`` of those families, fewest GPUs first, then name.
         single_accelerators, single_families: GPU accelerators and families without multi-GPU
             support.
+        counts: GPU count per machine type over both lists (documented first, then validated
+            in the field: ``rules.validated_gpu_machine_types``).
+        accelerator_families: families per accelerator over both lists.
+        documented_types, documented_accelerators: the docs' lists alone (messages say which
+            list a value is missing from).
     """
 
     machine_types: frozenset[str]
@@ -43,25 +49,35 @@ class GpuTables:
     multi_counts: tuple[tuple[str, int], ...]
     single_accelerators: frozenset[str]
     single_families: frozenset[str]
+    counts: Mapping[str, int]
+    accelerator_families: Mapping[str, tuple[str, ...]]
+    documented_types: frozenset[str]
+    documented_accelerators: frozenset[str]
 
 
 def _build(rules: RuleSettings) -> GpuTables:
-    families = frozenset(instance_family(t) for t in rules.gpu_machine_types)
-    multi = frozenset(
-        f for a in rules.multi_gpu_accelerators for f in rules.gpu_accelerators.get(a, ())
-    )
-    fits = [(t, n) for t, n in rules.gpu_machine_types.items() if instance_family(t) in multi]
+    counts = {**rules.gpu_machine_types, **rules.validated_gpu_machine_types}
+    carriers = {
+        name: tuple(families)
+        for name, families in {**rules.gpu_accelerators, **rules.validated_gpu_accelerators}.items()
+    }
+    families = frozenset(instance_family(t) for t in counts)
+    multi = frozenset(f for a in rules.multi_gpu_accelerators for f in carriers.get(a, ()))
+    fits = [(t, n) for t, n in counts.items() if instance_family(t) in multi]
     return GpuTables(
-        machine_types=frozenset(rules.gpu_machine_types),
+        machine_types=frozenset(counts),
         families=families,
-        accelerators=frozenset(rules.gpu_accelerators),
-        accelerators_text=", ".join(rules.gpu_accelerators),
+        accelerators=frozenset(carriers),
+        accelerators_text=", ".join(carriers),
         families_text=", ".join(sorted(families)),
         multi_families=multi,
         multi_counts=tuple(sorted(fits, key=lambda item: (item[1], item[0]))),
-        single_accelerators=frozenset(rules.gpu_accelerators)
-        - frozenset(rules.multi_gpu_accelerators),
+        single_accelerators=frozenset(carriers) - frozenset(rules.multi_gpu_accelerators),
         single_families=families - multi,
+        counts=counts,
+        accelerator_families=carriers,
+        documented_types=frozenset(rules.gpu_machine_types),
+        documented_accelerators=frozenset(rules.gpu_accelerators),
     )
 
 

@@ -215,6 +215,7 @@ def admission_fields(
         "warnings": len(decision.warnings) or None,
         "code": decision.code if not decision.allowed else None,
         "internalError": audit.get("internal_error"),
+        "user": _text(audit.get("user")),  # who created a PodSnapshotManualTrigger
     }
     fields.update({key: value for key, value in optional.items() if value is not None})
     return fields

@@ -1,0 +1,74 @@
+"""``SnapshotDeletionStuck``: the leader reports a PodSnapshot left ``Deleting`` (issue 23).
+
+Driven by hand (``step``) over a hand-built ``ClusterState`` and a recording stand-in for the
+Events writer; the Event shape itself is tested with the writer (``test_restores``).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from webhook.cluster.events import Event, EventRecorder
+from webhook.cluster.restores import RestoreTracker
+from webhook.kube.snapshots import SnapshotIndex, SnapshotView
+from webhook.kube.state import ClusterState
+
+DELETED_AT = "2026-12-01T10:00:00Z"
+T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC).timestamp()
+
+
+class Recorded:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+
+
+def tracker(views: list[SnapshotView], now: float, leader: bool = True) -> tuple[Any, Recorded]:
+    state = ClusterState(snapshots=SnapshotIndex.build(views), snapshots_known=True, synced=True)
+    events = Recorded()
+    found = RestoreTracker(
+        cast("EventRecorder", events),
+        state=lambda: state,
+        is_leader=lambda: leader,
+        lock=threading.Lock(),
+        on_change=lambda: None,
+        clock=lambda: now,
+        deletion_stuck_seconds=600,
+    )
+    return found, events
+
+
+def view(name: str, deleting: str | None) -> SnapshotView:
+    return SnapshotView(
+        "ns", name, "p", None, True, "", "2026-12-01T09:00:00Z", deleting_since=deleting
+    )
+
+
+def test_a_snapshot_deleting_longer_than_the_setting_gets_one_warning() -> None:
+    found, events = tracker([view("stuck", DELETED_AT), view("fine", None)], T0 + 601)
+    found.step()
+    found.step()  # reported once
+    [event] = events.events
+    assert (event.type, event.reason, event.regarding.kind, event.regarding.name) == (
+        "Warning",
+        "SnapshotDeletionStuck",
+        "PodSnapshot",
+        "stuck",
+    )
+    assert "roles/storage.objectUser" in event.note and "10 min" in event.note
+
+
+def test_a_recent_deletion_is_not_reported() -> None:
+    found, events = tracker([view("deleting", DELETED_AT)], T0 + 599)
+    found.step()
+    assert events.events == []
+
+
+def test_followers_do_not_report() -> None:
+    found, events = tracker([view("stuck", DELETED_AT)], T0 + 3600, leader=False)
+    found.step()
+    assert events.events == []

@@ -1,0 +1,99 @@
+"""``shared-fingerprint`` (``snapready check`` only): different workloads that would restore from
+each other's snapshots.
+
+Source: domain.md section 9 ("Grouping is isolation"): pods selected by one policy, in one
+snapshot group (same values of the policy's ``snapshotGroupingRules`` labels), with equal
+distilled specs restore from each other's snapshots. Two different workloads (production-stack's
+prefill and decode Deployments differ only in env and labels; agent-sandbox users' sandboxes)
+then restore each other's memory: for sandboxes one tenant's memory and files in another's pod.
+``check`` sees every workload of its input at once, so it flags each object of such a set with a
+warning naming the others. Fix: group the policy by a label whose value differs per workload
+(``snapshotGroupingRules.groupByLabelValue.labels``), or give each workload its own policy.
+Fingerprints are the webhook's (``as_admitted`` + ``fingerprint``, as ``snapready hash``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from webhook.admission.decision import string_labels
+from webhook.admission.engine import Engine
+from webhook.base.text import clip, clip_all
+from webhook.base.types import mapping
+from webhook.kube.manifests import LoadedObject
+from webhook.kube.snapshots import workload_of
+from webhook.kube.workloads import pod_views
+from webhook.mutation import as_admitted
+from webhook.pod.distill import fingerprint
+from webhook.pod.restore import group_of
+
+RULE = "shared-fingerprint"
+
+Key = tuple[str, str, tuple[tuple[str, str], ...], str]
+"""(namespace, policy, snapshot group values, fingerprint)."""
+
+
+def _keys(item: LoadedObject, engine: Engine, namespace: str) -> list[tuple[Key, str]]:
+    """``(key, spec path)`` of each selecting policy for the pod views of ``item``."""
+    out: list[tuple[Key, str]] = []
+    state = engine.state()
+    for view in pod_views(item.obj):
+        metadata = view.pod.get("metadata")
+        labels = string_labels(metadata.get("labels") if isinstance(metadata, dict) else None)
+        policies = state.policies.select(namespace, labels)
+        if not policies:
+            continue
+        try:
+            value = fingerprint(as_admitted(view.pod, engine.settings))
+        except ValueError:
+            continue  # the object's own result reports what is wrong with it
+        for policy in policies:
+            if policy.scope == "rootfs-only":
+                continue  # no memory is restored: nothing of another workload's state leaks
+            group = tuple(sorted(group_of(policy, labels).items()))
+            out.append(((namespace, policy.name, group, value), view.spec_path))
+    return out
+
+
+def shared_fingerprints(
+    objects: Sequence[LoadedObject], results: list[dict[str, Any]], engine: Engine, namespace: str
+) -> None:
+    """Add a ``shared-fingerprint`` warning to every result (same order as ``objects``) whose
+    workload shares policy, group and fingerprint with another workload of the input; a result
+    that was ``allow`` becomes ``warn``. Objects whose result is an ``error`` are left out."""
+    members: dict[Key, list[tuple[int, str, str]]] = {}
+    for index, (item, result) in enumerate(zip(objects, results, strict=True)):
+        if result["decision"] == "error":
+            continue
+        ref = _workload(item)
+        for key, path in _keys(item, engine, item.namespace or namespace):
+            members.setdefault(key, []).append((index, ref, path))
+    for key, found in members.items():
+        if len({ref for _, ref, _ in found}) < 2:
+            continue
+        for index, ref, path in found:
+            others = clip_all(sorted({r for _, r, _ in found if r != ref}), limit=3)
+            where = "in one snapshot group of" if key[2] else "under ungrouped"
+            message = (
+                f"same fingerprint as {others} {where} policy {clip(key[1])}: they restore "
+                "each other's snapshots (memory); group the policy by a label that differs per "
+                "workload"
+            )
+            _add(results[index], path, message)
+
+
+def _workload(item: LoadedObject) -> str:
+    """``Kind name`` of the workload ``item`` belongs to: a Pod's top controller when it has one
+    (two replicas of one Deployment are one workload), else the object itself."""
+    owner = workload_of(mapping(item.obj.get("metadata"))) if item.kind == "Pod" else None
+    return owner.text() if owner is not None else f"{item.kind} {item.name or '?'}"
+
+
+def _add(result: dict[str, Any], path: str, message: str) -> None:
+    result["findings"].append(
+        {"rule": RULE, "path": path, "message": message, "severity": "warn", "outcome": "warn"}
+    )
+    result["warnings"].append(f"[{RULE}] {path}: {message}")
+    if result["decision"] == "allow":
+        result["decision"] = "warn"
