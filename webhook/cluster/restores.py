@@ -216,6 +216,8 @@ class RestoreTracker(Worker):
             self._remember(key)
             if verdict.at is not None and verdict.at < horizon:
                 continue  # before this leader's catch-up window: not re-reported
+            if self._reported_meanwhile(record):
+                continue  # an earlier leader's, and this cache had not seen its annotation yet
             self._report(record, verdict, state)
         return next_due
 
@@ -251,6 +253,26 @@ class RestoreTracker(Worker):
                 origin,
             )
         self._record_outcome(record, outcome)
+
+    def _reported_meanwhile(self, record: PodRecord) -> bool:
+        """Compare before write: whether the live pod already carries an outcome (or is gone).
+        Right after a hand-over the cache can be behind the old leader's last writes; one GET
+        per decided pod keeps a new leader from reporting (Event, metrics) what it did."""
+        if self.pods is None:
+            return False
+        namespace, name = quote(record.namespace, safe=""), quote(record.name, safe="")
+        try:
+            live = self.pods.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except NotServed:
+            return True  # deleted meanwhile
+        except TransportError:
+            return False  # unknown: report (the Event's deterministic name still dedupes it)
+        metadata = live.get("metadata")
+        meta = metadata if isinstance(metadata, dict) else {}
+        if record.uid and meta.get("uid") != record.uid:
+            return True
+        annotations = meta.get("annotations")
+        return isinstance(annotations, dict) and self.prefix + "restore-outcome" in annotations
 
     def _record_outcome(self, record: PodRecord, outcome: str) -> None:
         """``<prefix>restore-outcome`` on the pod (the uid is a precondition)."""
