@@ -64,6 +64,7 @@ class _Election(LeaderElection):
         super().__init__(config)  # type: ignore[no-untyped-call]
         self._stopping = stopping
         self._renewed = renewed
+        self._renewed_at: float | None = None
 
     def try_acquire_or_renew(self) -> bool:
         """The library's attempt; a success reports when it started (monotonic seconds): the
@@ -71,6 +72,7 @@ class _Election(LeaderElection):
         started = _now()
         ok = bool(super().try_acquire_or_renew())  # type: ignore[no-untyped-call]
         if ok:
+            self._renewed_at = started
             self._renewed(started)
         return ok
 
@@ -88,7 +90,9 @@ class _Election(LeaderElection):
             if leading_failed is not None and leading_failed.is_set():
                 return
             renewed = False
-            attempt_until = _now() + deadline
+            # client-go's deadline runs from the last successful renew, not from this attempt:
+            # a process woken from a freeze past it steps down at once instead of retrying.
+            attempt_until = (self._renewed_at or _now()) + deadline
             while _now() < attempt_until and not self._stopping.is_set():
                 if self.try_acquire_or_renew():
                     renewed = True
