@@ -30,6 +30,8 @@ _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-
 def is_pod_name(value: str) -> bool:
     """Whether ``value`` can name a pod (DNS-1123 subdomain): never ``..``, ``?``, ``%2F``."""
     return len(value) <= 253 and _SUBDOMAIN.fullmatch(value) is not None
+
+
 NODE_KEYS = ("pool", "family", "instanceType", "arch", "version", "accelerator", "gpuDriver")
 """The origin node facts a record holds (``status.nodeInfo.kubeletVersion`` and GKE labels)."""
 
