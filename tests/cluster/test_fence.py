@@ -138,10 +138,10 @@ def test_a_name_taken_by_someone_else_is_never_reused(change: RawObject) -> None
     recorder = EventRecorder(inner, "me")
     assert recorder.emit(EVENT)
     create = [c for c in inner.calls if c[0] == "create"]
-    assert len(create) == 2 and create[1][2]["metadata"]["generateName"] == "pod-1."
+    assert len(create) == 2 and create[1][2]["metadata"]["generateName"].startswith("pod-1.")
     assert create[1][2]["type"] == "Warning"
     assert create[1][2]["reportingController"] == REPORTING_CONTROLLER
     assert not [c for c in inner.calls if c[0] == "merge_patch"], "its count is never bumped"
     assert recorder.renamed == 1 and recorder.written == 1
     recorder.emit(EVENT)  # a repeat in this process counts in the generated event's series
-    assert inner.calls[-1][0] == "merge_patch" and inner.calls[-1][1].endswith("/pod-1.x7k2p")
+    assert inner.calls[-1][0] == "merge_patch" and inner.calls[-1][1].endswith("-x7k2p")

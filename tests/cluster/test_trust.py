@@ -9,6 +9,7 @@ metric series must follow the live PodSnapshotPolicy (``llm-policy``, selecting 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,11 +19,12 @@ from prometheus_client import CollectorRegistry
 
 from tests.cluster.test_evidence import events, recorded_outcome
 from tests.cluster.test_restores import create_admitted, turn_ready
-from tests.cluster.test_snapshots import Env, make_env, take_snapshot
+from tests.cluster.test_snapshots import GROUP, VERSION, Env, make_env, take_snapshot
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
+from webhook.cluster.events import Event, Regarding
 from webhook.kube.outcomes import Verdict
-from webhook.kube.snapshots import PodRecord
+from webhook.kube.snapshots import OriginRecord, PodRecord
 from webhook.server.outcome_metrics import OutcomeMetrics
 
 SETTLE = 2.0
@@ -138,3 +140,58 @@ def test_a_pod_that_lost_its_label_is_relabelled_and_still_decided(trust: Env) -
     wait_for("recorded", lambda: recorded_outcome(env, "unlabelled") == "missed", timeout=10)
     assert "moved" not in seen and recorded_outcome(env, "moved") is None
     assert env.source.restores.guard.relabelled >= 1
+
+
+def test_an_origin_pod_that_is_not_a_pod_name_is_recorded_unknown_once(
+    trust: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``..`` once read the Namespace object and ``?...`` a pod list as "origin pods"; an
+    encoded ``..%2F`` got a 403 retried on every cache change with a warning each time."""
+    custom = client.CustomObjectsApi(trust.api)
+    names = {"evil-dotdot": "..", "evil-query": "?limit=1", "evil-encoded": "..%2Fx"}
+    for name, origin in names.items():
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "PodSnapshot",
+            "metadata": {"name": name, "annotations": {"podsnapshot.gke.io/origin-pod": origin}},
+            "spec": {"policyName": "llm-policy"},
+        }
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, trust.namespace, "podsnapshots", body
+        )
+
+    def records() -> dict[str, OriginRecord | None]:
+        snapshots = trust.source.state().snapshots
+        return {
+            n: (v.origin if (v := snapshots.named(trust.namespace, n)) else None) for n in names
+        }
+
+    wait_for("recorded", lambda: all(records().values()), timeout=15)
+    for record in records().values():
+        assert record is not None and record.pod is None and record.spec_hash is None
+    trust.source.restores.notify()
+    time.sleep(1)
+    assert not [r for r in caplog.records if "not written" in r.getMessage()]
+
+
+def test_an_event_name_taken_by_a_user_is_not_reused(trust: Env) -> None:
+    """A user pre-creates a harmless Normal event under the name snapready would use: the
+    Warning still appears (under a generated name) and the user's event is left as it was."""
+    recorder = trust.source.restores.events
+    regarding = Regarding("v1", "Pod", trust.namespace, "victim")
+    event = Event(regarding, "Warning", "SnapshotRestoreMissed", "Restore", "predicted hit")
+    name = f"victim.{event.key[:16]}"
+    decoy = event.body(name, "2026-12-01T10:00:00.000000Z", "user") | {
+        "type": "Normal",
+        "reportingController": "user/decoy",
+        "note": "all fine",
+    }
+    events_api = "events.k8s.io", "v1", trust.namespace, "events"
+    client.CustomObjectsApi(trust.api).create_namespaced_custom_object(*events_api, decoy)
+    assert recorder.emit(event)
+    listed = [e for e in events(trust, "SnapshotRestoreMissed", "victim")]
+    warnings = [e for e in listed if e["type"] == "Warning"]
+    assert len(warnings) == 1 and warnings[0]["metadata"]["name"] != name
+    assert warnings[0]["reportingController"] == "snapready.io/snapready"
+    left = [e for e in listed if e["metadata"]["name"] == name]
+    assert left[0]["type"] == "Normal" and not left[0].get("series")

@@ -221,7 +221,7 @@ class EventRecorder:
             body = event.body(name, now, self.instance)
             metadata = body["metadata"]
             del metadata["name"]
-            metadata["generateName"] = f"{event.regarding.name[:200]}."
+            metadata["generateName"] = f"{name[:200]}-"  # the API server appends 5 characters
             created = self.transport.create(base, body)
             self.renamed += 1
             log.warning(
