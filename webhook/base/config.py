@@ -26,7 +26,7 @@ from webhook.base.sections import (
     RuleSettings,
     StorageSettings,
 )
-from webhook.base.tracking import CheckpointSettings, OutcomeSettings
+from webhook.base.tracking import CheckpointSettings, OutcomeSettings, OwnershipSettings
 from webhook.base.types import FailurePolicy, Mode
 
 MiB = 1024 * 1024
@@ -232,6 +232,7 @@ class Settings(BaseSettings):
     outcomes: OutcomeSettings = OutcomeSettings()
     checkpoint: CheckpointSettings = CheckpointSettings()
     leader: LeaderSettings = LeaderSettings()
+    ownership: OwnershipSettings = OwnershipSettings()
 
     @field_validator("prefix")
     @classmethod

@@ -53,6 +53,8 @@ class AdmissionRequest(BaseModel):
     object: Any = None
     old_object: Any = Field(None, alias="oldObject")
     dry_run: bool | None = Field(None, alias="dryRun")
+    user_info: Any = Field(None, alias="userInfo")
+    """``{"username": ..., "groups": [...]}`` of the requester (the pod ownership guard)."""
 
 
 class AdmissionReviewRequest(BaseModel):
