@@ -48,10 +48,12 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     writes = FencedTransport(transport, is_leader)
     source.fence = writes
     scope = ScopeController(
-        writes,
+        # Every replica writes the scope (the patch tests what it read; issue 27 deliverable 5):
+        # not lease-fenced, so a policy is covered within seconds even while nobody leads.
+        transport,
         settings.scope,
         policies=source.synced_policies,
-        is_leader=is_leader,
+        is_leader=lambda: True,
         lock=source.lock,
         on_change=source.rebuild,
     )
