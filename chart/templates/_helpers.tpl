@@ -184,3 +184,15 @@ webhook/kube/custom_workloads.py (tests/deploy compares the two).
   "argoproj.io" (list "rollouts")
 ) -}}
 {{- end -}}
+
+{{/* The pod UPDATE guard's CEL matchCondition (webhook.admission.guard.ownership_condition). */}}
+{{- define "snapready.ownerUsername" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "snapready.serviceAccountName" . }}
+{{- end -}}
+{{- define "snapready.ownershipCondition" -}}
+{{- $p := .Values.prefix -}}
+{{- $a := printf "object.metadata.?annotations.orValue({})" -}}
+{{- $o := printf "oldObject.metadata.?annotations.orValue({})" -}}
+{{- $l := printf "metadata.?labels.orValue({})[?'%sselected']" $p -}}
+request.userInfo.username != '{{ include "snapready.ownerUsername" . }}' && ({{ $a }}.exists(k, k.startsWith('{{ $p }}') && {{ $o }}[?k] != optional.of({{ $a }}[k])) || {{ $o }}.exists(k, k.startsWith('{{ $p }}') && {{ $a }}[?k] != optional.of({{ $o }}[k])) || object.{{ $l }} != oldObject.{{ $l }})
+{{- end -}}

@@ -151,6 +151,21 @@ def test_stamped_pod_and_offline_check_get_no_not_stamped_warning() -> None:
     assert not any("not-stamped" in w for w in offline.warnings)
 
 
+def test_a_pod_over_max_containers_is_told_why_it_was_not_stamped() -> None:
+    """Issue 27: snapready itself leaves such a pod unmutated; the warning must not blame
+    ``failurePolicy: Ignore``."""
+    engine = build_engine(make_settings(injection={"max_containers": 2}))
+    pod = ready_pod()
+    base = pod["spec"]["containers"][0]
+    pod["spec"]["containers"] = [{**base, "name": f"c{i}"} for i in range(3)]
+    mutated = admit(request_for(pod), "mutate", engine)
+    assert any("more than 2 containers" in w for w in mutated.warnings), mutated.warnings
+    decision = admit(request_for(pod), "validate", engine)
+    stamped = [w for w in decision.warnings if w.startswith("[not-stamped] ")]
+    assert stamped and "injection.max_containers" in stamped[0], decision.warnings
+    assert "failurePolicy" not in stamped[0]
+
+
 def test_not_stamped_can_be_disabled() -> None:
     engine = build_engine(make_settings(rules={"disabled": ["not-stamped"]}))
     decision = admit(request_for(ready_pod()), "validate", engine)

@@ -18,7 +18,9 @@ from typing import Any, cast
 import jsonpatch
 from kubernetes import client
 
-from tests.cluster.test_snapshots import GROUP, VERSION, Env, env
+from tests.cluster.test_evidence import events, recorded_outcome
+from tests.cluster.test_restores import create_admitted, turn_ready
+from tests.cluster.test_snapshots import GROUP, VERSION, Env, env, take_snapshot
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from tests.support.snapready_proc import SnapreadyProcess, generate_certs, start_snapready
@@ -127,6 +129,85 @@ def test_one_writer_and_the_follower_takes_over_after_a_kill(
         snapshot(env, "after-kill", "origin-1")
         wait_for("the new leader writes", lambda: recorded(env, "after-kill"), timeout=20)
         wait_for("new leader's log line", lambda: writes(follower, "after-kill") == 1, timeout=5)
+    finally:
+        for process in (first, second):
+            process.stop()
+
+
+FREEZE_SECONDS = 30
+
+
+def test_a_leader_frozen_30s_writes_nothing_after_it_wakes_and_nothing_is_written_twice(
+    env: Env, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Issue 27: the leader is stopped (SIGSTOP) with four pods about to be decided (Ready, no
+    restore evidence: ``missed`` once the 6 s settle time ends, during the freeze) and two new
+    PodSnapshots to record. The follower takes over after the lease duration and writes it all;
+    the ex-leader wakes after 30 s believing it leads, and writes nothing (its writes are fenced
+    by monotonic time since its last renew). Every pod has one Event, from the new leader."""
+    lease = f"freeze-{env.namespace}"[:60]
+    settings = {
+        "SNAPREADY_LEADER__LEASE_NAME": lease,
+        "SNAPREADY_LEADER__LEASE_NAMESPACE": env.namespace,
+        "SNAPREADY_LEADER__LEASE_DURATION_SECONDS": str(LEASE_SECONDS),
+        "SNAPREADY_OUTCOMES__NAMESPACES": f'["{env.namespace}"]',
+        "SNAPREADY_OUTCOMES__SETTLE_SECONDS": "6",
+    }
+    take_snapshot(env)
+
+    def ready() -> bool:
+        view = env.source.state().snapshots.named(env.namespace, "snap-1")
+        return view is not None and view.ready
+
+    wait_for("snapshot ready in the engine's cache", ready, timeout=10)
+    env.source.stop()  # the test's own source must not write: only the two processes do
+    certs = generate_certs(tmp_path / "certs")
+    kubeconfig = control_plane.admin_kubeconfig
+    first = start_snapready(tmp_path / "a", certs, kubeconfig=kubeconfig, env=settings)
+    second = start_snapready(tmp_path / "b", certs, kubeconfig=kubeconfig, env=settings)
+    try:
+        processes = (first, second)
+        wait_for(
+            "one leader",
+            lambda: sorted(leader_of(p) for p in processes) == ["follower", "leader"],
+            timeout=30,
+        )
+        leader = next(p for p in processes if leader_of(p) == "leader")
+        follower = second if leader is first else first
+        old_holder = lease_holder(env.api, env.namespace, lease)
+        pods = [f"frozen-pod-{i}" for i in range(4)]
+        for name in pods:
+            create_admitted(env, name)
+            turn_ready(env, name, after=40)
+        time.sleep(1)  # the leader has them pending, settle time running
+        os.kill(leader.process.pid, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        try:
+            for name in ("frozen-1", "frozen-2"):
+                snapshot(env, name, "origin")
+            wait_for(
+                "takeover",
+                lambda: lease_holder(env.api, env.namespace, lease) not in ("", old_holder),
+                timeout=LEASE_SECONDS + 15,
+            )
+            new_holder = lease_holder(env.api, env.namespace, lease)
+            for name in ("frozen-1", "frozen-2"):
+                wait_for(f"{name} recorded", lambda n=name: recorded(env, n), timeout=20)  # type: ignore[misc]
+            wait_for("outcomes", lambda: all(recorded_outcome(env, p) for p in pods), timeout=20)
+            time.sleep(max(0.0, FREEZE_SECONDS - (time.monotonic() - frozen_at)))
+        finally:
+            os.kill(leader.process.pid, signal.SIGCONT)
+        time.sleep(8)  # the ex-leader's loops run again, with what they had pending
+        assert leader.process.poll() is None, leader.log()
+        for name in ("frozen-1", "frozen-2"):
+            assert writes(leader, name) == 0, leader.log()
+            assert writes(follower, name) == 1
+        for pod in pods:
+            missed = events(env, "SnapshotRestoreMissed", pod)
+            assert len(missed) == 1, missed
+            assert missed[0]["reportingInstance"] == new_holder
+            assert (missed[0].get("series") or {}).get("count") in (None, 1)
+        assert leader_of(leader) == "follower"
     finally:
         for process in (first, second):
             process.stop()

@@ -224,6 +224,9 @@ EXPECTED_RULES = {
     "ValidatingWebhookConfiguration": {
         # Pod UPDATEs are never re-judged (only added ephemeral containers), so not subscribed.
         ("", "pods", ("CREATE",)),
+        # Issue 27: only through the ownership webhook's matchCondition (changes of
+        # snapready's own annotations or label), never every pod update.
+        ("", "pods", ("UPDATE",)),
         ("", "pods/ephemeralcontainers", ("UPDATE",)),
         # ReplicaSets only on request (values.validateReplicaSets): the Deployment is judged.
         *(
@@ -683,9 +686,13 @@ def test_schema_describes_every_values_key() -> None:
 
 @pytest.mark.parametrize("values", VALUE_SETS)
 def test_chart_renders_no_match_conditions(values: dict[str, Any]) -> None:
-    """The leader owns matchConditions; a rendered one would make `helm upgrade` fight it."""
+    """The leader owns the ``snapready-scope`` matchCondition; a rendered one would make
+    `helm upgrade` fight it. The only rendered one is the ownership webhook's own (issue 27),
+    which the scope controller keeps (it replaces only its own entry, merge key ``name``)."""
     for _, webhook in webhooks(objects(render(values))):
-        assert "matchConditions" not in webhook
+        names = [c["name"] for c in webhook.get("matchConditions", [])]
+        ownership = webhook["name"] == "ownership.snapready.io"
+        assert names == (["changes-snapready-metadata"] if ownership else [])
 
 
 @pytest.mark.parametrize("scope", ["dynamic", "static"])
@@ -757,3 +764,20 @@ def test_schema_rejects_an_unknown_webhook_scope() -> None:
     with helm_python.Chart.load(CHART) as chart, pytest.raises(helm_python.HelmError) as caught:
         chart.render({"webhookScope": "everything"}, name="snapready", namespace="snapready")
     assert "webhookScope" in str(caught.value)
+
+
+def test_the_ownership_webhook_sees_only_updates_of_snapreadys_metadata() -> None:
+    """Issue 27: pod UPDATEs reach snapready only through the matchCondition that compares
+    snapready's annotations and label in ``object`` and ``oldObject``; the server is told the
+    same service account the chart runs it as."""
+    from webhook.admission.guard import ownership_condition  # noqa: PLC0415
+
+    objs = objects(render(name="snapready", namespace="webhooks"))
+    hooks = {hook["name"]: hook for kind, hook in webhooks(objs) if kind.startswith("Validating")}
+    hook = hooks["ownership.snapready.io"]
+    assert [r["operations"] for r in hook["rules"]] == [["UPDATE"]]
+    assert hook["rules"][0]["resources"] == ["pods"]
+    owner = "system:serviceaccount:webhooks:snapready"
+    [condition] = hook["matchConditions"]
+    assert condition["expression"] == ownership_condition("snapready.io/", owner)
+    assert settings_of(objs)["ownership"]["service_account"] == owner

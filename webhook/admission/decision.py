@@ -18,6 +18,7 @@ from webhook.kube.responses import (
 )
 from webhook.kube.review import AdmissionRequest
 from webhook.kube.state import ClusterState
+from webhook.mutation import container_count
 from webhook.pod.context import PodContext
 
 _MODE_STRICTNESS: Mapping[str, int] = {"audit": 0, "warn": 1, "enforce": 2}
@@ -93,15 +94,25 @@ def not_stamped(ctx: PodContext) -> list[Finding]:
     Every selected pod passes snapready's mutating webhook first, which always stamps it; a pod
     without the annotation means that call was skipped (``failurePolicy: Ignore`` with snapready
     unreachable or slow, or a webhook configuration that does not match): the pod was neither
-    fingerprinted nor given its helpers, silently. Pod templates are never stamped.
+    fingerprinted nor given its helpers, silently. The one exception snapready makes itself: a
+    pod over ``injection.max_containers`` is left unmutated on purpose, and the warning says
+    that instead (issue 27: it blamed ``failurePolicy: Ignore``). Pod templates are never stamped.
     """
     key = ctx.settings.annotation("spec-hash")
     if ctx.kind != "Pod" or key in ctx.annotations or "not-stamped" in ctx.settings.rules.disabled:
         return []
-    message = (
-        "snapready's mutating webhook did not run for this pod (failurePolicy Ignore while it "
-        "was unreachable?): no fingerprint, no helpers; recreate the pod"
-    )
+    limit = ctx.settings.injection.max_containers
+    if container_count(ctx.spec) > limit:
+        message = (
+            f"snapready did not mutate this pod: it has more than {limit} containers "
+            "(injection.max_containers): no fingerprint, no helpers, no snapready.io/selected "
+            "label, so its restore outcome is not tracked; raise injection.max_containers"
+        )
+    else:
+        message = (
+            "snapready's mutating webhook did not run for this pod (failurePolicy Ignore while "
+            "it was unreachable?): no fingerprint, no helpers; recreate the pod"
+        )
     return [Finding(ctx.metadata_field("annotations", key), "not-stamped", message, "warn")]
 
 

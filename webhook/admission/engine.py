@@ -19,6 +19,7 @@ from webhook.admission.decision import (
     request_namespace,
     string_labels,
 )
+from webhook.admission.guard import guard_update
 from webhook.admission.rollout import rollout_warning
 from webhook.base.config import Settings
 from webhook.base.text import clip
@@ -154,8 +155,11 @@ def _handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -
         if request.sub_resource == "ephemeralcontainers" and endpoint == "validate":
             return _handle_ephemeral(request, obj, engine)
         return allowed()
-    if request.operation != "CREATE":
-        return allowed()  # pods are judged and mutated once, at creation
+    if request.operation != "CREATE":  # pods are judged and mutated once, at creation
+        if endpoint != "validate":
+            return allowed()
+        owner = engine.settings.ownership.service_account
+        return guard_update(request, engine.settings.prefix, owner)  # snapready's metadata
     ctx = selected_pod_context(request, obj, engine)
     if ctx is None:
         return allowed()  # the fast path: no policy selects this pod

@@ -27,7 +27,7 @@ from webhook.base.sections import (
     StorageSettings,
     WorkloadSettings,
 )
-from webhook.base.tracking import CheckpointSettings, OutcomeSettings
+from webhook.base.tracking import CheckpointSettings, OutcomeSettings, OwnershipSettings
 from webhook.base.types import FailurePolicy, Mode
 
 MiB = 1024 * 1024
@@ -234,6 +234,7 @@ class Settings(BaseSettings):
     checkpoint: CheckpointSettings = CheckpointSettings()
     leader: LeaderSettings = LeaderSettings()
     workloads: WorkloadSettings = WorkloadSettings()
+    ownership: OwnershipSettings = OwnershipSettings()
 
     @field_validator("prefix")
     @classmethod

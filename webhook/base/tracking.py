@@ -51,3 +51,16 @@ class CheckpointSettings(BaseModel):
         "SnapshotCheckpointStalled. Uploads of ~70 GiB take ~13 min on GKE (domain.md section "
         "9); 30 min is twice that, and some large-VRAM checkpoints never finish.",
     )
+
+
+class OwnershipSettings(BaseModel):
+    """Who may change snapready's metadata on a running pod (``admission.guard``)."""
+
+    service_account: str = Field(
+        "",
+        description="Username of snapready's own service account "
+        "(system:serviceaccount:<namespace>:<name>; the chart sets it): only it may change a "
+        "snapready.io/ annotation or the snapready.io/selected label in a pod UPDATE, any other "
+        "such update is denied. Empty: not checked (file mode, a webhook configuration "
+        "without the ownership webhook).",
+    )

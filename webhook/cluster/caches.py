@@ -195,6 +195,8 @@ class ClusterSource:
         self.scope: Any = None
         """The webhook-scope controller, when attached (its ``in_sync`` feeds the state)."""
         self.restores: Any = None
+        self.fence: Any = None
+        """The lease-fenced transport every writer uses (``cluster.fence``), when attached."""
         """The restore tracker, when attached (its ``listeners`` take outcome callbacks)."""
         self.on_policies: list[Callable[[], None]] = []
         self.on_snapshots: list[Callable[[], None]] = []

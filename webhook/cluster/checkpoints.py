@@ -6,15 +6,16 @@ PodSnapshotPolicy and on the origin pod while it exists, with GKE's message and 
 (``kube.checkpoints.failure_hint``); a snapshot ``AwaitingCheckpoint`` longer than
 ``checkpoint.stall_seconds`` one Warning ``SnapshotCheckpointStalled``. Finished checkpoints are
 handed to the listeners (metrics: checkpoints by outcome, seconds from creation to
-``Succeeded``). Each snapshot is reported once per process; a new leader reports transitions no
-older than ``outcomes.catch_up_seconds`` before it took over (older ones were an earlier
-leader's).
+``Succeeded``), with ``namespace``/``policy`` as ``kube.selection.bounded_labels`` allows.
+Each snapshot is reported once per process; a new leader reports transitions no older than
+``outcomes.catch_up_seconds`` before it took over (older ones were an earlier leader's).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from webhook.cluster.events import Event, EventRecorder, Regarding
@@ -27,6 +28,7 @@ from webhook.kube.checkpoints import (
 )
 from webhook.kube.gke import ACCELERATOR, GPU_DRIVER_VERSION
 from webhook.kube.outcomes import parse_time
+from webhook.kube.selection import bounded_labels
 from webhook.kube.snapshots import SnapshotView
 from webhook.kube.state import ClusterState
 
@@ -109,8 +111,11 @@ class CheckpointReporter:
         if at is not None and at < horizon:
             return  # an earlier leader's
         seconds = checkpoint_seconds(view)
+        # ``spec.policyName`` is whatever the PodSnapshot says: labels only as the cache knows.
+        namespace, policy = bounded_labels(view.namespace, view.policy, state.policies)
+        labelled = replace(view, namespace=namespace, policy=policy)
         for listener in self.listeners:
-            listener(view, view.checkpoint, seconds)
+            listener(labelled, view.checkpoint, seconds)
         if view.checkpoint != "failed":
             return
         seen = (view.namespace, view.name) in self._origin_seen

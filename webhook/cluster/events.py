@@ -5,8 +5,17 @@ Like client-go's event recorder with the ``events.k8s.io`` API: the first occurr
 (``count``, ``lastObservedTime``) instead of creating new objects. A token bucket bounds the
 write rate (``burst`` events, refilled at ``per_second``); an event over the limit is dropped and
 counted (``dropped``), never queued without bound. Only the leader writes: the caller checks
-``is_leader`` (this module never decides it). Events are about observed cluster objects, never
-about admission requests, so a dry-run request never produces one.
+``is_leader`` (this module never decides it) and the transport is lease-fenced
+(``cluster.fence``).
+
+Names and hand-overs (issue 27): the first write of an event uses the deterministic name
+``<regarding>.<key[:16]>``, so a new leader reporting the same occurrence meets the old leader's
+event (409) and leaves it as it is (``already``: nothing is written twice). A 409 on an event
+that is not snapready's own (another ``reportingController``, reason, type, action, note or
+``regarding``: a user pre-created the name) is never reused: the event is created under a
+server-generated name (``generateName``) instead, so no Warning can be swallowed.
+Events are about observed cluster objects, never about admission requests, so a dry-run request
+never produces one.
 """
 
 from __future__ import annotations
@@ -104,6 +113,20 @@ def micro_time(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def is_own(existing: RawObject, event: Event) -> bool:
+    """Whether ``existing`` is this very event as snapready writes it (controller, type, reason,
+    action, note and ``regarding``), so that a 409 on its name may continue it."""
+    mine = event.body("", "", "")
+    keys = ("reportingController", "type", "reason", "action", "note")
+    if any(existing.get(key) != mine[key] for key in keys):
+        return False
+    regarding = existing.get("regarding")
+    if not isinstance(regarding, dict):
+        return False
+    want = mine["regarding"]
+    return all(regarding.get(key) == want.get(key) for key in ("kind", "namespace", "name", "uid"))
+
+
 def _count(event: RawObject) -> int:
     """Occurrences an existing event records (its ``series.count``, else 1)."""
     series = event.get("series")
@@ -141,7 +164,7 @@ class EventRecorder:
         self._tokens, self._last = float(burst), clock()
         self._sent: OrderedDict[str, _Sent] = OrderedDict()
         self._lock = threading.Lock()
-        self.written = self.dropped = 0
+        self.written = self.dropped = self.already = self.renamed = 0
 
     def _take(self) -> bool:
         now = self.clock()
@@ -165,7 +188,7 @@ class EventRecorder:
                 return False
             sent = self._sent.get(event.key)
         try:
-            sent = self._write(event, sent)
+            sent, wrote = self._write(event, sent)
         except (TransportError, NotServed) as exc:
             log.warning("event %s on %s not written: %s", event.reason, where, describe(exc))
             return False
@@ -174,21 +197,43 @@ class EventRecorder:
             self._sent.move_to_end(event.key)
             while len(self._sent) > MAX_TRACKED:
                 self._sent.popitem(last=False)
-            self.written += 1
+            if wrote:
+                self.written += 1
+            else:
+                self.already += 1
         return True
 
-    def _write(self, event: Event, sent: _Sent | None) -> _Sent:
-        """Create the event, or count one more occurrence in its series."""
+    def _write(self, event: Event, sent: _Sent | None) -> tuple[_Sent, bool]:
+        """Create the event, or count one more occurrence in its series; ``(sent, written)``,
+        written False when an earlier leader had written this very occurrence."""
         now = micro_time(self.clock())
         base = f"/apis/events.k8s.io/v1/namespaces/{event.regarding.namespace}/events"
         if sent is None:
             name = f"{event.regarding.name}.{event.key[:16]}"[:253]
             try:
                 self.transport.create(base, event.body(name, now, self.instance))
-                return _Sent(name, 1)
-            except Conflict:  # written by an earlier leader: continue its series
-                sent = _Sent(name, _count(self.transport.get(f"{base}/{name}")))
+                return _Sent(name, 1), True
+            except Conflict:
+                existing = self.transport.get(f"{base}/{name}")
+            if is_own(existing, event):  # an earlier leader's: the same occurrence
+                return _Sent(name, _count(existing)), False
+            # Someone else's object under our name: never reuse it, never bump its count.
+            body = event.body(name, now, self.instance)
+            metadata = body["metadata"]
+            del metadata["name"]
+            metadata["generateName"] = f"{name[:200]}-"  # the API server appends 5 characters
+            created = self.transport.create(base, body)
+            self.renamed += 1
+            log.warning(
+                "event name %s/%s is taken by an object snapready did not write: %s created "
+                "under a generated name",
+                event.regarding.namespace,
+                name,
+                event.reason,
+            )
+            actual = str((created.get("metadata") or {}).get("name") or name)
+            return _Sent(actual, 1), True
         sent.count += 1
         series = {"series": {"count": sent.count, "lastObservedTime": now}}
         self.transport.merge_patch(f"{base}/{sent.name}", series, field_manager="snapready")
-        return sent
+        return sent, True

@@ -6,7 +6,10 @@ what the library lacks for a server: a stop that ends the loops within one retry
 release of the Lease on a graceful stop (``holderIdentity`` cleared, so the next replica takes
 over at once instead of after ``lease_duration``, like controller-runtime's
 ``LeaderElectionReleaseOnCancel``), and re-entering the election after leadership is lost.
-Writers check ``is_leader`` immediately before each write.
+``is_leader`` is fenced by time (issue 27, ``cluster.fence``): true only while the monotonic time
+since the start of the last successful acquire/renew is below ``renew_deadline_seconds``, so a
+process that wakes from a freeze is not leader until it has renewed, whatever the library's
+state says. Writers check it immediately before each write (``FencedTransport``).
 """
 
 from __future__ import annotations
@@ -55,13 +58,27 @@ def new_identity() -> str:
 class _Election(LeaderElection):
     """The library's election with loops that end when ``stopping`` is set."""
 
-    def __init__(self, config: Any, stopping: threading.Event) -> None:
+    def __init__(
+        self, config: Any, stopping: threading.Event, renewed: Callable[[float], None]
+    ) -> None:
         super().__init__(config)  # type: ignore[no-untyped-call]
         self._stopping = stopping
+        self._renewed = renewed
+        self._renewed_at: float | None = None
+
+    def try_acquire_or_renew(self) -> bool:
+        """The library's attempt; a success reports when it started (monotonic seconds): the
+        Lease is held from no later than that instant."""
+        started = _now()
+        ok = bool(super().try_acquire_or_renew())  # type: ignore[no-untyped-call]
+        if ok:
+            self._renewed_at = started
+            self._renewed(started)
+        return ok
 
     def acquire(self) -> bool:
         while not self._stopping.is_set():
-            if self.try_acquire_or_renew():  # type: ignore[no-untyped-call]
+            if self.try_acquire_or_renew():
                 return True
             self._stopping.wait(self.election_config.retry_period)
         return False
@@ -73,9 +90,11 @@ class _Election(LeaderElection):
             if leading_failed is not None and leading_failed.is_set():
                 return
             renewed = False
-            attempt_until = _now() + deadline
+            # client-go's deadline runs from the last successful renew, not from this attempt:
+            # a process woken from a freeze past it steps down at once instead of retrying.
+            attempt_until = (self._renewed_at or _now()) + deadline
             while _now() < attempt_until and not self._stopping.is_set():
-                if self.try_acquire_or_renew():  # type: ignore[no-untyped-call]
+                if self.try_acquire_or_renew():
                     renewed = True
                     break
                 self._stopping.wait(retry)
@@ -110,8 +129,11 @@ class LeaderElector(Worker):
         on_change: Callable[[], None],
         on_leading: Callable[[], None] | None = None,
         identity: str | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         super().__init__("leader", lock, on_change)
+        self.clock = clock or _now
+        self._renewed_at: float | None = None
         self.api_client = api_client
         self.settings = settings
         self.namespace = lease_namespace(settings)
@@ -126,8 +148,16 @@ class LeaderElector(Worker):
 
     @property
     def is_leader(self) -> bool:
-        """True while this process holds the Lease (checked right before every write)."""
-        return self._leader.is_set()
+        """True while this process provably holds the Lease: elected, and less than
+        ``renew_deadline_seconds`` (monotonic) since its last successful renew began."""
+        renewed = self._renewed_at
+        if not self._leader.is_set() or renewed is None:
+            return False
+        return self.clock() - renewed < self.settings.renew_deadline_seconds
+
+    def renewed(self, started: float) -> None:
+        """A renew (or the acquire) that began at monotonic ``started`` succeeded."""
+        self._renewed_at = started
 
     def run(self) -> None:
         """Elect, lead until the lease is lost or ``stop()``, then try again."""
@@ -146,7 +176,7 @@ class LeaderElector(Worker):
                 onstopped_leading=self._stopped,
             )
             try:
-                _Election(config, self._stopping).run()  # type: ignore[no-untyped-call]
+                _Election(config, self._stopping, self.renewed).run()  # type: ignore[no-untyped-call]
             except Exception as exc:  # a network error inside the library's renew loop
                 log.warning("leader election: %s", describe(exc))
             finally:
@@ -162,6 +192,7 @@ class LeaderElector(Worker):
             self.on_leading()
 
     def _stopped(self) -> None:
+        self._renewed_at = None
         if self._leader.is_set():
             self._leader.clear()
             level = logging.INFO if self.stopping else logging.WARNING

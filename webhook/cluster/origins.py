@@ -7,7 +7,11 @@ under the snapshot's policy, and the facts of the node it ran on (pool, machine 
 type, arch, GKE node version, accelerator, GPU driver label). Unknown parts stay null. It is
 written as the annotation ``<prefix>origin`` with a JSON merge patch on metadata only (field
 manager ``snapready-origin``). Every replica reads the records back from its snapshot cache, so
-the admission path never makes an API call. Followers write nothing.
+the admission path never makes an API call. Followers write nothing, and every write is
+lease-fenced (``cluster.fence``). Compare-before-write (issue 27): the leader GETs the PodSnapshot
+right before writing and leaves a readable record alone, so a hand-over (the new leader's cache
+behind the old leader's write) never writes a record twice. An ``origin-pod`` value that is not a
+pod name is unknown (``kube.snapshots.is_pod_name``): the record says so, written once.
 """
 
 from __future__ import annotations
@@ -151,8 +155,7 @@ class OriginRecorder(Worker):
                 break
             self._attempted.add((namespace, name))  # never loop on one object
             try:
-                self._write(api, view, state)
-                count += 1
+                count += self._write(api, view, state)
             except (TransportError, NotServed) as exc:
                 log.warning(
                     "origin record of %s/%s not written: %s", namespace, name, describe(exc)
@@ -163,7 +166,13 @@ class OriginRecorder(Worker):
             self.set_status(f"{self.written} written")
         return count
 
-    def _write(self, api: str, view: SnapshotView, state: ClusterState) -> None:
+    def _write(self, api: str, view: SnapshotView, state: ClusterState) -> int:
+        """Write the record of ``view`` unless the live object has one; 1 when written."""
+        path = f"{api}/namespaces/{view.namespace}/podsnapshots/{view.name}"
+        live = mapping(mapping(self.transport.get(path).get("metadata")).get("annotations"))
+        if OriginRecord.from_json(live.get(self.prefix + "origin")) is not None:
+            log.info("origin record of %s/%s already written", view.namespace, view.name)
+            return 0
         pod: RawObject | None = None
         if view.origin_pod:
             try:
@@ -173,7 +182,7 @@ class OriginRecorder(Worker):
             except NotServed:  # 404: the origin pod is gone
                 pod = None
         record = build_record(view, pod, state)
-        path = f"{api}/namespaces/{view.namespace}/podsnapshots/{view.name}"
         patch = {"metadata": {"annotations": {self.prefix + "origin": record.to_json()}}}
         self.transport.merge_patch(path, patch, field_manager=FIELD_MANAGER)
         log.info("origin record written on PodSnapshot %s/%s", view.namespace, view.name)
+        return 1

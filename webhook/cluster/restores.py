@@ -33,11 +33,13 @@ from webhook.base.types import RawObject
 from webhook.cluster.checkpoints import CheckpointReporter
 from webhook.cluster.events import Event, EventRecorder, Regarding, micro_time
 from webhook.cluster.gate import awaiting_checkpoint, gate_status, write_gate
+from webhook.cluster.labels import LabelGuard
 from webhook.cluster.records import SETTLED
 from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
 from webhook.kube.evidence import events_of
 from webhook.kube.outcomes import Verdict, decide, parse_time, stale_groups
 from webhook.kube.restore_notes import failed_note, missed_note
+from webhook.kube.selection import believed
 from webhook.kube.snapshots import PodRecord
 from webhook.kube.state import ClusterState
 
@@ -47,7 +49,9 @@ OutcomeListener = Callable[[PodRecord, Verdict], None]
 
 
 class PodTransport(Protocol):
-    """Merge-patch a pod's annotations; strategic-merge-patch its status."""
+    """GET a pod, merge-patch its metadata, strategic-merge-patch its status."""
+
+    def get(self, path: str) -> RawObject: ...
 
     def merge_patch(self, path: str, patch: RawObject, *, field_manager: str) -> RawObject: ...
 
@@ -94,11 +98,13 @@ class RestoreTracker(Worker):
         self.namespaces = frozenset(settings.outcomes.namespaces)
         self.recheck, self.clock = recheck_seconds, clock
         self.listeners: list[OutcomeListener] = []
+        self.guard = LabelGuard(pods, self.prefix)
         self.checkpoints = CheckpointReporter(
             events, stall_seconds=self.stall, catch_up_seconds=self.catch_up, mine=self.mine
         )
         self.counts: dict[str, int] = {}
-        self._pending: dict[str, None] = {}
+        self._pending: dict[str, str] = {}
+        """``namespace/name`` -> uid of every stamped pod whose outcome is not decided yet."""
         self._decided: OrderedDict[str, None] = OrderedDict()
         self._gates: dict[str, None] = {}
         self._fresh: set[str] = set()
@@ -121,7 +127,7 @@ class RestoreTracker(Worker):
             key = f"{record.namespace}/{record.name}"
             self._fresh.add(key)  # first: a pass that sees the key pending sees it fresh too
             if record.outcome is None and key not in self._decided:
-                self._pending[key] = None
+                self._pending[key] = record.uid
             if record.gated:
                 self._gates[key] = None
             self._wake.set()
@@ -165,7 +171,7 @@ class RestoreTracker(Worker):
                 if not self.mine(record.namespace):
                     continue
                 if record.outcome is None:
-                    self._pending[key] = None
+                    self._pending[key] = record.uid
                 if record.gated:
                     self._gates[key] = None
         next_due = self._decide_pending(state, now, fresh)
@@ -192,7 +198,18 @@ class RestoreTracker(Worker):
             if record is None and (key in fresh or key in self._fresh):
                 next_due = min(next_due, 0.2)  # not in the cache yet: look again soon
                 continue
-            if record is None or record.outcome is not None:  # deleted, or an earlier leader's
+            if record is None:  # deleted, or it lost its label (``labels.LabelGuard``)
+                if self.guard.lost(key, self._pending[key], state.policies):
+                    next_due = min(next_due, 1.0)  # relabelled, or the cache is behind
+                else:
+                    self._pending.pop(key, None)
+                continue
+            self.guard.forget(key)
+            if record.outcome is not None:  # an earlier leader's
+                self._pending.pop(key, None)
+                continue
+            record = believed(record, state.policies)
+            if record is None:  # no live policy selects it: not snapready's to report
                 self._pending.pop(key, None)
                 continue
             events = events_of(state.gke_events, record.namespace, record.name, record.uid)
@@ -207,6 +224,8 @@ class RestoreTracker(Worker):
             self._remember(key)
             if verdict.at is not None and verdict.at < horizon:
                 continue  # before this leader's catch-up window: not re-reported
+            if self._reported_meanwhile(record):
+                continue  # an earlier leader's, and this cache had not seen its annotation yet
             self._report(record, verdict, state)
         return next_due
 
@@ -243,6 +262,26 @@ class RestoreTracker(Worker):
             )
         self._record_outcome(record, outcome)
 
+    def _reported_meanwhile(self, record: PodRecord) -> bool:
+        """Compare before write: whether the live pod already carries an outcome (or is gone).
+        Right after a hand-over the cache can be behind the old leader's last writes; one GET
+        per decided pod keeps a new leader from reporting (Event, metrics) what it did."""
+        if self.pods is None:
+            return False
+        namespace, name = quote(record.namespace, safe=""), quote(record.name, safe="")
+        try:
+            live = self.pods.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except NotServed:
+            return True  # deleted meanwhile
+        except TransportError:
+            return False  # unknown: report (the Event's deterministic name still dedupes it)
+        metadata = live.get("metadata")
+        meta = metadata if isinstance(metadata, dict) else {}
+        if record.uid and meta.get("uid") != record.uid:
+            return True
+        annotations = meta.get("annotations")
+        return isinstance(annotations, dict) and self.prefix + "restore-outcome" in annotations
+
     def _record_outcome(self, record: PodRecord, outcome: str) -> None:
         """``<prefix>restore-outcome`` on the pod (the uid is a precondition)."""
         if self.pods is None or not self.is_leader():
@@ -270,6 +309,10 @@ class RestoreTracker(Worker):
             if record is None:
                 if key not in fresh and key not in self._fresh:  # deleted, not just arriving
                     self._gates.pop(key, None)
+                continue
+            record = believed(record, state.policies)
+            if record is None:  # no live policy selects it (any more): not ours to gate
+                self._gates.pop(key, None)
                 continue
             events = events_of(state.gke_events, record.namespace, record.name, record.uid)
             uploading = awaiting_checkpoint(

@@ -2,11 +2,14 @@
 webhook configurations equal to what the current PodSnapshotPolicies can select.
 
 The condition itself is built in ``webhook.kube.scope`` (pure). Here: every replica compares the
-live Mutating/ValidatingWebhookConfigurations with the scope its caches imply; only the leader
-writes (one JSON Patch per configuration, with a ``test`` of each webhook's name, and only when
-the result changes). A policy change wakes the controller at once; a periodic recheck repairs
-hand edits. Readiness: the controller is ``synced`` once the live configurations carried the
-desired scope (written by this replica as leader, or observed as written by the leader), so
+live Mutating/ValidatingWebhookConfigurations with the scope its caches imply and, once its
+policy cache has synced, writes it (issue 27: a new policy must not wait for a new leader, up to
+a lease duration after the leader died; one JSON Patch per configuration, with a ``test`` of
+each webhook's name and of the resourceVersion it read, so concurrent writers fail and re-read
+instead of losing an update, and only when the result changes). ``is_leader`` (wiring passes
+"always") can still restrict writing to one replica. A policy change wakes the controller at
+once; a periodic recheck repairs hand edits. Readiness: the controller is ``synced`` once the
+live configurations carried the desired scope (written by this replica or another), so
 ``/readyz`` turns true only after the first reconcile. A failed write keeps the last written
 conditions (never widens or narrows by accident), is logged and shows in the status (and the
 ``snapready_webhook_scope_synced`` gauge, through ``in_sync``).
@@ -32,6 +35,8 @@ FIRST_SYNC_RETRY = 2.0
 MAX_RETRY = 8.0
 """Longest wait between retries while not in sync (a fresh ``helm install`` creates the
 configurations after the Deployment: readiness then follows within seconds)."""
+WRITE_ATTEMPTS = 3
+"""Reads and patches of one configuration per pass when a concurrent writer fails our ``test``."""
 API = "/apis/admissionregistration.k8s.io/v1"
 KINDS = {
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
@@ -57,7 +62,9 @@ def scope_patch(configuration: RawObject, scope: Scope) -> list[RawObject]:
     """The JSON Patch that gives every webhook of ``configuration`` the scope; ``[]`` if none.
 
     Each change is guarded by a ``test`` of the webhook's name at that index, so a concurrent
-    reordering (a ``helm upgrade``) fails the patch instead of editing the wrong webhook.
+    reordering (a ``helm upgrade``) fails the patch instead of editing the wrong webhook, and by
+    a ``test`` of the ``resourceVersion`` it read, so of two replicas writing at once one fails
+    and re-reads instead of overwriting what the other wrote (issue 27: every replica writes).
     """
     ops: list[RawObject] = []
     for index, webhook in enumerate(configuration.get("webhooks") or []):
@@ -72,6 +79,13 @@ def scope_patch(configuration: RawObject, scope: Scope) -> list[RawObject]:
             ops.append({"op": "add", "path": f"/webhooks/{index}/matchConditions", "value": wanted})
         else:
             ops.append({"op": "remove", "path": f"/webhooks/{index}/matchConditions"})
+    metadata = configuration.get("metadata")
+    version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+    if ops and isinstance(version, str):
+        # Every replica writes: a configuration changed since we read it fails the patch (the
+        # resourceVersion, not the conditions: the server's ``test`` compares JSON text, and it
+        # serves ``&&`` in CEL as ``\u0026\u0026``).
+        ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": version})
     return ops
 
 
@@ -179,14 +193,21 @@ class ScopeController(Worker):
             ("validatingwebhookconfigurations", self.settings.validating_configuration),
         ):
             path = f"{API}/{resource}/{name}"
-            ops = scope_patch(self.transport.get(path), scope)
-            if not ops:
-                continue
-            if not self.is_leader():
-                pending = True
-                continue
-            self.transport.patch(path, ops)
-            log.info("webhook scope written to %s %s (%s)", KINDS[resource], name, scope.level)
+            for attempt in range(WRITE_ATTEMPTS):
+                ops = scope_patch(self.transport.get(path), scope)
+                if not ops:
+                    break
+                if not self.is_leader():
+                    pending = True
+                    break
+                try:
+                    self.transport.patch(path, ops)
+                except TransportError:  # a failed ``test``: another replica wrote; read again
+                    if attempt + 1 == WRITE_ATTEMPTS:
+                        raise
+                    continue
+                log.info("webhook scope written to %s %s (%s)", KINDS[resource], name, scope.level)
+                break
         return pending
 
     def _warn(self, message: str) -> None:

@@ -2,8 +2,8 @@
 
 The caches (``caches.ClusterSource``) over the ``kubernetes``-backed transport (``client``), plus
 the controllers that write (leader election, webhook scope, origin records, restore outcomes and
-events), each attached to the source so that ``/readyz`` shows their status and ``stop()`` ends
-them.
+events; every write through one lease-fenced ``FencedTransport``), each attached to the source
+so that ``/readyz`` shows their status and ``stop()`` ends them.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from webhook.base.config import Settings
 from webhook.cluster.caches import ClusterSource, timing_from
 from webhook.cluster.client import KubeTransport, api_client
 from webhook.cluster.events import EventRecorder
+from webhook.cluster.fence import FencedTransport
 from webhook.cluster.leader import LeaderElector, new_identity
 from webhook.cluster.origins import OriginRecorder
 from webhook.cluster.restores import RestoreTracker
@@ -44,12 +45,17 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
         elector = LeaderElector(client, settings.leader, lock=source.lock, on_change=source.rebuild)
         source.attach(elector)
     is_leader = (lambda: elector.is_leader) if elector is not None else (lambda: True)
+    # Every write below goes through the fence: none leaves without a provably held Lease.
+    writes = FencedTransport(transport, is_leader)
+    source.fence = writes
     scope = ScopeController(
+        # Every replica writes the scope (the patch tests what it read; issue 27 deliverable 5):
+        # not lease-fenced, so a policy is covered within seconds even while nobody leads.
         transport,
         settings.scope,
         custom=tuple((w.group, w.resource) for w in workloads_from(settings).values()),
         policies=source.synced_policies,
-        is_leader=is_leader,
+        is_leader=lambda: True,
         lock=source.lock,
         on_change=source.rebuild,
     )
@@ -57,7 +63,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     source.scope = scope
     source.on_policies.append(scope.notify)
     recorder = OriginRecorder(
-        transport,
+        writes,
         state=source.state,
         snapshot_api=lambda: source.served_api("podsnapshots"),
         is_leader=is_leader,
@@ -67,7 +73,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     )
     source.attach(recorder)
     source.on_snapshots.append(recorder.notify)
-    events = EventRecorder(transport, elector.identity if elector is not None else new_identity())
+    events = EventRecorder(writes, elector.identity if elector is not None else new_identity())
     tracker = RestoreTracker(
         events,
         state=source.state,
@@ -75,7 +81,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
         lock=source.lock,
         on_change=source.rebuild,
         settings=settings,
-        pods=transport,
+        pods=writes,
     )
     source.attach(tracker)
     source.pod_listeners.append(tracker.observe)

@@ -12,6 +12,7 @@ Pure module.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,15 @@ from webhook.base.types import RawObject, mapping
 from webhook.kube.gke import ORIGIN_POD
 
 RECORD_VERSION = 1
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+"""A DNS-1123 subdomain (apimachinery ``IsDNS1123Subdomain``; <= 253 characters): a pod name."""
+
+
+def is_pod_name(value: str) -> bool:
+    """Whether ``value`` can name a pod (DNS-1123 subdomain): never ``..``, ``?``, ``%2F``."""
+    return len(value) <= 253 and _SUBDOMAIN.fullmatch(value) is not None
+
+
 NODE_KEYS = ("pool", "family", "instanceType", "arch", "version", "accelerator", "gpuDriver")
 """The origin node facts a record holds (``status.nodeInfo.kubeletVersion`` and GKE labels)."""
 
@@ -143,7 +153,8 @@ class SnapshotView:
 
     Attributes:
         namespace, name: identity; ``policy``: ``spec.policyName``.
-        origin_pod: the pod named by ``podsnapshot.gke.io/origin-pod`` (None if absent).
+        origin_pod: the pod named by ``podsnapshot.gke.io/origin-pod``; None if absent or not
+            a valid pod name (``is_pod_name``), so the origin is recorded as unknown, once.
         ready: condition ``Ready`` is ``True``; ``reason``: its reason (or another condition's).
         created: ``metadata.creationTimestamp`` (RFC 3339 text, sorts by time).
         last_access: ``status.lastAccessTime`` or None.
@@ -217,6 +228,8 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
     if origin_pod is not None and "/" in origin_pod:  # "namespace/name": only our namespace
         where, _, pod_name = origin_pod.rpartition("/")
         origin_pod = pod_name or None if where == namespace else None
+    if origin_pod is not None and not is_pod_name(origin_pod):
+        origin_pod = None  # it goes into a request path: anything else is unknown (issue 27)
     ready, reason = _ready(status.get("conditions"))
     checkpoint, checkpoint_message, checkpoint_at = checkpoint_state(status.get("conditions"))
     return SnapshotView(

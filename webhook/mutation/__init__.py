@@ -208,7 +208,8 @@ def too_many_containers_message(limit: int) -> str:
     """The warning for a pod over ``injection.max_containers`` (nothing was injected)."""
     return (
         f"snapready: pod has more than {limit} containers; it was not mutated (no helpers, no "
-        "spec-hash annotation). Raise injection.max_containers if this is intended."
+        "spec-hash annotation, no selected label: its restore outcome is not tracked). Raise "
+        "injection.max_containers if this is intended."
     )
 
 

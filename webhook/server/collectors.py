@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from prometheus_client.core import GaugeMetricFamily
 
 from webhook.kube.outcomes import snapshot_state
+from webhook.kube.selection import bounded_labels
 from webhook.kube.state import ClusterState
 
 NOT_SERVED = "not served"
@@ -56,7 +57,8 @@ class SnapshotCollector:
     """``snapready_snapshots{namespace,policy,state}``: PodSnapshots by state (``ready``,
     ``stale``, ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint failed), ``not_ready``;
     ``kube.outcomes.snapshot_state``), read from the cache at scrape
-    time; no series in file mode."""
+    time; no series in file mode. ``spec.policyName`` is whatever the PodSnapshot says: a pair
+    that is not a live policy is counted under ``kube.selection.OTHER`` (issue 27)."""
 
     def __init__(self, state: Callable[[], ClusterState]) -> None:
         self.state = state
@@ -74,7 +76,8 @@ class SnapshotCollector:
         )
         counts: dict[tuple[str, str, str], int] = {}
         for view in current.snapshots.by_name.values():
-            key = (view.namespace, view.policy, snapshot_state(view, current.node_pools))
+            namespace, policy = bounded_labels(view.namespace, view.policy, current.policies)
+            key = (namespace, policy, snapshot_state(view, current.node_pools))
             counts[key] = counts.get(key, 0) + 1
         for key, count in sorted(counts.items()):
             family.add_metric(list(key), float(count))

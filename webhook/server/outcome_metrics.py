@@ -6,8 +6,13 @@ image pulls are not restore time): ``snapready_restore_seconds`` to ``PodRestore
 restored pod's memory has streamed in), ``snapready_pod_ready_seconds`` to ``Ready`` (when its
 health check answered), ``snapready_pod_startup_seconds`` to ``PodRestored`` for restored pods
 and to ``Ready`` for cold ones (the start-up a user waits for).
-Label values: ``outcome`` from ``kube.outcomes.OUTCOMES``; ``namespace``/``policy`` as the pod's
-policy annotation says (issue 27 bounds them).
+Label values are bounded by what an admin created, never by what users write into pods or
+PodSnapshots (issue 27): ``outcome`` from ``kube.outcomes.OUTCOMES``; ``policy`` the live
+PodSnapshotPolicies that select the pod by its labels (``kube.selection.believed``: a pod no live
+policy selects is never counted); for checkpoints ``namespace``/``policy`` of a live policy, else
+``kube.selection.OTHER`` for both. Series: at most P x 6 restore outcomes and P x 2 checkpoint
+outcomes (+1 ``OTHER`` pair), P the policies (or ``,``-joined sets of policies selecting one pod)
+seen while the process ran; histograms times their buckets.
 """
 
 from __future__ import annotations

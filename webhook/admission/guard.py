@@ -1,0 +1,82 @@
+"""snapready's own pod metadata is snapready's: a pod UPDATE that changes it is denied. Pure.
+
+What snapready writes on a pod (every ``<prefix>`` annotation: ``policy``, ``spec-hash``,
+``restore-prediction``, ``restore-snapshot``, ``restore-outcome``, ...; and the label
+``<prefix>selected``) drives outcomes, Events and metrics. Issue 27: a namespace user with the
+built-in ``edit`` role PATCHed them on running pods and the outcome followed the forgery. On
+CREATE the mutating webhook already replaces user-supplied values. On UPDATE, a change to any of
+them (added, changed or removed) by anyone but snapready's own service account
+(``ownership.service_account``, e.g. ``system:serviceaccount:snapready:snapready``) is denied.
+
+The chart sends pod UPDATEs to this check only through a ``matchCondition`` that compares these
+keys of ``object`` and ``oldObject`` and skips snapready's service account
+(``ownership_condition``), so ordinary updates (status, other labels, finalizers) never call the
+webhook: an outage cannot block them. An empty ``ownership.service_account`` turns the check off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.base.types import RawObject
+from webhook.kube.responses import Decision, allowed, denied
+from webhook.kube.review import AdmissionRequest
+
+MAX_NAMED = 5
+"""Changed keys named in a denial (the rest counted)."""
+
+
+def _metadata(obj: Any, part: str) -> dict[str, Any]:
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    value = metadata.get(part) if isinstance(metadata, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def owned_changes(old: Any, new: Any, prefix: str) -> list[str]:
+    """The ``<prefix>`` annotations and the ``<prefix>selected`` label that differ, sorted."""
+    before, after = _metadata(old, "annotations"), _metadata(new, "annotations")
+    keys = {k for k in (*before, *after) if isinstance(k, str) and k.startswith(prefix)}
+    changed = sorted(f"annotation {k}" for k in keys if before.get(k) != after.get(k))
+    label = prefix + "selected"
+    if _metadata(old, "labels").get(label) != _metadata(new, "labels").get(label):
+        changed.append(f"label {label}")
+    return changed
+
+
+def guard_update(request: AdmissionRequest, prefix: str, owner: str) -> Decision:
+    """Deny a pod UPDATE that changes snapready's metadata unless ``owner`` sent it."""
+    if not owner:
+        return allowed()
+    changed = owned_changes(request.old_object, request.object, prefix)
+    if not changed:
+        return allowed()
+    user: RawObject = request.user_info if isinstance(request.user_info, dict) else {}
+    if user.get("username") == owner:
+        return allowed()
+    named = ", ".join(changed[:MAX_NAMED])
+    more = f" and {len(changed) - MAX_NAMED} more" if len(changed) > MAX_NAMED else ""
+    return denied(
+        f"snapready: {named}{more} may be changed only by snapready ({owner}): they record "
+        "what snapready decided at admission; recreate the pod to have it judged again"
+    )
+
+
+def ownership_condition(prefix: str, owner: str) -> str:
+    """The CEL ``matchCondition`` expression the chart renders (tests use it too): true only for
+    an UPDATE that changes a ``prefix`` annotation or the selected label, not sent by ``owner``."""
+
+    def annotations(side: str) -> str:
+        return f"{side}.metadata.?annotations.orValue({{}})"
+
+    def changed(a: str, b: str) -> str:
+        return (
+            f"{annotations(a)}.exists(k, k.startsWith('{prefix}') && "
+            f"{annotations(b)}[?k] != optional.of({annotations(a)}[k]))"
+        )
+
+    label = f"metadata.?labels.orValue({{}})[?'{prefix}selected']"
+    return (
+        f"request.userInfo.username != '{owner}' && ("
+        f"{changed('object', 'oldObject')} || {changed('oldObject', 'object')} || "
+        f"object.{label} != oldObject.{label})"
+    )
