@@ -230,12 +230,14 @@ def test_policies_added_changed_deleted_while_running_are_covered_within_5s(
         )
 
 
-def test_only_the_leader_writes_and_a_follower_is_ready_once_the_scope_is_written(
+def test_two_replicas_elect_one_leader_and_both_are_ready_once_the_scope_is_written(
     control_plane: ControlPlane,
     kube_admin: client.ApiClient,
     namespaces: list[str],
     configurations: str,
 ) -> None:
+    """Every ready replica reconciles the scope (issue 27: no gap at a hand-over); one leads the
+    other writes (outcomes, Events, records), and both turn ready once the scope is written."""
     with_policy, _ = namespaces
     create_policy(kube_admin, with_policy, "llm-policy", {"app": "llm"})
     config = settings(control_plane, configurations, with_policy)
