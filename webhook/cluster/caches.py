@@ -54,7 +54,7 @@ def _where(obj: RawObject) -> str:
 def resources(
     prefix: str,
     on_pod: Callable[[PodRecord | None], PodRecord | None] | None = None,
-    on_pod_changed: Callable[[], None] | None = None,
+    on_pod_changed: Callable[[PodRecord | None], None] | None = None,
 ) -> tuple[Resource, ...]:
     """The watched collections, in ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
 
@@ -103,7 +103,7 @@ def resources(
             # (readers only look up; the reflector swaps in a new dict on a relist).
             build=lambda items: items,
             # Called once the changed record is in that dict (``convert`` runs before).
-            update=lambda view, old, new: _after(view, on_pod_changed),
+            update=lambda view, old, new: _after(view, on_pod_changed, None if new else old),
         ),
         Resource(
             # GKE's own restore evidence: only Events of reason GKEPodSnapshotting (a field
@@ -141,10 +141,15 @@ def _same(record: PodRecord | None) -> PodRecord | None:
     return record
 
 
-def _after(view: Any, notify: Callable[[], None] | None) -> Any:
-    """The pods view unchanged (the reflector edited it in place), after telling ``notify``."""
+def _after(
+    view: Any,
+    notify: Callable[[PodRecord | None], None] | None,
+    gone: PodRecord | None,
+) -> Any:
+    """The pods view unchanged (the reflector edited it in place), after telling ``notify``
+    (with the record that left the cache, on a deletion or a lost label; else None)."""
     if notify is not None:
-        notify()
+        notify(gone)
     return view
 
 
@@ -201,6 +206,8 @@ class ClusterSource:
         self.on_policies: list[Callable[[], None]] = []
         self.on_snapshots: list[Callable[[], None]] = []
         """Woken when PodSnapshots or node pools change (origin records, stale snapshots)."""
+        self.pods_gone: list[Callable[[PodRecord], None]] = []
+        """Told about a stamped pod that left the pod cache (deleted, or its label removed)."""
         self.on_evidence: list[Callable[[], None]] = []
         """Woken when GKE's snapshot Events or a stamped pod changed (restore outcomes)."""
         self._events_seen: object = None
@@ -212,8 +219,12 @@ class ClusterSource:
         with self._lock:
             self._rebuild()
 
-    def _pod_changed(self) -> None:
-        """A pod watch event is in the cache: wake the evidence listeners (O(1) each)."""
+    def _pod_changed(self, gone: PodRecord | None) -> None:
+        """A pod watch event is in the cache: tell the pod-gone listeners about a record that
+        left it, then wake the evidence listeners (O(1) each)."""
+        if gone is not None:
+            for listener in self.pods_gone:
+                listener(gone)
         for notify in self.on_evidence:
             notify()
 

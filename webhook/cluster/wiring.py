@@ -85,6 +85,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     )
     source.attach(tracker)
     source.pod_listeners.append(tracker.observe)
+    source.pods_gone.append(tracker.gone)
     source.on_snapshots.append(tracker.notify)
     source.on_evidence.append(tracker.notify)
     source.restores = tracker
