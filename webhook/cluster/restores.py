@@ -36,9 +36,10 @@ from webhook.cluster.events import Event, EventRecorder, Regarding, micro_time
 from webhook.cluster.gate import awaiting_checkpoint, gate_status, write_gate
 from webhook.cluster.labels import LabelGuard
 from webhook.cluster.records import SETTLED
+from webhook.cluster.snapshot_warnings import SnapshotWarnings
 from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
 from webhook.kube.evidence import events_of
-from webhook.kube.outcomes import Verdict, decide, parse_time, stale_groups
+from webhook.kube.outcomes import Verdict, decide, parse_time
 from webhook.kube.restore_notes import failed_note, missed_note
 from webhook.kube.selection import believed
 from webhook.kube.snapshots import PodRecord
@@ -91,15 +92,18 @@ class RestoreTracker(Worker):
         self.catch_up = settings.outcomes.catch_up_seconds
         self.gate_timeout = settings.restore.readiness_gate_timeout_seconds
         self.stall = settings.checkpoint.stall_seconds
-        self.deletion_stuck = (
-            settings.restore.deletion_stuck_seconds
-            if deletion_stuck_seconds is None
-            else deletion_stuck_seconds
-        )
         self.namespaces = frozenset(settings.outcomes.namespaces)
         self.recheck, self.clock = recheck_seconds, clock
         self.listeners: list[OutcomeListener] = []
         self.guard = LabelGuard(pods, self.prefix)
+        stuck = settings.restore.deletion_stuck_seconds
+        self.warnings = SnapshotWarnings(
+            events,
+            deletion_stuck_seconds=stuck
+            if deletion_stuck_seconds is None
+            else deletion_stuck_seconds,
+            mine=self.mine,
+        )
         self.checkpoints = CheckpointReporter(
             events, stall_seconds=self.stall, catch_up_seconds=self.catch_up, mine=self.mine
         )
@@ -112,7 +116,6 @@ class RestoreTracker(Worker):
         self._gone: set[str] = set()
         """Keys observed since the last pass: the pod cache calls ``observe`` while converting,
         just before the record is in the cache, so their absence is not a deletion yet."""
-        self._stale_sent: set[tuple[str, ...]] = set()
         self._leading_since: datetime | None = None
         self._due: list[tuple[float, str]] = []
         """Heap of (settle deadline, key) of Ready pods waiting for evidence."""
@@ -120,7 +123,6 @@ class RestoreTracker(Worker):
         self._events_seen: object = None
         self._scanned_at: datetime | None = None
         self._snapshots_seen: object = None
-        self._stuck_sent: set[tuple[str, str, str]] = set()
         self._wake = threading.Event()
 
     def mine(self, namespace: str) -> bool:
@@ -214,8 +216,7 @@ class RestoreTracker(Worker):
         scanned = due or facts != self._snapshots_seen
         if scanned:
             self._scanned_at, self._snapshots_seen = now, facts
-            self._report_stale(state)
-            self._report_stuck(state, now)
+            self.warnings.report(state, now)
             for key in self.checkpoints.report(state, now, self._leading_since):
                 origin = state.pods.get(key)
                 if origin is not None and origin.gated:
@@ -375,43 +376,3 @@ class RestoreTracker(Worker):
                 continue
             if record.settled != want.status and self.is_leader():
                 write_gate(self.pods, record, condition, want, stamp)
-
-    def _report_stuck(self, state: ClusterState, now: datetime) -> None:
-        """``SnapshotDeletionStuck``: one Warning Event per PodSnapshot ``Deleting`` for longer
-        than ``restore.deletion_stuck_seconds`` (domain.md section 9: GKE's service agent lacks
-        object rights on the bucket; the snapshot hangs and its data stays)."""
-        if not state.snapshots_known:
-            return
-        for view in state.snapshots.by_name.values():
-            since = parse_time(view.deleting_since) if view.deleting_since else None
-            key = (view.namespace, view.name, view.deleting_since or "")
-            if (
-                since is None
-                or not self.mine(view.namespace)
-                or (now - since).total_seconds() < self.deletion_stuck
-                or key in self._stuck_sent
-            ):
-                continue
-            self._stuck_sent.add(key)
-            minutes = int((now - since).total_seconds() // 60)
-            note = (
-                f"PodSnapshot {view.name} has been Deleting for {minutes} min: GKE's service agent "
-                "(service-<project number>@container-engine-robot.iam.gserviceaccount.com) likely "
-                "lacks roles/storage.objectUser on the bucket; grant it, or the data stays"
-            )
-            regarding = Regarding("podsnapshot.gke.io/v1", "PodSnapshot", view.namespace, view.name)
-            self.events.emit(Event(regarding, "Warning", "SnapshotDeletionStuck", "Delete", note))
-            log.warning("snapshot deletion stuck: %s/%s: %s", view.namespace, view.name, note)
-
-    def _report_stale(self, state: ClusterState) -> None:
-        if not state.snapshots_known:
-            return
-        for group in stale_groups(state.snapshots.by_name.values(), state.node_pools):
-            if group.key in self._stale_sent or not self.mine(group.namespace):
-                continue
-            self._stale_sent.add(group.key)
-            regarding = Regarding(
-                "podsnapshot.gke.io/v1", "PodSnapshotPolicy", group.namespace, group.policy
-            )
-            self.events.emit(Event(regarding, "Warning", "SnapshotsStale", "Upgrade", group.note()))
-            log.warning("stale snapshots: %s", group.note())

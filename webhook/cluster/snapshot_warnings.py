@@ -1,0 +1,81 @@
+"""Warnings about PodSnapshots that no pod event raises (leader only): stale and stuck snapshots.
+
+``SnapshotsStale`` (Warning, on the PodSnapshotPolicy, once per node-pool upgrade): the pool a
+Ready snapshot was taken on now runs only another GKE version or GPU driver, so GKE will not
+restore it there (``kube.outcomes.stale_groups``; domain.md section 3).
+``SnapshotDeletionStuck`` (Warning, on the PodSnapshot, once per deletion): ``Deleting`` for longer
+than ``restore.deletion_stuck_seconds`` (domain.md section 9: GKE's service agent lacks object
+rights on the bucket; the snapshot hangs and its data stays). Called by the restore tracker's
+scan (``cluster.restores``), which holds the leadership check.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from webhook.cluster.events import Event, EventRecorder, Regarding
+from webhook.kube.outcomes import parse_time, stale_groups
+from webhook.kube.state import ClusterState
+
+log = logging.getLogger("snapready.restores")
+SNAPSHOT_API = "podsnapshot.gke.io/v1"
+
+
+class SnapshotWarnings:
+    """Reports each stale group and each stuck deletion once per process.
+
+    Args:
+        events: the leader's recorder; ``deletion_stuck_seconds``: seconds in ``Deleting``
+            before the warning; ``mine``: whether a namespace is tracked (``outcomes.namespaces``).
+    """
+
+    def __init__(
+        self,
+        events: EventRecorder,
+        *,
+        deletion_stuck_seconds: float,
+        mine: Callable[[str], bool],
+    ) -> None:
+        self.events, self.deletion_stuck, self.mine = events, deletion_stuck_seconds, mine
+        self._stale_sent: set[tuple[str, ...]] = set()
+        self._stuck_sent: set[tuple[str, str, str]] = set()
+
+    def report(self, state: ClusterState, now: datetime) -> None:
+        """One pass over the snapshots (caller: the leader); nothing before they were listed."""
+        if not state.snapshots_known:
+            return
+        self._stale(state)
+        self._stuck(state, now)
+
+    def _stuck(self, state: ClusterState, now: datetime) -> None:
+        for view in state.snapshots.by_name.values():
+            since = parse_time(view.deleting_since) if view.deleting_since else None
+            key = (view.namespace, view.name, view.deleting_since or "")
+            if (
+                since is None
+                or not self.mine(view.namespace)
+                or (now - since).total_seconds() < self.deletion_stuck
+                or key in self._stuck_sent
+            ):
+                continue
+            self._stuck_sent.add(key)
+            minutes = int((now - since).total_seconds() // 60)
+            note = (
+                f"PodSnapshot {view.name} has been Deleting for {minutes} min: GKE's service agent "
+                "(service-<project number>@container-engine-robot.iam.gserviceaccount.com) likely "
+                "lacks roles/storage.objectUser on the bucket; grant it, or the data stays"
+            )
+            regarding = Regarding(SNAPSHOT_API, "PodSnapshot", view.namespace, view.name)
+            self.events.emit(Event(regarding, "Warning", "SnapshotDeletionStuck", "Delete", note))
+            log.warning("snapshot deletion stuck: %s/%s: %s", view.namespace, view.name, note)
+
+    def _stale(self, state: ClusterState) -> None:
+        for group in stale_groups(state.snapshots.by_name.values(), state.node_pools):
+            if group.key in self._stale_sent or not self.mine(group.namespace):
+                continue
+            self._stale_sent.add(group.key)
+            regarding = Regarding(SNAPSHOT_API, "PodSnapshotPolicy", group.namespace, group.policy)
+            self.events.emit(Event(regarding, "Warning", "SnapshotsStale", "Upgrade", group.note()))
+            log.warning("stale snapshots: %s", group.note())
