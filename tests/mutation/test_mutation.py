@@ -939,3 +939,18 @@ def test_the_opt_in_readiness_gate_is_added_once_and_leaves_the_fingerprint_alon
     again = copy.deepcopy(review)
     again["request"]["object"] = gated
     assert run(again, gated_engine).patch == (), "idempotent on its own output"
+
+
+def test_a_restore_outcome_brought_by_a_new_pod_is_removed() -> None:
+    """Only the leader writes ``snapready.io/restore-outcome``; a pod created with one (to hide
+    a missed restore: the leader skips recorded pods) loses it at admission."""
+    review = load_review("03")
+    original = review["request"]["object"]
+    original["metadata"].setdefault("annotations", {})["snapready.io/restore-outcome"] = "restored"
+    decision = run(review, engine_for())
+    assert {"op": "remove", "path": "/metadata/annotations/snapready.io~1restore-outcome"} in list(
+        decision.patch
+    )
+    assert (
+        "snapready.io/restore-outcome" not in apply(original, decision)["metadata"]["annotations"]
+    )

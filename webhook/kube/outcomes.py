@@ -129,8 +129,9 @@ def parse_time(text: str | None) -> datetime | None:
         return None
 
 
-def _since_scheduled(record: PodRecord, until: str | None) -> float | None:
-    start, end = parse_time(record.scheduled_at), parse_time(until)
+def _since_scheduled(record: PodRecord, until: str | datetime | None) -> float | None:
+    start = parse_time(record.scheduled_at)
+    end = until if isinstance(until, datetime) else parse_time(until)
     if start is None or end is None:
         return None
     seconds = (end - start).total_seconds()
@@ -154,7 +155,7 @@ def restore_seconds(record: PodRecord, verdict: Verdict | None = None) -> float 
         and verdict.evidence == "GKE event"
         and verdict.at is not None
     ):
-        return _since_scheduled(record, verdict.at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return _since_scheduled(record, verdict.at)
     return None
 
 

@@ -50,6 +50,7 @@ from webhook.mutation.helpers import collisions, inject_helpers, injection_wante
 from webhook.mutation.patch import Draft, coalesced
 from webhook.mutation.prediction import (
     PREDICTION_KEY,
+    clear_outcome,
     cross_workload_line,
     stamp_prediction,
     stamp_selected,
@@ -78,6 +79,7 @@ MUTATORS: tuple[Step, ...] = (
     Step("gpu-driver-pin", pin_gpu_driver),
     Step("policy-annotation", stamp_policy),
     Step("selected-label", stamp_selected),
+    Step("outcome-reset", clear_outcome),
     Step("readiness-gate", add_readiness_gate),
     Step("spec-hash", stamp_fingerprint),
     Step("restore-prediction", stamp_prediction),

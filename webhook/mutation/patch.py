@@ -145,6 +145,16 @@ class Draft:
         target[key] = value
         return True
 
+    def drop(self, path: Path, key: str) -> bool:
+        """Remove ``key`` from the map at ``path`` (``remove``); False, with no operation, when
+        the map or the key is absent."""
+        node = self.get(*path)
+        if not isinstance(node, dict) or key not in node:
+            return False
+        self.ops.append({"op": "remove", "path": pointer((*path, key))})
+        del self._writable(path)[key]
+        return True
+
     def extend(self, path: Path, values: Iterable[Any]) -> bool:
         """Append ``values`` to the list at ``path`` (created when absent or null)."""
         items = list(values)

@@ -28,6 +28,13 @@ PREDICTION_KEY = "prediction"
 MAX_REASON_CHARS = 512
 
 
+def clear_outcome(draft: Draft, ctx: PodContext) -> bool:
+    """Remove a ``<prefix>restore-outcome`` annotation a new pod brings along: only the leader
+    writes it, once it has decided (``cluster.restores``), and a pod created with one would
+    otherwise never be reported (the leader skips pods whose outcome is recorded)."""
+    return draft.drop(ANNOTATIONS, ctx.settings.annotation("restore-outcome"))
+
+
 def stamp_selected(draft: Draft, ctx: PodContext) -> bool:
     """Set the label ``<prefix>selected: "true"``."""
     return draft.put(LABELS, ctx.settings.annotation("selected"), "true")
