@@ -298,3 +298,32 @@ def test_a_new_leader_reports_what_happened_while_nobody_led_and_nothing_twice(
         second.stop()
         with contextlib.suppress(Exception):
             env.source.stop()
+
+
+def test_a_restore_event_without_podrestored_is_not_a_restore(evidence: Env) -> None:
+    """An Event can be written by anyone who may create Events in the namespace (a fresh-user
+    test forged one); PodRestored only through pods/status. A Normal "Successfully restored"
+    without PodRestored, and a fallback Warning that names no uid, decide nothing."""
+    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace)
+    seen = listen(env)
+    take_snapshot(env)
+    admit_and_create(env, "claimed")
+    agent.containers_ready("claimed")
+    agent.event("claimed", "Normal", f"Successfully restored the pod from PodSnapshot "
+                f"{env.namespace}/snap-1")  # fmt: skip
+    body = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name="claimed.forged"),
+        involved_object=client.V1ObjectReference(
+            kind="Pod", namespace=env.namespace, name="claimed", api_version="v1"
+        ),
+        reason="GKEPodSnapshotting",
+        message="No compatible PodSnapshot, falling back to a cold start of pod: forged",
+        type="Warning",
+    )
+    client.CoreV1Api(env.api).create_namespaced_event(env.namespace, body)
+    time.sleep(5)
+    assert "claimed" not in seen, "an Event alone decided"
+    decided = wait_for("settled", lambda: seen.get("claimed"), timeout=SETTLE + 10)
+    assert decided is not None
+    verdict = decided[0]
+    assert verdict.outcome == "missed" and verdict.evidence == "restore Event, no PodRestored"

@@ -21,6 +21,7 @@ from webhook.kube.snapshots import PodRecord, SnapshotView, checkpoint_state
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 AWAITING = "AwaitingCheckpoint"
+FALLBACK_TEXT = "falling back to a cold start"
 
 
 def at(seconds: float) -> str:
@@ -82,6 +83,10 @@ def test_an_event_of_an_earlier_pod_with_the_same_name_is_not_this_pods() -> Non
     old = GkeEvent("llm", "p", "u1", "Normal", "restored", "Successfully restored", at(0))
     index = index_events([mine, old])
     assert events_of(index, "llm", "p", "u2") == (mine,)
+    nameless = GkeEvent(
+        "llm", "p", "", "Warning", "fallback", "falling back to a cold start", at(2)
+    )
+    assert events_of(index_events([nameless]), "llm", "p", "u2") == (), "no uid: not the pod's"
     assert events_of(updated_events(index, mine, None), "llm", "p", "u2") == ()
 
 
@@ -155,7 +160,18 @@ RESTORED = GkeEvent("llm", "p", "u1", "Normal", "restored", "Successfully restor
             id="podrestored-against-a-miss",
         ),
         pytest.param(pod(), (RESTORED,), 10, None, id="normal-event-waits-for-podrestored"),
-        pytest.param(pod(), (RESTORED,), 301, "restored", id="normal-event-after-settle"),
+        pytest.param(pod(), (RESTORED,), 301, "missed", id="a-restore-event-alone-is-no-restore"),
+        pytest.param(
+            pod(),
+            (
+                GkeEvent(
+                    "llm", "p", "u1", "Normal", "fallback", "falling back to a cold start", at(6)
+                ),
+            ),
+            2,
+            None,
+            id="a-normal-fallback-message-is-not-gke-s-warning",
+        ),
         pytest.param(
             pod(restore_failure="container db: restore failed", ready_at=None),
             (),

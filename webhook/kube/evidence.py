@@ -153,10 +153,11 @@ def _order(event: GkeEvent) -> tuple[str, str]:
 
 
 def events_of(events: PodEvents, namespace: str, pod: str, uid: str) -> tuple[GkeEvent, ...]:
-    """GKE's events about this pod; an event naming another ``uid`` (an earlier pod of the same
-    name, e.g. a StatefulSet replica) is not this pod's."""
+    """GKE's events about this pod: those whose ``involvedObject.uid`` is the pod's. An event
+    naming another uid (an earlier pod of the same name, e.g. a StatefulSet replica) or none
+    (GKE's events reference the pod with its uid; a hand-written one may not) is not its."""
     found = events.get((namespace, pod), ())
-    return tuple(e for e in found if not (uid and e.uid and e.uid != uid))
+    return tuple(e for e in found if e.uid == uid) if uid else found
 
 
 def restore_failure(status: Any) -> str | None:

@@ -10,11 +10,11 @@ Ready transition; ``decide`` weighs the evidence (``kube.evidence``), first matc
 2. ``PodRestored`` True: ``restored`` if predicted ``hit``, else ``restored_unexpected``; at once.
 3. GKE's Warning "... falling back to a cold start ...": ``missed`` (GKE's reason quoted) if
    predicted ``hit``, ``cold_expected`` if ``miss``, else ``cold_first``; at once.
-4. GKE's Normal "Successfully restored ... PodSnapshot <ns>/<name>" without ``PodRestored``:
-   ``restored``/``restored_unexpected`` once ``settle`` seconds have passed since Ready (so the
-   restore time can still run to ``PodRestored``).
-5. Ready and no evidence for ``settle`` seconds: ``missed``/``cold_expected``/``cold_first`` by
-   the prediction, as in 3.
+4. Ready and no ``PodRestored`` for ``settle`` seconds: ``missed``/``cold_expected``/
+   ``cold_first`` by the prediction, as in 3. GKE's Normal "Successfully restored ... PodSnapshot
+   <ns>/<name>" only names the snapshot: an Event can be written by anyone allowed to create
+   Events in the namespace, ``PodRestored`` only through ``pods/status``, so a restore is never
+   counted on an Event alone (a fresh-user test forged one).
 
 A pod that is neither Ready nor carries evidence is not decided (a pod deleted before any
 evidence has no outcome). Start-up time runs on GKE's clock, from ``PodScheduled`` (node
@@ -101,7 +101,9 @@ def decide(
     if record.restored:
         outcome: Outcome = "restored" if hit else "restored_unexpected"
         return Verdict(outcome, "PodRestored", parse_time(record.restored_at), snapshot=snapshot)
-    fallback = next((e for e in reversed(events) if e.kind == "fallback"), None)
+    fallback = next(
+        (e for e in reversed(events) if e.kind == "fallback" and e.type == "Warning"), None
+    )
     if fallback is not None:
         at = parse_time(fallback.time) or now
         return Verdict(
@@ -111,12 +113,10 @@ def decide(
     if ready is None or (now - ready).total_seconds() < settle_seconds:
         return None
     settled = ready + timedelta(seconds=settle_seconds)
-    if restored_event is not None:
-        outcome = "restored" if hit else "restored_unexpected"
-        at = parse_time(restored_event.time) or settled
-        message = restored_event.message
-        return Verdict(outcome, "GKE event", at, gke_reason=message, snapshot=snapshot)
-    return Verdict(_by_prediction(record.prediction), "no restore evidence", settled)
+    # A Normal "restored" Event alone never makes a restore: Events are written by anyone who
+    # may create Events in the namespace, PodRestored only through pods/status (GKE).
+    evidence = "no restore evidence" if restored_event is None else "restore Event, no PodRestored"
+    return Verdict(_by_prediction(record.prediction), evidence, settled, snapshot=snapshot)
 
 
 def parse_time(text: str | None) -> datetime | None:
