@@ -147,7 +147,8 @@ def make_env(
         {"app": "llm"},
         snapshotGroupingRules={"groupByLabelValue": {"labels": ["model"]}},
     )
-    create_policy(api, body)
+    with contextlib.suppress(ApiException):  # 409: a second source in the same namespace
+        create_policy(api, body)
     # Many snapready sources share the test API server: this one tracks only its namespace.
     overrides["outcomes"] = {"namespaces": [namespace], **overrides.get("outcomes", {})}
     settings = kube_settings(control_plane, namespace, **overrides)
@@ -174,9 +175,12 @@ def env(
         yield made
 
 
-def take_snapshot(env: Env, name: str = "snap-1", origin: str = "origin") -> dict[str, Any]:
-    """Admit and create the origin pod on the node, then a Ready PodSnapshot naming it."""
-    pod = env.pod(origin)
+def take_snapshot(
+    env: Env, name: str = "snap-1", origin: str = "origin", **changes: Any
+) -> dict[str, Any]:
+    """Admit and create the origin pod on the node (``changes`` as for ``Env.pod``), then a
+    Ready PodSnapshot naming it."""
+    pod = env.pod(origin, **changes)
     decision = env.mutate(pod)
     admitted = jsonpatch.apply_patch(pod, list(decision.patch))
     admitted["spec"]["nodeName"] = env.node

@@ -64,3 +64,27 @@ class OwnershipSettings(BaseModel):
         "such update is denied. Empty: not checked (file mode, a webhook configuration "
         "without the ownership webhook).",
     )
+
+
+class OriginSettings(BaseModel):
+    """How origin records are signed (``kube.signing``; README "Security")."""
+
+    keys_dir: str = Field(
+        "",
+        description="Directory of the HMAC keys that sign and verify origin records: one file "
+        "per key, the file name is the key id (a Secret mounted as a volume; the chart creates "
+        "it). Empty: records are neither signed nor checked, so anyone who may edit "
+        "PodSnapshots can forge one (file mode, development).",
+    )
+    active_key: str = Field(
+        "",
+        description="The key id new signatures use; the other keys only verify, so a rotation "
+        "adds a key, makes it active (the leader re-signs the records of older keys), then "
+        "removes the old one. Empty with one key: that key.",
+    )
+    key_secret: str = Field(
+        "",
+        description="namespace/name of that Secret: `snapready status` and `explain` read it, "
+        "when the user may, to check the records they show (otherwise they say the records "
+        "are unverified).",
+    )

@@ -28,6 +28,7 @@ from webhook.kube.facts import (
     node_view,
 )
 from webhook.kube.matching import PolicyIndex
+from webhook.kube.signing import Keyring
 from webhook.kube.snapshots import PodRecord, SnapshotIndex, snapshot_view
 from webhook.kube.state import (
     ClusterState,
@@ -55,6 +56,7 @@ def resources(
     prefix: str,
     on_pod: Callable[[PodRecord | None], PodRecord | None] | None = None,
     on_pod_changed: Callable[[PodRecord | None], None] | None = None,
+    keyring: Keyring | None = None,
 ) -> tuple[Resource, ...]:
     """The watched collections, in ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
 
@@ -89,7 +91,9 @@ def resources(
         Resource(
             "podsnapshots",
             tuple(f"{SNAPSHOT_API}/{v}/podsnapshots" for v in SNAPSHOT_VERSIONS),
-            convert=lambda obj: snapshot_view(obj, origin_annotation=prefix + "origin"),
+            convert=lambda obj: snapshot_view(
+                obj, origin_annotation=prefix + "origin", keyring=keyring
+            ),
             build=lambda items: SnapshotIndex.build(items.values()),
             # One event re-sorts one policy's snapshots, not all of them (a leader catching up
             # on 5,000 origin records rebuilt the whole index per event: ~17 ms each).
@@ -179,13 +183,14 @@ class ClusterSource:
         prefix: str,
         timing: Timing,
         on_stop: Callable[[], None] | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._on_stop = on_stop
         self.pod_listeners: list[Callable[[PodRecord | None], PodRecord | None]] = []
         self.reflectors = {
             r.name: Reflector(r, transport, timing, self._lock, self._rebuild)
-            for r in resources(prefix, self._observe_pod, self._pod_changed)
+            for r in resources(prefix, self._observe_pod, self._pod_changed, keyring)
         }
         self.version = Poller(
             "version",
@@ -200,6 +205,10 @@ class ClusterSource:
         self.scope: Any = None
         """The webhook-scope controller, when attached (its ``in_sync`` feeds the state)."""
         self.restores: Any = None
+        self.origins: Any = None
+        """The origin recorder, when attached (its ``rejected`` counts feed a metric)."""
+        self.configs: Any = None
+        """The metadata-only Secret/ConfigMap watch (``cluster.config_watch``), when attached."""
         self.fence: Any = None
         """The lease-fenced transport every writer uses (``cluster.fence``), when attached."""
         """The restore tracker, when attached (its ``listeners`` take outcome callbacks)."""
@@ -327,6 +336,7 @@ class ClusterSource:
             gke_events=self.reflectors["gkeevents"].view,
             pods_known=self.reflectors["pods"].synced,
             disruption_budgets=budgets.view if budgets.served and budgets.synced else None,
+            configs=self.configs.view() if self.configs is not None else {},
             scope_synced=None if self.scope is None else bool(self.scope.in_sync),
         )
         # Snapshots or node pools changed (a node-pool upgrade makes snapshots stale).

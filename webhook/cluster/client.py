@@ -61,15 +61,38 @@ class KubeWatchStream:
             self._response.shutdown()
 
 
+JSON = "application/json"
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""Accept headers of a metadata-only client (client-go's metadata client; apimachinery
+``meta.k8s.io/v1`` PartialObjectMetadata): a list asks for ``PartialObjectMetadataList``, a GET
+and a watch (its events) for ``PartialObjectMetadata``. The API server refuses (406) a list type
+on a GET instead of trying the next one, so each request sends exactly one."""
+
+
 class KubeTransport:
     """``syncing.Transport`` over ``kubernetes.client.ApiClient`` (raw JSON, no model classes).
 
     Raw JSON keeps CPU and memory low: only the fields the caches read are ever looked at.
     """
 
-    def __init__(self, api_client: Any, request_timeout: float) -> None:
+    def __init__(
+        self, api_client: Any, request_timeout: float, *, metadata_only: bool = False
+    ) -> None:
         self._client = api_client
         self._timeout = request_timeout
+        self._metadata_only = metadata_only
+
+    def metadata_only(self) -> KubeTransport:
+        """The same connection asking for ``PartialObjectMetadata`` (``METADATA_ONE``): GETs,
+        lists and watches answer ``metadata`` alone, so a Secret's data never reaches this
+        process. No plain-JSON fallback is offered: a server that cannot answer metadata-only
+        fails the request (406) rather than sending whole objects."""
+        return KubeTransport(self._client, self._timeout, metadata_only=True)
+
+    def _accept(self, metadata: str) -> str:
+        """``metadata`` for a metadata-only transport, plain JSON otherwise."""
+        return metadata if self._metadata_only else JSON
 
     def _request(
         self,
@@ -80,11 +103,12 @@ class KubeTransport:
         method: str = "GET",
         body: Any = None,
         content_type: str | None = None,
+        accept: str = JSON,
     ) -> Any:
         if "?" in path:  # a collection path with its own query (a label selector)
             path, own = path.split("?", 1)
             query = [*parse_qsl(own), *query]
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if content_type is not None:
             headers["Content-Type"] = content_type
         method, url, headers, body, post = self._client.param_serialize(
@@ -139,7 +163,7 @@ class KubeTransport:
             query: list[tuple[str, Any]] = [("limit", page_size)]
             if token:
                 query.append(("continue", token))
-            document = self._json(path, query)
+            document = self._json(path, query, accept=self._accept(METADATA_LIST))
             page = [item for item in document.pop("items", None) or [] if isinstance(item, dict)]
             if each is None:
                 items.extend(page)
@@ -160,12 +184,17 @@ class KubeTransport:
             ("resourceVersion", resource_version),
             ("timeoutSeconds", timeout_seconds),
         ]
-        response = self._request(path, query, (self._timeout, timeout_seconds + self._timeout))
+        response = self._request(
+            path,
+            query,
+            (self._timeout, timeout_seconds + self._timeout),
+            accept=self._accept(METADATA_ONE),
+        )
         return KubeWatchStream(response.response)
 
     def get(self, path: str) -> RawObject:
         """One JSON document."""
-        return self._json(path, [])
+        return self._json(path, [], accept=self._accept(METADATA_ONE))
 
     def patch(
         self, path: str, ops: Sequence[RawObject], *, field_manager: str = "snapready"

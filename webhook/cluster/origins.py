@@ -9,20 +9,38 @@ written as the annotation ``<prefix>origin`` with a JSON merge patch on metadata
 manager ``snapready-origin``). Every replica reads the records back from its snapshot cache, so
 the admission path never makes an API call. Followers write nothing, and every write is
 lease-fenced (``cluster.fence``). Compare-before-write (issue 27): the leader GETs the PodSnapshot
-right before writing and leaves a readable record alone, so a hand-over (the new leader's cache
+right before writing and leaves a good record alone, so a hand-over (the new leader's cache
 behind the old leader's write) never writes a record twice. An ``origin-pod`` value that is not a
 pod name is unknown (``kube.snapshots.is_pod_name``): the record says so, written once.
+
+Signed (issue 27, ``kube.signing``): with a keyring, the record goes with
+``<prefix>origin-signature``, an HMAC binding it to the PodSnapshot's uid. A record that fails the
+check (forged, copied from another snapshot, signed with a removed key) is believed by no
+replica, counted (``rejected``), logged, reported with a Warning ``SnapshotOriginRejected`` on the
+PodSnapshot, and rewritten from the live origin pod (or the pod cache), once per forged value.
+An unsigned record that snapready's own field manager wrote (a version before signing) is
+rewritten without the Event. A record signed with an older key is re-signed (a JSON Patch that
+tests the value first), so a rotated-out key can be removed once they are all re-signed.
+
+Consumed configuration (issue 25, ``kube.config_refs``): the record also names the Secrets and
+ConfigMaps the live origin pod reads, each with its resourceVersion and last change time from a
+metadata-only GET (never a value); unknown (null) when the pod is gone or the reads are refused.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
+import orjson
+
 from webhook.base.types import RawObject, mapping
+from webhook.cluster.events import Event, EventRecorder, Regarding
 from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
+from webhook.kube.config_refs import ConfigMeta, config_meta, consumed, refs_of
 from webhook.kube.gke import (
     ACCELERATOR,
     ARCHITECTURE,
@@ -30,7 +48,8 @@ from webhook.kube.gke import (
     INSTANCE_TYPE,
     MACHINE_FAMILY,
 )
-from webhook.kube.snapshots import OriginRecord, SnapshotView, workload_of
+from webhook.kube.signing import Keyring, Rejection, sign, verify
+from webhook.kube.snapshots import ConfigRef, OriginRecord, SnapshotView, workload_of
 from webhook.kube.state import ClusterState
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
@@ -38,12 +57,15 @@ from webhook.pod.restore import group_of
 
 log = logging.getLogger("snapready.origins")
 FIELD_MANAGER = "snapready-origin"
+SNAPSHOT_API = "podsnapshot.gke.io/v1"
 
 
 class OriginTransport(Protocol):
-    """A GET and a JSON merge patch (RFC 7386) with a field manager."""
+    """A GET, a JSON Patch and a JSON merge patch (RFC 6902, 7386) with a field manager."""
 
     def get(self, path: str) -> RawObject: ...
+
+    def patch(self, path: str, ops: Sequence[RawObject], *, field_manager: str) -> RawObject: ...
 
     def merge_patch(self, path: str, patch: RawObject, *, field_manager: str) -> RawObject: ...
 
@@ -64,8 +86,14 @@ def node_facts(state: ClusterState, node_name: str | None) -> dict[str, str | No
     }
 
 
-def build_record(view: SnapshotView, pod: RawObject | None, state: ClusterState) -> OriginRecord:
-    """The record of ``view`` from its live origin pod (``None``: gone) and the caches."""
+def build_record(
+    view: SnapshotView,
+    pod: RawObject | None,
+    state: ClusterState,
+    config: tuple[ConfigRef, ...] | None = None,
+) -> OriginRecord:
+    """The record of ``view`` from its live origin pod (``None``: gone), the caches and the
+    consumed configuration read for it (``config``; None: not known)."""
     policy = next(
         (p for p in state.policies.by_namespace.get(view.namespace, ()) if p.name == view.policy),
         None,
@@ -90,19 +118,26 @@ def build_record(view: SnapshotView, pod: RawObject | None, state: ClusterState)
         node=node_facts(state, node if isinstance(node, str) else None),
         group=group_of(policy, labels) if policy is not None else {},
         workload=workload,
+        config=config if pod is not None else None,
     )
 
 
 class OriginRecorder(Worker):
-    """Writes missing origin records (leader only); wakes on cache changes and every minute.
+    """Writes missing origin records, signed, and repairs forged ones (leader only); wakes on
+    cache changes and every minute.
 
     Args:
-        transport: GET pods, merge-patch PodSnapshots.
+        transport: GET pods, patch PodSnapshots (lease-fenced).
         state: the current cluster state (snapshots, pods, nodes, policies).
-        snapshot_path: the served PodSnapshot collection path prefix
-            (``/apis/podsnapshot.gke.io/v1``), or None while not served.
+        snapshot_api: the served PodSnapshot API path (``/apis/podsnapshot.gke.io/v1``), or
+            None while not served.
         is_leader: whether this replica may write now.
-        prefix: annotation prefix (``<prefix>origin``).
+        prefix: annotation prefix (``<prefix>origin``, ``<prefix>origin-signature``).
+        keyring: signs and verifies records (``kube.signing``); None: records are unsigned.
+        events: reports a rejected record (Warning ``SnapshotOriginRejected`` on the
+            PodSnapshot); None: the log line and the metric only.
+        metadata: a metadata-only GET (``KubeTransport.metadata_only``) for the Secrets and
+            ConfigMaps the origin pod consumed; None: not recorded.
     """
 
     def __init__(
@@ -116,13 +151,25 @@ class OriginRecorder(Worker):
         lock: threading.Lock,
         on_change: Callable[[], None],
         recheck_seconds: float = 60.0,
+        keyring: Keyring | None = None,
+        events: EventRecorder | None = None,
+        metadata: OriginTransport | None = None,
     ) -> None:
         super().__init__("originRecords", lock, on_change)
         self.transport, self.state, self.snapshot_api = transport, state, snapshot_api
         self.is_leader, self.prefix, self.recheck = is_leader, prefix, recheck_seconds
+        self.keyring, self.events, self.metadata = keyring, events, metadata
         self.written = 0
-        self._attempted: set[tuple[str, str]] = set()
+        self.rejected: Counter[str] = Counter()
+        """Rejected records by ``kube.signing.Rejection`` (``snapready_origin_rejected_total``)."""
+        self._attempted: set[tuple[str, str, str]] = set()
+        self._config_refused = False
         self._wake = threading.Event()
+
+    @property
+    def key(self) -> str:
+        """The record annotation; its signature is ``<key>-signature``."""
+        return self.prefix + "origin"
 
     def notify(self) -> None:
         """Look for new snapshots soon (a cache changed, or leadership was gained)."""
@@ -142,35 +189,67 @@ class OriginRecorder(Worker):
             if not self.stopping:
                 self.record_missing()
 
+    def _wanted(self, view: SnapshotView) -> bool:
+        """No believed record, or one signed with a key that is no longer the active one."""
+        if view.origin is None:
+            return True
+        return self.keyring is not None and view.origin_key != self.keyring.active
+
     def record_missing(self) -> int:
-        """Write a record on every snapshot without one (leader only); how many were written."""
+        """Write a record on every snapshot without a believed one and re-sign those of older
+        keys (leader only); how many were written."""
         state, api = self.state(), self.snapshot_api()
         if not self.is_leader() or api is None or not state.snapshots_known:
             return 0
         count = 0
         for (namespace, name), view in sorted(state.snapshots.by_name.items()):
-            if view.origin is not None or (namespace, name) in self._attempted:
+            attempt = (namespace, name, view.origin_mark or (view.origin_key or ""))
+            if not self._wanted(view) or attempt in self._attempted:
                 continue
             if not self.is_leader():
                 break
-            self._attempted.add((namespace, name))  # never loop on one object
+            self._attempted.add(attempt)  # never loop on one object (or one forgery)
             try:
                 count += self._write(api, view, state)
             except (TransportError, NotServed) as exc:
                 log.warning(
                     "origin record of %s/%s not written: %s", namespace, name, describe(exc)
                 )
-                self._attempted.discard((namespace, name))  # retried on the next pass
+                self._attempted.discard(attempt)  # retried on the next pass
         if count:
             self.written += count
             self.set_status(f"{self.written} written")
         return count
 
     def _write(self, api: str, view: SnapshotView, state: ClusterState) -> int:
-        """Write the record of ``view`` unless the live object has one; 1 when written."""
+        """Write (or re-sign) the record of ``view`` unless the live object has a good one;
+        1 when written. Compare-before-write: the live object decides, not the cache."""
         path = f"{api}/namespaces/{view.namespace}/podsnapshots/{view.name}"
-        live = mapping(mapping(self.transport.get(path).get("metadata")).get("annotations"))
-        if OriginRecord.from_json(live.get(self.prefix + "origin")) is not None:
+        live = mapping(self.transport.get(path).get("metadata"))
+        annotations, uid = mapping(live.get("annotations")), str(live.get("uid") or "")
+        value, signature = annotations.get(self.key), annotations.get(self.key + "-signature")
+        readable = isinstance(value, str) and OriginRecord.from_json(value) is not None
+        if isinstance(value, str) and self.keyring is not None:
+            key_id, rejected = verify(
+                self.keyring,
+                signature,
+                uid=uid,
+                namespace=view.namespace,
+                name=view.name,
+                value=value,
+            )
+            if rejected is None and not readable:  # signed by a newer version: leave it be
+                log.info("origin record of %s/%s is of another version", view.namespace, view.name)
+                return 0
+            if rejected is None:
+                if key_id == self.keyring.active:
+                    log.info("origin record of %s/%s already written", view.namespace, view.name)
+                    return 0
+                return self._resign(path, view, uid, value)
+            self._reject(
+                view, rejected, legacy=rejected == "unsigned" and _legacy(live, self.key, value)
+            )
+        elif readable:
             log.info("origin record of %s/%s already written", view.namespace, view.name)
             return 0
         pod: RawObject | None = None
@@ -181,8 +260,113 @@ class OriginRecorder(Worker):
                 )
             except NotServed:  # 404: the origin pod is gone
                 pod = None
-        record = build_record(view, pod, state)
-        patch = {"metadata": {"annotations": {self.prefix + "origin": record.to_json()}}}
+        config = self._config(view.namespace, pod) if pod is not None else None
+        text = build_record(view, pod, state, config).to_json()
+        written: dict[str, str | None] = {self.key: text, self.key + "-signature": None}
+        if self.keyring is not None:
+            written[self.key + "-signature"] = sign(
+                self.keyring, uid=uid, namespace=view.namespace, name=view.name, value=text
+            )
+        # The uid makes the patch fail on a PodSnapshot re-created under the same name.
+        patch = {"metadata": {"uid": uid, "annotations": written}}
         self.transport.merge_patch(path, patch, field_manager=FIELD_MANAGER)
         log.info("origin record written on PodSnapshot %s/%s", view.namespace, view.name)
         return 1
+
+    def _resign(self, path: str, view: SnapshotView, uid: str, value: str) -> int:
+        """Sign a verified record again with the active key; the JSON Patch tests that the
+        record is still the one verified, so a concurrent edit is never signed."""
+        assert self.keyring is not None
+        pointer = "/metadata/annotations/" + _escape(self.key)
+        signature = sign(
+            self.keyring, uid=uid, namespace=view.namespace, name=view.name, value=value
+        )
+        ops = [
+            {"op": "test", "path": "/metadata/uid", "value": uid},
+            {"op": "test", "path": pointer, "value": value},
+            {"op": "add", "path": pointer + "-signature", "value": signature},
+        ]
+        self.transport.patch(path, ops, field_manager=FIELD_MANAGER)
+        log.info(
+            "origin record of %s/%s re-signed with key %s",
+            view.namespace,
+            view.name,
+            self.keyring.active,
+        )
+        return 1
+
+    def _reject(self, view: SnapshotView, why: Rejection, *, legacy: bool) -> None:
+        """Count, log and (unless ``legacy``: an unsigned record snapready itself wrote before
+        records were signed) report a record that fails the check."""
+        self.rejected[why] += 1
+        if legacy:
+            log.info(
+                "origin record of %s/%s predates signing: rewritten and signed",
+                view.namespace,
+                view.name,
+            )
+            return
+        note = (
+            f"the origin record on PodSnapshot {view.name} is not snapready's ({why}): ignored "
+            "and rewritten from what snapready knows; someone who may edit PodSnapshots in "
+            "this namespace changed it"
+        )
+        log.warning("origin record of %s/%s rejected (%s)", view.namespace, view.name, why)
+        if self.events is not None:
+            regarding = Regarding(SNAPSHOT_API, "PodSnapshot", view.namespace, view.name)
+            self.events.emit(Event(regarding, "Warning", "SnapshotOriginRejected", "Verify", note))
+
+    def _config(self, namespace: str, pod: RawObject) -> tuple[ConfigRef, ...] | None:
+        """The consumed Secrets and ConfigMaps of ``pod`` with their metadata now; None when
+        they cannot be read (no metadata transport, or 403: logged once)."""
+        if self.metadata is None:
+            return None
+        metas: dict[tuple[str, str], ConfigMeta | None] = {}
+        for kind, name in consumed(pod):
+            plural = "secrets" if kind == "Secret" else "configmaps"
+            try:
+                metas[(kind, name)] = config_meta(
+                    self.metadata.get(f"/api/v1/namespaces/{namespace}/{plural}/{name}")
+                )
+            except NotServed:
+                metas[(kind, name)] = None
+            except TransportError as exc:
+                if not self._config_refused:
+                    log.warning(
+                        "the configuration origin pods read is not recorded (%s): "
+                        "stale-config is not judged",
+                        describe(exc),
+                    )
+                    self._config_refused = True
+                return None
+        return refs_of(pod, metas)
+
+
+def _escape(key: str) -> str:
+    """An annotation key as a JSON Pointer token (RFC 6901: ``~`` -> ``~0``, ``/`` -> ``~1``)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _legacy(metadata: RawObject, key: str, value: str) -> bool:
+    """An unsigned record written by a snapready before records were signed: without the
+    ``config`` key every signed record has, and last written by snapready's own field manager.
+    Only spares the Warning (anyone may claim a field manager's name and drop a key): the
+    record is rewritten either way."""
+    try:
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(doc, dict) and "config" not in doc and _ours(metadata, key)
+
+
+def _ours(metadata: RawObject, key: str) -> bool:
+    """Whether ``managedFields`` says snapready's field manager last wrote annotation ``key``."""
+    needle = "f:" + key
+    for entry in metadata.get("managedFields") or ():
+        if isinstance(entry, dict) and entry.get("manager") == FIELD_MANAGER:
+            annotations = mapping(mapping(entry.get("fieldsV1")).get("f:metadata")).get(
+                "f:annotations"
+            )
+            if isinstance(annotations, dict) and needle in annotations:
+                return True
+    return False

@@ -13,8 +13,10 @@ import logging
 from webhook.base.config import Settings
 from webhook.cluster.caches import ClusterSource, timing_from
 from webhook.cluster.client import KubeTransport, api_client
+from webhook.cluster.config_watch import ConfigWatch
 from webhook.cluster.events import EventRecorder
 from webhook.cluster.fence import FencedTransport
+from webhook.cluster.keys import load_keyring
 from webhook.cluster.leader import LeaderElector, new_identity
 from webhook.cluster.origins import OriginRecorder
 from webhook.cluster.restores import RestoreTracker
@@ -32,6 +34,12 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     Raises:
         ConfigError: the client configuration cannot be loaded (see ``api_client``).
     """
+    keyring = load_keyring(settings.origin)  # before any thread: a bad key fails the start
+    if keyring is None:
+        log.warning(
+            "origin records are not signed (origin.keys_dir is empty): anyone who may edit "
+            "PodSnapshots can forge what snapready predicts from them"
+        )
     client = api_client(settings)
     transport = KubeTransport(client, settings.source.request_timeout_seconds)
     source = ClusterSource(
@@ -39,6 +47,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
         prefix=settings.prefix,
         timing=timing_from(settings.source),
         on_stop=client.close,
+        keyring=keyring,
     )
     elector: LeaderElector | None = None
     if settings.leader.enabled:
@@ -62,6 +71,8 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     source.attach(scope)
     source.scope = scope
     source.on_policies.append(scope.notify)
+    events = EventRecorder(writes, elector.identity if elector is not None else new_identity())
+    metadata = transport.metadata_only()  # Secrets and ConfigMaps: never their values
     recorder = OriginRecorder(
         writes,
         state=source.state,
@@ -70,10 +81,25 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
         prefix=settings.prefix,
         lock=source.lock,
         on_change=source.rebuild,
+        keyring=keyring,
+        events=events,
+        metadata=metadata,
     )
     source.attach(recorder)
+    source.origins = recorder
     source.on_snapshots.append(recorder.notify)
-    events = EventRecorder(writes, elector.identity if elector is not None else new_identity())
+    tracked = frozenset(settings.outcomes.namespaces)
+    configs = ConfigWatch(
+        metadata,
+        state=source.state,
+        timing=timing_from(settings.source),
+        lock=source.lock,
+        on_change=source.rebuild,
+        mine=lambda namespace: not tracked or namespace in tracked,
+    )
+    source.attach(configs)
+    source.configs = configs
+    source.on_snapshots.append(configs.notify)
     tracker = RestoreTracker(
         events,
         state=source.state,

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from webhook.kube.config_refs import ConfigIndex, config_changes
 from webhook.kube.evidence import GkeEvent
 from webhook.kube.snapshots import PodRecord, SnapshotView
 from webhook.kube.state import NodePoolFacts
@@ -237,15 +238,24 @@ def stale_groups(
     return out
 
 
-SNAPSHOT_STATES = ("ready", "stale", "awaiting", "failed", "not_ready")
+SNAPSHOT_STATES = ("ready", "stale", "stale-config", "awaiting", "failed", "not_ready")
 """States of ``snapshot_state`` (the ``snapready_snapshots`` gauge's ``state`` label)."""
 
 
-def snapshot_state(view: SnapshotView, pools: Mapping[str, NodePoolFacts]) -> str:
-    """``ready``, ``stale``, ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint failed)
-    or ``not_ready`` (the ``snapready_snapshots`` gauge's ``state``)."""
+def snapshot_state(
+    view: SnapshotView, pools: Mapping[str, NodePoolFacts], configs: ConfigIndex | None = None
+) -> str:
+    """``ready``, ``stale`` (its pool runs another GKE version or driver), ``stale-config`` (a
+    Secret or ConfigMap its origin pod read changed since: ``kube.config_refs``; judged only
+    with ``configs``), ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint failed) or
+    ``not_ready`` (the ``snapready_snapshots`` gauge's ``state``). One state per snapshot: a
+    snapshot GKE will not restore (``stale``) is that before it is ``stale-config``."""
     if not view.ready:
         if view.checkpoint in ("awaiting", "failed"):
             return view.checkpoint
         return "not_ready"
-    return "stale" if stale_reason(view, pools) is not None else "ready"
+    if stale_reason(view, pools) is not None:
+        return "stale"
+    if configs and config_changes(view, configs):
+        return "stale-config"
+    return "ready"

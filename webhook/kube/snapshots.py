@@ -12,6 +12,7 @@ Pure module.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import orjson
 
 from webhook.base.types import RawObject, mapping
 from webhook.kube.gke import ORIGIN_POD
+from webhook.kube.signing import Keyring, Rejection, verify
 
 RECORD_VERSION = 1
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -75,6 +77,31 @@ def workload_of(metadata: Mapping[str, Any]) -> WorkloadRef | None:
     return WorkloadRef(kind, name, uid)
 
 
+CONFIG_KINDS = ("Secret", "ConfigMap")
+
+
+@dataclass(frozen=True)
+class ConfigRef:
+    """A Secret or ConfigMap the origin pod consumed, as it was when the record was written.
+
+    Attributes:
+        kind: ``Secret`` or ``ConfigMap``; ``name``: its name (the pod's namespace).
+        version: its ``metadata.resourceVersion`` then; None when it did not exist (an
+            ``optional: true`` reference).
+        changed_at: the newest ``managedFields[].time`` then (RFC 3339), None when unknown:
+            a change after the checkpoint but before the record was written still counts.
+    """
+
+    kind: str
+    name: str
+    version: str | None
+    changed_at: str | None = None
+
+    def to_json(self) -> dict[str, str | None]:
+        """``{"kind", "name", "rv", "at"}``."""
+        return {"kind": self.kind, "name": self.name, "rv": self.version, "at": self.changed_at}
+
+
 @dataclass(frozen=True)
 class OriginRecord:
     """What a snapshot was taken from (the ``<prefix>origin`` annotation).
@@ -87,6 +114,9 @@ class OriginRecord:
         group: the origin pod's values of its policy's grouping labels (missing label: absent).
         workload: the origin pod's owning workload (``workload_of``: a ReplicaSet's Deployment,
             a Sandbox...), None for a bare pod or an older record.
+        config: the Secrets and ConfigMaps the origin pod consumed (``kube.config_refs``),
+            sorted; None when not recorded (the origin pod was gone, or an older record).
+            Never their values: a name, a resourceVersion and a time each.
     """
 
     pod: str | None
@@ -95,10 +125,11 @@ class OriginRecord:
     node: Mapping[str, str | None] = field(default_factory=dict)
     group: Mapping[str, str] = field(default_factory=dict)
     workload: WorkloadRef | None = None
+    config: tuple[ConfigRef, ...] | None = None
 
     def to_json(self) -> str:
         """Compact JSON with sorted keys (the annotation value; ~1-3 KiB)."""
-        document = {
+        document: dict[str, Any] = {
             "v": RECORD_VERSION,
             "pod": self.pod,
             "specHash": self.spec_hash,
@@ -109,6 +140,9 @@ class OriginRecord:
             if self.workload is None
             else {"kind": self.workload.kind, "name": self.workload.name, "uid": self.workload.uid},
         }
+        # Always present (null: unknown), so an unsigned record without the key is one written
+        # before records were signed (``cluster.origins``).
+        document["config"] = None if self.config is None else [ref.to_json() for ref in self.config]
         return orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
 
     @classmethod
@@ -130,7 +164,22 @@ class OriginRecord:
             node={key: _str(node.get(key)) for key in NODE_KEYS},
             group={str(k): str(v) for k, v in group.items() if isinstance(v, str)},
             workload=_workload(doc.get("workload")),
+            config=_config(doc.get("config")),
         )
+
+
+def _config(value: Any) -> tuple[ConfigRef, ...] | None:
+    """A record's ``config`` list (absent: None); entries of another shape are skipped."""
+    if not isinstance(value, list):
+        return None
+    refs = []
+    for entry in value:
+        if not isinstance(entry, dict):
+            continue
+        kind, name = entry.get("kind"), _str(entry.get("name"))
+        if kind in CONFIG_KINDS and name is not None:
+            refs.append(ConfigRef(kind, name, _str(entry.get("rv")), _str(entry.get("at"))))
+    return tuple(refs)
 
 
 def _workload(value: Any) -> WorkloadRef | None:
@@ -165,6 +214,12 @@ class SnapshotView:
         checkpoint_message: GKE's message of that condition (``runsc error: exit status 128``).
         checkpoint_at: its ``lastTransitionTime`` (RFC 3339) or None.
         deleting_since: ``metadata.deletionTimestamp`` (the snapshot is ``Deleting``), or None.
+        uid: ``metadata.uid`` (the signature binds the record to it).
+        origin_key: the id of the key that verified ``origin`` (``kube.signing``); None when
+            records are not signed (no keyring) or there is no valid record.
+        origin_rejected: why a present ``<prefix>origin`` is not believed (``Rejection``), else
+            None; ``origin_mark``: a digest of the rejected value and signature, so that each
+            forgery is handled once.
     """
 
     namespace: str
@@ -180,6 +235,10 @@ class SnapshotView:
     checkpoint_message: str = ""
     checkpoint_at: str | None = None
     deleting_since: str | None = None
+    uid: str = ""
+    origin_key: str | None = None
+    origin_rejected: Rejection | None = None
+    origin_mark: str = ""
 
 
 CHECKPOINT_AWAITING = "AwaitingCheckpoint"
@@ -215,8 +274,16 @@ def checkpoint_state(conditions: Any) -> tuple[str, str, str | None]:
     return "", "", None
 
 
-def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | None:
-    """Compact view of a PodSnapshot; None without namespace, name or ``spec.policyName``."""
+def snapshot_view(
+    obj: RawObject, *, origin_annotation: str, keyring: Keyring | None = None
+) -> SnapshotView | None:
+    """Compact view of a PodSnapshot; None without namespace, name or ``spec.policyName``.
+
+    With a ``keyring`` the ``<origin_annotation>`` record is believed only when
+    ``<origin_annotation>-signature`` signs it for this object (``kube.signing.verify``);
+    otherwise ``origin`` is None and ``origin_rejected`` says why. Without one (records not
+    signed: file mode, or an installation without keys) every readable record is believed.
+    """
     metadata, spec = mapping(obj.get("metadata")), mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
     namespace, name = _str(metadata.get("namespace")), _str(metadata.get("name"))
@@ -232,6 +299,20 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         origin_pod = None  # it goes into a request path: anything else is unknown (issue 27)
     ready, reason = _ready(status.get("conditions"))
     checkpoint, checkpoint_message, checkpoint_at = checkpoint_state(status.get("conditions"))
+    uid = _str(metadata.get("uid")) or ""
+    value = annotations.get(origin_annotation)
+    origin = OriginRecord.from_json(value)
+    key_id: str | None = None
+    rejected: Rejection | None = None
+    mark = ""
+    if keyring is not None and isinstance(value, str):
+        signature = annotations.get(origin_annotation + "-signature")
+        key_id, rejected = verify(
+            keyring, signature, uid=uid, namespace=namespace, name=name, value=value
+        )
+        if rejected is not None:
+            origin = None
+            mark = _mark(value, signature)
     return SnapshotView(
         namespace=namespace,
         name=name,
@@ -241,12 +322,22 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         reason=reason,
         created=_str(metadata.get("creationTimestamp")) or "",
         last_access=_str(status.get("lastAccessTime")),
-        origin=OriginRecord.from_json(annotations.get(origin_annotation)),
+        origin=origin,
         checkpoint=checkpoint,
         checkpoint_message=checkpoint_message,
         checkpoint_at=checkpoint_at,
         deleting_since=_str(metadata.get("deletionTimestamp")),
+        uid=uid,
+        origin_key=key_id if origin is not None else None,
+        origin_rejected=rejected,
+        origin_mark=mark,
     )
+
+
+def _mark(value: str, signature: object) -> str:
+    """16 hex digits identifying one rejected (value, signature) pair."""
+    text = value + "\n" + (signature if isinstance(signature, str) else "")
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
 
 
 def _ready(conditions: Any) -> tuple[bool, str]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.base.errors import ConfigError
+from webhook.kube.config_refs import ConfigIndex
 from webhook.kube.evidence import PodEvents
 from webhook.kube.matching import LabelSelector, Policy, PolicyIndex, compile_selector
 from webhook.kube.snapshots import PodRecord, SnapshotIndex
@@ -160,6 +161,10 @@ class ClusterState:
     gke_events: PodEvents = field(default_factory=dict)
     pods_known: bool = False
     """The stamped pods were listed (cluster mode): a pod absent from ``pods`` is not stamped."""
+    configs: ConfigIndex = field(default_factory=dict)
+    """The Secrets and ConfigMaps of namespaces with snapshots that read them, metadata only:
+    namespace -> (kind, name) -> ``kube.config_refs.ConfigMeta`` (cluster mode; a namespace
+    still listing is absent)."""
     disruption_budgets: Mapping[str, tuple[DisruptionBudget, ...]] | None = None
     """PodDisruptionBudgets by namespace (``snapready check``: those of its input); None where
     they are not known (``checkpoint-window`` is then not judged)."""

@@ -52,6 +52,7 @@ from webhook.mutation.prediction import (
     PREDICTION_KEY,
     clear_outcome,
     cross_workload_line,
+    stale_config_line,
     stamp_prediction,
     stamp_selected,
 )
@@ -135,6 +136,9 @@ def _mutation_decision(pod: RawObject, ctx: PodContext) -> Decision:
         return denied(f"snapready: {cross}. Set restore.cross_workload=warn to admit it.")
     if cross is not None and ctx.settings.restore.cross_workload == "warn":
         warnings = bounded_warnings([*warnings, cross])
+    stale = stale_config_line(ctx)
+    if stale is not None:
+        warnings = bounded_warnings([*warnings, stale])
     decision = patched(coalesced(draft.ops), warnings=warnings)
     decision.audit.update({"mutators": changed, "collisions": problems})
     if prediction is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from webhook.base.text import clip
 from webhook.base.types import mapping
+from webhook.kube.config_refs import config_changes
 from webhook.kube.snapshots import workload_of
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
@@ -73,6 +74,32 @@ def cross_workload_line(ctx: PodContext) -> str | None:
         f"[cross-workload] will restore the memory of {clip(origin.kind)} {clip(origin.name)} "
         f"(snapshot {clip(result.snapshot, 63)}), not of {clip(own.kind)} {clip(own.name)}; "
         "group the policy by a label that differs per workload (snapshotGroupingRules)"
+    )
+
+
+def stale_config_line(ctx: PodContext) -> str | None:
+    """``stale-config``: the warning for a ``hit`` on a snapshot taken before a Secret or
+    ConfigMap its origin pod read changed (``kube.config_refs``; GKE hashes no env and no
+    Secret content, so the restored memory holds the old value), else None."""
+    result: Prediction | None = ctx.memo.get(PREDICTION_KEY)
+    if result is None or result.outcome != "hit" or result.snapshot is None:
+        return None
+    view = ctx.cluster.snapshots.named(ctx.namespace, result.snapshot)
+    changes = config_changes(view, ctx.cluster.configs) if view is not None else ()
+    if not changes:
+        return None
+    first = changes[0]
+    if first.what == "changed":
+        when = " from before its change" + (f" at {first.at}" if first.at else "")
+    elif first.what == "deleted":
+        when = ", deleted since"
+    else:
+        when = " as it was before it existed (created since)"
+    more = f" (and {len(changes) - 1} more)" if len(changes) > 1 else ""
+    return (
+        f"[stale-config] restores with the value of {first.kind} {clip(first.name, 253)}{when}"
+        f"{more} (snapshot {clip(result.snapshot, 63)}); take a new snapshot to pick up the "
+        "current configuration"
     )
 
 

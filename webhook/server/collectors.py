@@ -3,12 +3,13 @@ scrapes (cache statuses and PodSnapshots by state), so nothing is updated on the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from webhook.kube.outcomes import snapshot_state
 from webhook.kube.selection import bounded_labels
+from webhook.kube.signing import REJECTIONS
 from webhook.kube.state import ClusterState
 
 NOT_SERVED = "not served"
@@ -24,6 +25,7 @@ SOURCE_DETAIL_KEYS = frozenset(
         "webhookScope",
         "originRecords",
         "restoreOutcomes",
+        "configWatch",
     }
 )
 """``ClusterState.details`` keys that are facts, not per-resource cache statuses."""
@@ -55,8 +57,8 @@ class SourceApiCollector:
 
 class SnapshotCollector:
     """``snapready_snapshots{namespace,policy,state}``: PodSnapshots by state (``ready``,
-    ``stale``, ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint failed), ``not_ready``;
-    ``kube.outcomes.snapshot_state``), read from the cache at scrape
+    ``stale``, ``stale-config``, ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint
+    failed), ``not_ready``; ``kube.outcomes.snapshot_state``), read from the cache at scrape
     time; no series in file mode. ``spec.policyName`` is whatever the PodSnapshot says: a pair
     that is not a live policy is counted under ``kube.selection.OTHER`` (issue 27)."""
 
@@ -70,15 +72,38 @@ class SnapshotCollector:
             return
         family = GaugeMetricFamily(
             "snapready_snapshots",
-            "PodSnapshots by namespace, policy and state (ready, stale, awaiting, failed, "
-            "not_ready).",
+            "PodSnapshots by namespace, policy and state (ready, stale, stale-config, "
+            "awaiting, failed, not_ready).",
             labels=["namespace", "policy", "state"],
         )
         counts: dict[tuple[str, str, str], int] = {}
         for view in current.snapshots.by_name.values():
             namespace, policy = bounded_labels(view.namespace, view.policy, current.policies)
-            key = (namespace, policy, snapshot_state(view, current.node_pools))
+            key = (namespace, policy, snapshot_state(view, current.node_pools, current.configs))
             counts[key] = counts.get(key, 0) + 1
         for key, count in sorted(counts.items()):
             family.add_metric(list(key), float(count))
+        yield family
+
+
+class OriginRejectedCollector:
+    """``snapready_origin_rejected_total{reason}``: origin records on PodSnapshots that failed
+    the signature check (``kube.signing.REJECTIONS``: unsigned, unknown-key, mismatch; the
+    leader's ``cluster.origins.OriginRecorder.rejected``, read at scrape time). A fixed label
+    set: nothing a user writes adds a series."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        """One sample per reason, zeros included."""
+        counts = self.counts()
+        family = CounterMetricFamily(
+            "snapready_origin_rejected",
+            "Origin records that failed the signature check (forged, copied, unsigned or "
+            "signed with a removed key): ignored and rewritten by the leader.",
+            labels=["reason"],
+        )
+        for reason in REJECTIONS:
+            family.add_metric([reason], float(counts.get(reason, 0)))
         yield family
