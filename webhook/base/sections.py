@@ -249,6 +249,10 @@ class InjectionSettings(BaseModel):
         return self
 
 
+SNAPSHOT_PREFIX_DEFAULT = "{path}/{namespace}/{name}/"
+"""Assumed object layout of one PodSnapshot in its bucket (not documented by GKE)."""
+
+
 class StorageSettings(BaseModel):
     """Bucket governance checks for PodSnapshotStorageConfig (through google-cloud-storage)."""
 
@@ -286,6 +290,36 @@ class StorageSettings(BaseModel):
     project: str | None = Field(
         None, description="GCP project for the storage client; default: the ADC project."
     )
+    snapshot_prefix: str = Field(
+        SNAPSHOT_PREFIX_DEFAULT,
+        description="Where one PodSnapshot's objects sit in its storage config's bucket"
+        " (`snapready status --sizes`): a template with {path} (the storage config's"
+        " gcs.path, may be empty), {namespace}, {name} and {uid} of the PodSnapshot; must name"
+        " the snapshot ({name} or {uid}). GKE does not document its object layout (README"
+        ' "What snapshots cost"): the default is an assumption; check one snapshot with'
+        " `gcloud storage ls` and set this to match.",
+    )
+    sizes_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="Deadline in seconds for all bucket listings of one `status --sizes` run"
+        " (and the cap of one request; no retries): a CLI waits, admission never lists.",
+    )
+
+    @field_validator("snapshot_prefix")
+    @classmethod
+    def _known_placeholders(cls, value: str) -> str:
+        names = set(re.findall(r"{([^{}]*)}", value))
+        unknown = names - {"path", "namespace", "name", "uid"}
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder(s) {sorted(unknown)}: use {{path}},"
+                " {namespace}, {name}, {uid}"
+            )
+        if not names & {"name", "uid"}:
+            raise ValueError("must contain {name} or {uid}: one prefix per snapshot")
+        return value
 
 
 class RestoreSettings(BaseModel):

@@ -142,6 +142,7 @@ class Live:
         pods: raw stamped pods (label ``<prefix>selected=true``).
         events: GKE's ``GKEPodSnapshotting`` Events by pod (``read_gke_events``); None when
             not read or the list failed (a note says so).
+        snapshot_uids: ``metadata.uid`` of each PodSnapshot by (namespace, name) (``--sizes``).
         notes: what could not be read and what that leaves out.
     """
 
@@ -153,6 +154,7 @@ class Live:
     pods: list[RawObject] = field(default_factory=list)
     events: PodEvents | None = None
     notes: list[str] = field(default_factory=list)
+    snapshot_uids: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def _scoped(base: str, resource: str, namespace: str | None) -> str:
@@ -200,6 +202,9 @@ def read_live(
         view = snapshot_view(obj, origin_annotation=origin)
         if view is not None:
             live.snapshots.append(view)
+            uid = (obj.get("metadata") or {}).get("uid")
+            if isinstance(uid, str):
+                live.snapshot_uids[view.namespace, view.name] = uid
     live.index = SnapshotIndex.build(live.snapshots)
     live.pools = read_pools(transport, page, live.notes)
     if pods:

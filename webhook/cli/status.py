@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from webhook.cli.sizes import SizeReading, read_sizes, read_storage_configs, size_block
 from webhook.cli.snapshots_read import (
     FORMAT_VERSION,
     Live,
@@ -87,6 +88,11 @@ def register(subparsers: Any) -> None:
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig's)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    parser.add_argument(
+        "--sizes",
+        action="store_true",
+        help="each snapshot's bytes in its bucket and totals per policy (lists GCS objects)",
+    )
     add_cluster_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -99,13 +105,29 @@ def run(args: argparse.Namespace) -> int:
         live = read_live(connection.transport, namespace, settings)
         page = settings.source.list_page_size
         live.events = read_gke_events(connection.transport, namespace, page, live.notes)
-        return build_report(live, settings, now=datetime.now(UTC)), live.notes
+        sizes = None
+        if args.sizes:  # no storage configs read, no GCS call without it
+            from webhook.cluster.gcs_usage import UsageReader  # noqa: PLC0415
+
+            configs = read_storage_configs(connection.transport, page, live.notes)
+            sizes = read_sizes(
+                live,
+                configs,
+                UsageReader(settings.storage),
+                settings,
+                lambda view: snapshot_state(view, live.pools),
+            )
+            live.notes.extend(sizes.notes)
+        return build_report(live, settings, now=datetime.now(UTC), sizes=sizes), live.notes
 
     return run_reader(args, read, render_text)
 
 
-def build_report(live: Live, settings: Settings, *, now: datetime) -> dict[str, Any]:
-    """The JSON document (README "Snapshots"); ``now`` anchors ages and the 24 h window."""
+def build_report(
+    live: Live, settings: Settings, *, now: datetime, sizes: SizeReading | None = None
+) -> dict[str, Any]:
+    """The JSON document (README "Snapshots"); ``now`` anchors ages and the 24 h window;
+    with ``sizes`` (``--sizes``) a ``sizes`` block per policy and in total (``cli.sizes``)."""
     prefix = settings.prefix
     pods = [
         (record, _reason(obj, prefix)) for obj in live.pods if (record := pod_record(obj, prefix))
@@ -140,7 +162,17 @@ def build_report(live: Live, settings: Settings, *, now: datetime) -> dict[str, 
                 else [],
             }
         )
+        if sizes is not None:
+            entries[-1]["sizes"] = size_block(
+                [sizes.entries[namespace, v.name] for v in live.index.of_policy(namespace, name)]
+            )
+    extra: dict[str, Any] = {}
+    if sizes is not None:
+        every = size_block(list(sizes.entries.values()))
+        del every["snapshots"]  # listed per policy
+        extra["sizes"] = {"prefixTemplate": sizes.template, **every}
     return {
+        **extra,
         "version": FORMAT_VERSION,
         "namespace": live.namespace,
         "generatedAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.cli.sizes import sizes_lines, sizes_total_lines
+
 OUTCOME_WORDS = {
     "restored": "restored",
     "restored_unexpected": "restored unexpectedly",
@@ -130,6 +132,8 @@ def render_text(report: dict[str, Any]) -> str:
         scope = f" [{entry['scope']}]" if entry["scope"] == "rootfs-only" else ""
         lines += ["", f"policy {name}{scope}{missing}"]
         lines += _snapshots(entry["snapshots"], report.get("stallSeconds", 0))
+        if "sizes" in entry:
+            lines += sizes_lines(entry["sizes"])
         lines += _pods(entry["pods"]) + _recent(entry["last24h"])
         shared = entry.get("sharedWorkloads") or []
         if shared:
@@ -139,6 +143,9 @@ def render_text(report: dict[str, Any]) -> str:
             )
     if len(report["policies"]) > 1:
         lines += ["", "all policies", *_recent(report["last24h"])]
+    if "sizes" in report:
+        total = report["sizes"]
+        lines += ["", *sizes_total_lines(total)]
     if report["stale"]:
         lines += ["", "stale snapshots"]
         for group in report["stale"]:

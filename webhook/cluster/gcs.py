@@ -62,9 +62,7 @@ class BucketInspector:
         emulator_host: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        host = emulator_host if emulator_host is not None else os.environ.get(EMULATOR_ENV, "")
-        # The Go client accepts "host:port"; google-cloud-storage needs the scheme.
-        self.emulator_host = host if not host or "://" in host else f"http://{host}"
+        self.emulator_host = emulator_endpoint(emulator_host)
         self.settings = settings
         self._clock = clock
         self._lock = threading.RLock()
@@ -153,23 +151,43 @@ class BucketInspector:
             return self._client
 
     def _new_client(self) -> Any:
-        # Imported here: keeps CLI and server start-up light; only storage configs need it.
-        from google.cloud import storage  # noqa: PLC0415
+        return new_client(self.settings, self.emulator_host)
 
-        project = self.settings.project
-        if self.emulator_host:
-            from google.auth.credentials import AnonymousCredentials  # noqa: PLC0415
 
-            options = {"api_endpoint": self.emulator_host}
-            return storage.Client(
-                project=project,
-                credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
-                client_options=options,
-            )
-        import google.auth  # noqa: PLC0415
+def emulator_endpoint(emulator_host: str | None = None) -> str:
+    """The emulator endpoint with a scheme (``""``: real GCS); default ``$STORAGE_EMULATOR_HOST``.
 
-        credentials, adc_project = google.auth.default(scopes=[READ_ONLY_SCOPE])
-        return storage.Client(project=project or adc_project, credentials=credentials)
+    The Go client accepts ``host:port``; google-cloud-storage needs the scheme.
+    """
+    host = emulator_host if emulator_host is not None else os.environ.get(EMULATOR_ENV, "")
+    return host if not host or "://" in host else f"http://{host}"
+
+
+def new_client(settings: StorageSettings, emulator_host: str = "") -> Any:
+    """A ``google.cloud.storage.Client``, read-only scope: anonymous credentials against
+    ``emulator_host`` when set, else Application Default Credentials (project:
+    ``settings.project``, else the ADC project).
+
+    Raises:
+        google.auth.exceptions.DefaultCredentialsError: no ADC (``describe`` words it).
+    """
+    # Imported here: keeps CLI and server start-up light; only storage configs need it.
+    from google.cloud import storage  # noqa: PLC0415
+
+    project = settings.project
+    if emulator_host:
+        from google.auth.credentials import AnonymousCredentials  # noqa: PLC0415
+
+        options = {"api_endpoint": emulator_host}
+        return storage.Client(
+            project=project,
+            credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+            client_options=options,
+        )
+    import google.auth  # noqa: PLC0415
+
+    credentials, adc_project = google.auth.default(scopes=[READ_ONLY_SCOPE])
+    return storage.Client(project=project or adc_project, credentials=credentials)
 
 
 def facts_from_bucket(name: str, bucket: Any) -> BucketFacts:
