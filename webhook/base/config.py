@@ -27,7 +27,12 @@ from webhook.base.sections import (
     StorageSettings,
     WorkloadSettings,
 )
-from webhook.base.tracking import CheckpointSettings, OutcomeSettings, OwnershipSettings
+from webhook.base.tracking import (
+    CheckpointSettings,
+    LifecycleSettings,
+    OutcomeSettings,
+    OwnershipSettings,
+)
 from webhook.base.types import FailurePolicy, Mode
 
 MiB = 1024 * 1024
@@ -235,6 +240,7 @@ class Settings(BaseSettings):
     leader: LeaderSettings = LeaderSettings()
     workloads: WorkloadSettings = WorkloadSettings()
     ownership: OwnershipSettings = OwnershipSettings()
+    lifecycle: LifecycleSettings = LifecycleSettings()
 
     @field_validator("prefix")
     @classmethod

@@ -200,6 +200,8 @@ class ClusterSource:
         self.scope: Any = None
         """The webhook-scope controller, when attached (its ``in_sync`` feeds the state)."""
         self.restores: Any = None
+        self.lifecycle: Any = None
+        """The snapshot lifecycle worker, when attached (its ``prunable`` feeds the gauge)."""
         self.fence: Any = None
         """The lease-fenced transport every writer uses (``cluster.fence``), when attached."""
         """The restore tracker, when attached (its ``listeners`` take outcome callbacks)."""

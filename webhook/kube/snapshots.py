@@ -165,6 +165,7 @@ class SnapshotView:
         checkpoint_message: GKE's message of that condition (``runsc error: exit status 128``).
         checkpoint_at: its ``lastTransitionTime`` (RFC 3339) or None.
         deleting_since: ``metadata.deletionTimestamp`` (the snapshot is ``Deleting``), or None.
+        uid: ``metadata.uid`` (the precondition of a prune's DELETE; empty when unknown).
     """
 
     namespace: str
@@ -180,6 +181,7 @@ class SnapshotView:
     checkpoint_message: str = ""
     checkpoint_at: str | None = None
     deleting_since: str | None = None
+    uid: str = ""
 
 
 CHECKPOINT_AWAITING = "AwaitingCheckpoint"
@@ -246,6 +248,7 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         checkpoint_message=checkpoint_message,
         checkpoint_at=checkpoint_at,
         deleting_since=_str(metadata.get("deletionTimestamp")),
+        uid=_str(metadata.get("uid")) or "",
     )
 
 
