@@ -184,3 +184,30 @@ class GkeAgent:
             GROUP, VERSION, self.namespace, "podsnapshots", body
         )
         self.checkpoint(name, "awaiting")
+
+    def serve_trigger(self, trigger: str, snapshot: str, policy: str = "llm-policy") -> None:
+        """GKE acting on a PodSnapshotManualTrigger (domain.md section 2): a PodSnapshot naming
+        the trigger's ``spec.targetPod`` as its origin, uploaded and Ready, then the trigger's
+        condition ``Triggered`` True reason ``Complete`` and ``status.snapshotCreated.name``."""
+        obj = self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "podsnapshotmanualtriggers", trigger
+        )
+        self.new_snapshot(snapshot, obj["spec"]["targetPod"], policy)
+        self.checkpoint(snapshot, "succeeded")
+        status = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Triggered",
+                        "status": "True",
+                        "reason": "Complete",
+                        "lastTransitionTime": now(),
+                        "message": "",
+                    }
+                ],
+                "snapshotCreated": {"name": snapshot},
+            }
+        }
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, self.namespace, "podsnapshotmanualtriggers", trigger, status
+        )
