@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import jsonpatch
 import pytest
@@ -95,7 +95,7 @@ def triggers(env: Env) -> list[dict[str, Any]]:
     listed = client.CustomObjectsApi(env.api).list_namespaced_custom_object(
         GROUP, VERSION, env.namespace, "podsnapshotmanualtriggers"
     )
-    return list(listed["items"])
+    return list(cast("dict[str, Any]", listed)["items"])
 
 
 def events(env: Env, reason: str) -> list[Any]:
@@ -113,7 +113,7 @@ def snapshot_names(env: Env) -> set[str]:
     listed = client.CustomObjectsApi(env.api).list_namespaced_custom_object(
         GROUP, VERSION, env.namespace, "podsnapshots"
     )
-    return {item["metadata"]["name"] for item in listed["items"]}
+    return {item["metadata"]["name"] for item in cast("dict[str, Any]", listed)["items"]}
 
 
 @pytest.fixture
@@ -149,7 +149,7 @@ def test_refresh_on_triggers_one_cold_pod_of_the_upgraded_pool_once(
                 lambda: any(r.pod == "cold" for r in second.lifecycle.refreshes),
                 timeout=15,
             )
-            wait_for("restarted source leads", lambda: second.lifecycle.is_leader(), timeout=30)
+            wait_for("restarted source leads", second.lifecycle.is_leader, timeout=30)
             time.sleep(3)  # several passes as leader
             assert [t["metadata"]["name"] for t in triggers(env)] == [name]
             assert len(events(env, "SnapshotRefreshTriggered")) == 1
@@ -178,6 +178,7 @@ def test_no_trigger_without_refresh_or_for_workload_policies(
     kube_admin: client.ApiClient,
     namespace: str,
     crds: list[str],
+    *,
     trigger: str,
     refresh: str,
 ) -> None:
@@ -188,7 +189,7 @@ def test_no_trigger_without_refresh_or_for_workload_policies(
         upgrade(env)
         running_pod(env, "cold")
         wait_for("refresh planned", lambda: planned(env, "cold"), timeout=15)
-        wait_for("leading", lambda: env.source.lifecycle.is_leader(), timeout=15)
+        wait_for("leading", env.source.lifecycle.is_leader, timeout=15)
         time.sleep(3)  # several passes as leader
         assert triggers(env) == []
         assert events(env, "SnapshotRefreshTriggered") == []
@@ -257,7 +258,7 @@ def test_the_only_snapshot_a_live_pod_matches_is_kept_even_when_unrunnable(
     with lifecycle_env(control_plane, kube_admin, namespace, prune="on") as env:
         take_snapshot(env)  # its origin pod lives and has its fingerprint
         upgrade(env)
-        wait_for("leading", lambda: env.source.lifecycle.is_leader(), timeout=15)
+        wait_for("leading", env.source.lifecycle.is_leader, timeout=15)
         time.sleep(3)
         assert snapshot_names(env) == {"snap-1"}
         assert env.source.lifecycle.prunable == {}
