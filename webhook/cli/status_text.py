@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.cli.status_lifecycle import lifecycle_lines
+
 OUTCOME_WORDS = {
     "restored": "restored",
     "restored_unexpected": "restored unexpectedly",
@@ -144,6 +146,8 @@ def render_text(report: dict[str, Any]) -> str:
         for group in report["stale"]:
             lines.append(f"  {group['namespace']}: {group['note']}")
             lines.append(f"    {', '.join(group['snapshots'])}")
+    if report.get("lifecycle"):
+        lines += lifecycle_lines(report["lifecycle"])
     lines += [
         "",
         f"hit rate = {report['hitRateDefinition']}, over pods decided in the last "
