@@ -274,7 +274,9 @@ def test_a_changed_secret_marks_the_snapshot_stale_config_and_warns_a_hit(
     assert record is not None and record.config is not None
     names = {(ref.kind, ref.name): ref for ref in record.config}
     assert set(names) == {("Secret", "hf-token"), ("ConfigMap", "llm-config")}
-    live_rv = core.read_namespaced_secret("hf-token", env.namespace).metadata.resource_version
+    metadata = core.read_namespaced_secret("hf-token", env.namespace).metadata
+    assert metadata is not None
+    live_rv = metadata.resource_version
     assert names[("Secret", "hf-token")].version == live_rv
     assert "hf_old" not in snapshot(env, "snap-cfg")["metadata"]["annotations"][ORIGIN]
 

@@ -123,10 +123,16 @@ def set_node_version(api: client.ApiClient, node: str, version: str) -> None:
 
 @contextlib.contextmanager
 def make_env(
-    control_plane: ControlPlane, api: client.ApiClient, namespace: str, **overrides: Any
+    control_plane: ControlPlane,
+    api: client.ApiClient,
+    namespace: str,
+    *,
+    trigger: str = "workload",
+    **overrides: Any,
 ) -> Iterator[Env]:
-    """A pool with one node on the old version, a grouped policy, snapready running with
-    ``overrides`` of its settings (``outcomes={"settle_seconds": 2}``, ...)."""
+    """A pool with one node on the old version, a grouped policy (trigger type ``trigger``),
+    snapready running with ``overrides`` of its settings (``outcomes={"settle_seconds": 2}``,
+    ...)."""
     suffix = secrets.token_hex(3)
     pool, node = f"l4-{suffix}", f"gke-l4-{suffix}"
     labels = {
@@ -145,6 +151,7 @@ def make_env(
         "llm-policy",
         namespace,
         {"app": "llm"},
+        trigger=trigger,
         snapshotGroupingRules={"groupByLabelValue": {"labels": ["model"]}},
     )
     with contextlib.suppress(ApiException):  # 409: a second source in the same namespace

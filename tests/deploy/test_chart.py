@@ -788,3 +788,75 @@ def test_the_ownership_webhook_sees_only_updates_of_snapreadys_metadata() -> Non
     [condition] = hook["matchConditions"]
     assert condition["expression"] == ownership_condition("snapready.io/", owner)
     assert settings_of(objs)["ownership"]["service_account"] == owner
+
+
+def _lifecycle_grants(values: dict[str, Any]) -> set[tuple[Any, ...]]:
+    rules = one(objects(render(values)), "ClusterRole")["rules"]
+    flat = _rule_set(rules)
+    return {
+        entry
+        for entry in flat
+        if entry[1] in ("podsnapshotmanualtriggers", "deployments", "jobs")
+        or (entry[1] == "podsnapshots" and entry[2] == "delete")
+    }
+
+
+@pytest.mark.parametrize(
+    ("lifecycle", "expected"),
+    [
+        pytest.param(
+            {},
+            {("apps", "deployments", "list"), ("batch", "jobs", "list")},
+            id="defaults-refresh-off-prune-dry-run-templates-only",
+        ),
+        pytest.param({"prune": "off"}, set(), id="prune-off-grants-nothing"),
+        pytest.param(
+            {"prune": "on"},
+            {
+                ("podsnapshot.gke.io", "podsnapshots", "delete"),
+                ("apps", "deployments", "list"),
+                ("batch", "jobs", "list"),
+            },
+            id="prune-on-grants-delete",
+        ),
+        pytest.param(
+            {"refresh": "on", "prune": "off"},
+            {
+                ("podsnapshot.gke.io", "podsnapshotmanualtriggers", "create"),
+                ("podsnapshot.gke.io", "podsnapshotmanualtriggers", "get"),
+            },
+            id="refresh-on-grants-trigger-create",
+        ),
+    ],
+)
+def test_lifecycle_rbac_follows_the_values(
+    lifecycle: dict[str, Any], expected: set[tuple[Any, ...]]
+) -> None:
+    assert _lifecycle_grants({"lifecycle": lifecycle}) == expected
+
+
+def test_lifecycle_values_reach_the_server_settings() -> None:
+    values = {
+        "lifecycle": {
+            "refresh": "on",
+            "prune": "on",
+            "unusedDays": 3,
+            "pruneGraceSeconds": 60,
+            "prunePerMinute": 2,
+            "pruneBurst": 1,
+        }
+    }
+    settings = Settings.model_validate(settings_of(objects(render(values))))
+    assert settings.lifecycle.refresh == "on"
+    assert settings.lifecycle.prune == "on"
+    assert settings.lifecycle.unused_days == 3
+    assert settings.lifecycle.prune_grace_seconds == 60
+    assert settings.lifecycle.prune_per_minute == 2
+    assert settings.lifecycle.prune_burst == 1
+    defaults = Settings.model_validate(settings_of(objects(render({}))))
+    assert (defaults.lifecycle.refresh, defaults.lifecycle.prune) == ("off", "dry-run")
+
+
+def test_schema_rejects_an_unknown_prune_mode() -> None:
+    with pytest.raises(Exception, match="prune"):
+        render({"lifecycle": {"prune": "yes"}})

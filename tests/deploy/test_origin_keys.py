@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helm_support import by_kind, objects, one, render, settings_of
+from tests.support.helm_support import Obj, by_kind, objects, one, render, settings_of
 from webhook.base.errors import ConfigError
 from webhook.base.tracking import OriginSettings
 from webhook.cluster.keys import keyring_from_secret, load_keyring
 from webhook.kube.signing import MIN_KEY_BYTES
 
 
-def _keys_secret(objs: list[dict]) -> list[dict]:
+def _keys_secret(objs: list[Obj]) -> list[Obj]:
     return [s for s in by_kind(objs, "Secret") if s["metadata"]["name"].endswith("-origin-keys")]
 
 

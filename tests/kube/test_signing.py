@@ -13,10 +13,11 @@ from webhook.kube.snapshots import ConfigRef, OriginRecord, snapshot_view
 
 K1, K2 = b"a" * 32, b"b" * 32
 RING = Keyring({"k1": K1}, "k1")
-RECORD = OriginRecord.from_json(
+_PARSED = OriginRecord.from_json(
     OriginRecord(pod="origin", spec_hash="v1:sha256:" + "1" * 64, group={"model": "m1"}).to_json()
 )
-assert RECORD is not None
+assert _PARSED is not None
+RECORD: OriginRecord = _PARSED
 
 
 def snapshot(value: str | None, signature: str | None, uid: str = "uid-1") -> dict[str, Any]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -184,3 +184,33 @@ class GkeAgent:
             GROUP, VERSION, self.namespace, "podsnapshots", body
         )
         self.checkpoint(name, "awaiting")
+
+    def serve_trigger(self, trigger: str, snapshot: str, policy: str = "llm-policy") -> None:
+        """GKE acting on a PodSnapshotManualTrigger (domain.md section 2): a PodSnapshot naming
+        the trigger's ``spec.targetPod`` as its origin, uploaded and Ready, then the trigger's
+        condition ``Triggered`` True reason ``Complete`` and ``status.snapshotCreated.name``."""
+        obj = cast(
+            "dict[str, Any]",
+            self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, "podsnapshotmanualtriggers", trigger
+            ),
+        )
+        self.new_snapshot(snapshot, obj["spec"]["targetPod"], policy)
+        self.checkpoint(snapshot, "succeeded")
+        status = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Triggered",
+                        "status": "True",
+                        "reason": "Complete",
+                        "lastTransitionTime": now(),
+                        "message": "",
+                    }
+                ],
+                "snapshotCreated": {"name": snapshot},
+            }
+        }
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, self.namespace, "podsnapshotmanualtriggers", trigger, status
+        )

@@ -29,6 +29,7 @@ from webhook.base.sections import (
 )
 from webhook.base.tracking import (
     CheckpointSettings,
+    LifecycleSettings,
     OriginSettings,
     OutcomeSettings,
     OwnershipSettings,
@@ -241,6 +242,7 @@ class Settings(BaseSettings):
     workloads: WorkloadSettings = WorkloadSettings()
     ownership: OwnershipSettings = OwnershipSettings()
     origin: OriginSettings = OriginSettings()
+    lifecycle: LifecycleSettings = LifecycleSettings()
 
     @field_validator("prefix")
     @classmethod

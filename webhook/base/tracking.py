@@ -6,6 +6,8 @@ set from the timelines a real GKE cluster shows (domain.md section 9) and says w
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -87,4 +89,67 @@ class OriginSettings(BaseModel):
         description="namespace/name of that Secret: `snapready status` and `explain` read it, "
         "when the user may, to check the records they show (otherwise they say the records "
         "are unverified).",
+    )
+
+
+class LifecycleSettings(BaseModel):
+    """Snapshot lifecycle: refresh after a node-pool upgrade and pruning (README "Lifecycle").
+
+    Every write this section enables is the leader's, lease-fenced, idempotent across restarts
+    and hand-overs, and comes with an Event (``cluster.lifecycle``).
+    """
+
+    refresh: Literal["off", "on"] = Field(
+        "off",
+        description="`on`: when the Ready snapshots of a manual-trigger policy's group are stale "
+        "(their origin pool now runs another GKE version or GPU driver, domain.md section 3), "
+        "the leader creates one PodSnapshotManualTrigger on a Ready, cold-started pod of that "
+        "group on the upgraded pool. Default off: a trigger decides whose memory every later "
+        "replica restores (domain.md section 9), so writing one is an admin's opt-in.",
+    )
+    prune: Literal["off", "dry-run", "on"] = Field(
+        "dry-run",
+        description="`dry-run` (default): prunable snapshots are listed by `status`, counted "
+        'as snapready_snapshots{state="prunable"} and announced by one Normal Event '
+        "SnapshotsPrunable per set, nothing is deleted: a snapshot is a 20-70 GiB memory "
+        "image billed until deleted, but deleting is irreversible, so the default only "
+        "shows what would go. `on`: the leader deletes them (rate-limited). `off`: not judged.",
+    )
+    unused_days: float = Field(
+        7.0,
+        gt=0,
+        description="Days a snapshot may go without use (no live pod or workload template of "
+        "its policy with its fingerprint, and no restore: status.lastAccessTime, else its "
+        "creation) before it is prunable. 7 days outlasts a weekly deploy cycle and a "
+        "rollback to last week's template; the clock is GKE's, so it survives restarts.",
+    )
+    prune_grace_seconds: float = Field(
+        3600.0,
+        ge=0,
+        description="Seconds no node pool may have run a stale snapshot's origin version and "
+        "driver (as this leader saw it) before the snapshot is prunable; a failed checkpoint "
+        "is prunable this long after GKE reported the failure. One hour covers a surge "
+        "upgrade's node churn (nodes re-registering, the cache catching up) and a quick "
+        "rollback; the unrunnable clock is this leader's, so a restart or hand-over starts it "
+        "again (it can only delay a prune).",
+    )
+    prune_per_minute: float = Field(
+        10.0,
+        gt=0,
+        description="Deletions per minute at most (token bucket, burst prune_burst). Each "
+        "deletion makes GKE remove tens of GiB from the bucket; a slow, steady rate keeps a "
+        "mistaken setting from emptying a bucket before an admin can react.",
+    )
+    prune_burst: int = Field(5, ge=1, description="Deletions allowed at once (token bucket).")
+    recheck_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds between lifecycle passes without a cache change (the pass also "
+        "runs when snapshots, nodes or stamped pods change, at most once a second).",
+    )
+    template_recheck_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds a namespace's listed workload templates are reused before they "
+        "are listed again (only namespaces with an unused-snapshot candidate are listed).",
     )

@@ -43,7 +43,7 @@ from webhook.kube.facts import node_pools, node_view
 from webhook.kube.matching import Policy
 from webhook.kube.outcomes import OUTCOMES, Verdict, decide
 from webhook.kube.snapshots import PodRecord, SnapshotIndex, SnapshotView, snapshot_view
-from webhook.kube.state import NodePoolFacts, parse_policy
+from webhook.kube.state import NodePoolFacts, NodeView, parse_policy
 
 if TYPE_CHECKING:  # the kubernetes client is imported only when a command connects
     from webhook.cluster.client import Connection, KubeTransport
@@ -138,7 +138,8 @@ class Live:
     Attributes:
         policies: parsed PodSnapshotPolicies (unreadable ones skipped, named in ``notes``).
         snapshots: every PodSnapshot view; ``index``: the same, indexed like the cache.
-        pools: node pool facts from the live Nodes (empty when nodes cannot be listed).
+        pools: node pool facts from the live Nodes (empty when nodes cannot be listed);
+            ``nodes``: the same Nodes' views by name (which pool and version a pod runs on).
         pods: raw stamped pods (label ``<prefix>selected=true``).
         events: GKE's ``GKEPodSnapshotting`` Events by pod (``read_gke_events``); None when
             not read or the list failed (a note says so).
@@ -151,6 +152,7 @@ class Live:
     snapshots: list[SnapshotView] = field(default_factory=list)
     index: SnapshotIndex = field(default_factory=SnapshotIndex)
     pools: dict[str, NodePoolFacts] = field(default_factory=dict)
+    nodes: dict[str, NodeView] = field(default_factory=dict)
     pods: list[RawObject] = field(default_factory=list)
     events: PodEvents | None = None
     notes: list[str] = field(default_factory=list)
@@ -206,7 +208,7 @@ def read_live(
             if isinstance(uid, str):
                 live.snapshot_uids[view.namespace, view.name] = uid
     live.index = SnapshotIndex.build(live.snapshots)
-    live.pools = read_pools(transport, page, live.notes)
+    live.pools = read_pools(transport, page, live.notes, live.nodes)
     if pods:
         path = _scoped("/api/v1", "pods", namespace) + "?" + selected_label_query(settings.prefix)
         live.pods, _ = transport.list(path, page_size=page)
@@ -214,15 +216,26 @@ def read_live(
 
 
 def read_pools(
-    transport: KubeTransport, page_size: int, notes: list[str]
+    transport: KubeTransport,
+    page_size: int,
+    notes: list[str],
+    by_name: dict[str, NodeView] | None = None,
 ) -> dict[str, NodePoolFacts]:
-    """Node pool facts of the live Nodes; ``{}`` (and a note) when they cannot be listed."""
+    """Node pool facts of the live Nodes; ``{}`` (and a note) when they cannot be listed.
+    ``by_name``, when given, is filled with each Node's view by name."""
     try:
         nodes, _ = transport.list("/api/v1/nodes", page_size=page_size)
     except (NotServed, TransportError) as exc:
         notes.append(f"cannot list nodes ({exc}): node versions and pools not checked")
         return {}
-    views = [view for view in (node_view(obj) for obj in nodes) if view is not None]
+    views = []
+    for obj in nodes:
+        view = node_view(obj)
+        if view is not None:
+            views.append(view)
+            name = (obj.get("metadata") or {}).get("name")
+            if by_name is not None and isinstance(name, str):
+                by_name[name] = view
     return node_pools(views)
 
 

@@ -21,7 +21,8 @@ counts in the window by the time of its deciding evidence (else its Ready transi
 decided yet count as ``pending`` (by their Ready transition, else their creation). Times run on
 GKE's clock, from ``PodScheduled``: start-up of restored pods to ``PodRestored``, of cold pods
 to ``Ready``; restored pods also show their time to Ready (the health check answered; not yet
-able to serve). Then the stale groups with their note.
+able to serve). Then the stale groups with their note, the prunable snapshots with their
+reason and what a refresh after an upgrade would do per group (``status_lifecycle``).
 
 Exit codes: 0 printed, 2 bad settings/kubeconfig or API server unreachable/refusing.
 """
@@ -45,6 +46,7 @@ from webhook.cli.snapshots_read import (
     read_live,
     run_reader,
 )
+from webhook.cli.status_lifecycle import lifecycle_report
 from webhook.cli.status_text import age_text, render_text
 from webhook.cluster.records import pod_record
 from webhook.kube.checkpoints import OriginFacts, awaiting_seconds, failure_hint
@@ -187,6 +189,7 @@ def build_report(
             {**_stale_key(group), "snapshots": list(group.snapshots), "note": group.note()}
             for group in stale_groups(live.snapshots, live.pools)
         ],
+        "lifecycle": lifecycle_report(live, settings, now),
         "notes": list(live.notes),
     }
 

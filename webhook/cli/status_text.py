@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.cli.sizes import sizes_lines, sizes_total_lines
+from webhook.cli.status_lifecycle import lifecycle_lines
 
 OUTCOME_WORDS = {
     "restored": "restored",
@@ -151,6 +152,8 @@ def render_text(report: dict[str, Any]) -> str:
         for group in report["stale"]:
             lines.append(f"  {group['namespace']}: {group['note']}")
             lines.append(f"    {', '.join(group['snapshots'])}")
+    if report.get("lifecycle"):
+        lines += lifecycle_lines(report["lifecycle"])
     lines += [
         "",
         f"hit rate = {report['hitRateDefinition']}, over pods decided in the last "

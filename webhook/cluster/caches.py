@@ -205,13 +205,15 @@ class ClusterSource:
         self.scope: Any = None
         """The webhook-scope controller, when attached (its ``in_sync`` feeds the state)."""
         self.restores: Any = None
+        """The restore tracker, when attached (its ``listeners`` take outcome callbacks)."""
         self.origins: Any = None
         """The origin recorder, when attached (its ``rejected`` counts feed a metric)."""
         self.configs: Any = None
         """The metadata-only Secret/ConfigMap watch (``cluster.config_watch``), when attached."""
+        self.lifecycle: Any = None
+        """The snapshot lifecycle worker, when attached (its ``prunable`` feeds the gauge)."""
         self.fence: Any = None
         """The lease-fenced transport every writer uses (``cluster.fence``), when attached."""
-        """The restore tracker, when attached (its ``listeners`` take outcome callbacks)."""
         self.on_policies: list[Callable[[], None]] = []
         self.on_snapshots: list[Callable[[], None]] = []
         """Woken when PodSnapshots or node pools change (origin records, stale snapshots)."""

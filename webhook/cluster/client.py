@@ -222,6 +222,15 @@ class KubeTransport:
             content_type="application/json",
         )
 
+    def delete(self, path: str, *, uid: str = "") -> RawObject:
+        """DELETE one object, with ``preconditions.uid`` when ``uid`` is given (a 409 then
+        means the name now belongs to another object: ``Conflict``); returns the API server's
+        answer (the object, marked for deletion when it has finalizers, or a Status)."""
+        body: RawObject = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        return self._json(path, [], method="DELETE", body=body, content_type="application/json")
+
     def merge_patch(
         self, path: str, patch: RawObject, *, field_manager: str = "snapready"
     ) -> RawObject:

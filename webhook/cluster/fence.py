@@ -10,9 +10,10 @@ other replicas cannot acquire it before ``lease_duration_seconds`` (> renew dead
 next renew succeeds.
 
 ``FencedTransport`` wraps the API transport of every writer (Events, origin records, the outcome
-annotation, the readiness gate, relabelling): each write method asks ``holds()`` immediately
-before the request and raises ``NotLeader`` (a ``TransportError``, so every writer's error path
-already handles it: not written, retried by the next leader) when the Lease is not provably held.
+annotation, the readiness gate, relabelling, refresh triggers, prunes): each write method asks
+``holds()`` immediately before the request and raises ``NotLeader`` (a ``TransportError``, so
+every writer's error path already handles it: not written, retried by the next leader) when the
+Lease is not provably held.
 Reads pass through. What remains is the request already on the wire when a freeze begins: it is
 bounded by the request timeout, not by the freeze (see README "Leader election").
 """
@@ -66,6 +67,12 @@ class FencedTransport:
         """POST, if the Lease is held (``NotLeader`` otherwise)."""
         self._check("POST", path)
         result: RawObject = self.inner.create(path, body)
+        return result
+
+    def delete(self, path: str, *, uid: str = "") -> RawObject:
+        """DELETE (uid precondition), if the Lease is held."""
+        self._check("DELETE", path)
+        result: RawObject = self.inner.delete(path, uid=uid)
         return result
 
     def patch(

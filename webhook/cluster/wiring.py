@@ -2,8 +2,8 @@
 
 The caches (``caches.ClusterSource``) over the ``kubernetes``-backed transport (``client``), plus
 the controllers that write (leader election, webhook scope, origin records, restore outcomes and
-events; every write through one lease-fenced ``FencedTransport``), each attached to the source
-so that ``/readyz`` shows their status and ``stop()`` ends them.
+events, the snapshot lifecycle; every write through one lease-fenced ``FencedTransport``), each
+attached to the source so that ``/readyz`` shows their status and ``stop()`` ends them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from webhook.cluster.events import EventRecorder
 from webhook.cluster.fence import FencedTransport
 from webhook.cluster.keys import load_keyring
 from webhook.cluster.leader import LeaderElector, new_identity
+from webhook.cluster.lifecycle import LifecycleWorker
 from webhook.cluster.origins import OriginRecorder
 from webhook.cluster.restores import RestoreTracker
 from webhook.cluster.scope import ScopeController
@@ -115,12 +116,27 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     source.on_snapshots.append(tracker.notify)
     source.on_evidence.append(tracker.notify)
     source.restores = tracker
+    lifecycle = LifecycleWorker(
+        writes,
+        events,
+        state=source.state,
+        snapshot_api=lambda: source.served_api("podsnapshots"),
+        is_leader=is_leader,
+        lock=source.lock,
+        on_change=source.rebuild,
+        settings=settings,
+    )
+    source.attach(lifecycle)
+    source.on_snapshots.append(lifecycle.notify)
+    source.on_evidence.append(lifecycle.notify)
+    source.lifecycle = lifecycle
     if elector is not None:
 
         def on_leading() -> None:
             scope.notify()
             recorder.notify()
             tracker.notify()
+            lifecycle.notify()
 
         elector.on_leading = on_leading
     log.info("cluster mode: watching the API server at %s", client.configuration.host)

@@ -27,7 +27,7 @@ versions (or GPU driver labels) than its origin record says: GKE will not restor
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -238,18 +238,26 @@ def stale_groups(
     return out
 
 
-SNAPSHOT_STATES = ("ready", "stale", "stale-config", "awaiting", "failed", "not_ready")
+SNAPSHOT_STATES = ("ready", "stale", "stale-config", "awaiting", "failed", "not_ready", "prunable")
 """States of ``snapshot_state`` (the ``snapready_snapshots`` gauge's ``state`` label)."""
 
 
 def snapshot_state(
-    view: SnapshotView, pools: Mapping[str, NodePoolFacts], configs: ConfigIndex | None = None
+    view: SnapshotView,
+    pools: Mapping[str, NodePoolFacts],
+    configs: ConfigIndex | None = None,
+    prunable: Container[tuple[str, str]] = (),
 ) -> str:
-    """``ready``, ``stale`` (its pool runs another GKE version or driver), ``stale-config`` (a
-    Secret or ConfigMap its origin pod read changed since: ``kube.config_refs``; judged only
-    with ``configs``), ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint failed) or
-    ``not_ready`` (the ``snapready_snapshots`` gauge's ``state``). One state per snapshot: a
-    snapshot GKE will not restore (``stale``) is that before it is ``stale-config``."""
+    """``prunable`` (``(namespace, name)`` in ``prunable``: ``kube.lifecycle.prune_plan`` says
+    no pod can restore from it; first, so a snapshot counts in one state only and the actionable
+    state shows), else ``ready``, ``stale`` (its pool runs another GKE version or driver),
+    ``stale-config`` (a Secret or ConfigMap its origin pod read changed since:
+    ``kube.config_refs``; judged only with ``configs``), ``awaiting`` (checkpoint uploading),
+    ``failed`` (checkpoint failed) or ``not_ready`` (the ``snapready_snapshots`` gauge's
+    ``state``). A snapshot GKE will not restore (``stale``) is that before it is
+    ``stale-config``."""
+    if (view.namespace, view.name) in prunable:
+        return "prunable"
     if not view.ready:
         if view.checkpoint in ("awaiting", "failed"):
             return view.checkpoint

@@ -214,7 +214,8 @@ class SnapshotView:
         checkpoint_message: GKE's message of that condition (``runsc error: exit status 128``).
         checkpoint_at: its ``lastTransitionTime`` (RFC 3339) or None.
         deleting_since: ``metadata.deletionTimestamp`` (the snapshot is ``Deleting``), or None.
-        uid: ``metadata.uid`` (the signature binds the record to it).
+        uid: ``metadata.uid`` (the signature binds the record to it; the precondition of a
+            prune's DELETE; empty when unknown).
         origin_key: the id of the key that verified ``origin`` (``kube.signing``); None when
             records are not signed (no keyring) or there is no valid record.
         origin_rejected: why a present ``<prefix>origin`` is not believed (``Rejection``), else

@@ -3,7 +3,7 @@ scrapes (cache statuses and PodSnapshots by state), so nothing is updated on the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -26,6 +26,7 @@ SOURCE_DETAIL_KEYS = frozenset(
         "originRecords",
         "restoreOutcomes",
         "configWatch",
+        "lifecycle",
     }
 )
 """``ClusterState.details`` keys that are facts, not per-resource cache statuses."""
@@ -56,14 +57,24 @@ class SourceApiCollector:
 
 
 class SnapshotCollector:
-    """``snapready_snapshots{namespace,policy,state}``: PodSnapshots by state (``ready``,
-    ``stale``, ``stale-config``, ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint
-    failed), ``not_ready``; ``kube.outcomes.snapshot_state``), read from the cache at scrape
+    """``snapready_snapshots{namespace,policy,state}``: PodSnapshots by state (``prunable``: no
+    pod can restore from it, ``kube.lifecycle``, counted there only; ``ready``, ``stale``,
+    ``stale-config``, ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint failed),
+    ``not_ready``; ``kube.outcomes.snapshot_state``), read from the cache at scrape
     time; no series in file mode. ``spec.policyName`` is whatever the PodSnapshot says: a pair
-    that is not a live policy is counted under ``kube.selection.OTHER`` (issue 27)."""
+    that is not a live policy is counted under ``kube.selection.OTHER`` (issue 27).
 
-    def __init__(self, state: Callable[[], ClusterState]) -> None:
-        self.state = state
+    Args:
+        state: the current cluster state; ``prunable``: the ``(namespace, name)`` keys the
+            lifecycle worker found prunable in its last pass (default: none).
+    """
+
+    def __init__(
+        self,
+        state: Callable[[], ClusterState],
+        prunable: Callable[[], Container[tuple[str, str]]] = lambda: (),
+    ) -> None:
+        self.state, self.prunable = state, prunable
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         """One sample per namespace, policy and state present in the cache."""
@@ -73,13 +84,15 @@ class SnapshotCollector:
         family = GaugeMetricFamily(
             "snapready_snapshots",
             "PodSnapshots by namespace, policy and state (ready, stale, stale-config, "
-            "awaiting, failed, not_ready).",
+            "awaiting, failed, not_ready, prunable: no pod can restore from it).",
             labels=["namespace", "policy", "state"],
         )
         counts: dict[tuple[str, str, str], int] = {}
+        prunable = self.prunable()
         for view in current.snapshots.by_name.values():
             namespace, policy = bounded_labels(view.namespace, view.policy, current.policies)
-            key = (namespace, policy, snapshot_state(view, current.node_pools, current.configs))
+            state = snapshot_state(view, current.node_pools, current.configs, prunable)
+            key = (namespace, policy, state)
             counts[key] = counts.get(key, 0) + 1
         for key, count in sorted(counts.items()):
             family.add_metric(list(key), float(count))

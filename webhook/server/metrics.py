@@ -13,7 +13,7 @@ the event loop, so a scrape never delays an admission.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path
 from socketserver import BaseServer
 from typing import Any
@@ -124,13 +124,18 @@ class Metrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
-    def watch_state(self, state: Callable[[], ClusterState]) -> None:
-        """Make the source gauges (synced, APIs served) read ``state()`` at scrape time."""
+    def watch_state(
+        self,
+        state: Callable[[], ClusterState],
+        prunable: Callable[[], Container[tuple[str, str]]] = lambda: (),
+    ) -> None:
+        """Make the source gauges (synced, APIs served, snapshots by state) read ``state()``
+        (and the lifecycle worker's ``prunable`` keys) at scrape time."""
         self.policy_source_synced.set_function(lambda: 1.0 if state().synced else 0.0)
         if state().scope_synced is not None:
             self.webhook_scope_synced.set_function(lambda: 1.0 if state().scope_synced else 0.0)
         self.registry.register(SourceApiCollector(state))
-        self.registry.register(SnapshotCollector(state))
+        self.registry.register(SnapshotCollector(state, prunable))
 
     def observe_restore(self, record: PodRecord, verdict: Verdict) -> None:
         """Count one restore outcome and its times (``OutcomeMetrics.observe_restore``)."""

@@ -81,6 +81,31 @@ class OutcomeMetrics:
             buckets=CHECKPOINT_BUCKETS,
             registry=reg,
         )
+        self.refreshes = Counter(
+            "snapready_snapshot_refreshes",
+            "PodSnapshotManualTriggers the leader created to refresh a group's snapshots after "
+            'a node-pool upgrade (lifecycle.refresh, README "Lifecycle").',
+            ["namespace", "policy"],
+            registry=reg,
+        )
+        self.pruned = Counter(
+            "snapready_snapshots_pruned",
+            "PodSnapshots the leader deleted (lifecycle.prune on), by reason "
+            "(checkpoint-failed, unrunnable, unused).",
+            ["namespace", "policy", "reason"],
+            registry=reg,
+        )
+
+    def observe_refresh(self, namespace: str, policy: str, trigger: str) -> None:
+        """Count one trigger created; ``policy`` is a live policy of the cache (the lifecycle
+        worker only refreshes those), ``trigger`` is not a label (one series per policy)."""
+        self.refreshes.labels(namespace, policy).inc()
+
+    def observe_prune(self, namespace: str, policy: str, reason: str) -> None:
+        """Count one prune; the lifecycle worker passes ``namespace``/``policy`` through
+        ``kube.selection.bounded_labels`` (``spec.policyName`` is the PodSnapshot's own word),
+        ``reason`` is one of ``kube.lifecycle.PRUNE_REASONS``."""
+        self.pruned.labels(namespace, policy, reason).inc()
 
     def observe_restore(self, record: PodRecord, verdict: Verdict) -> None:
         """Count one decided outcome and its times (those that are known)."""

@@ -197,8 +197,14 @@ def start_metrics(settings: Settings, engine: Engine, metrics: Metrics) -> Any:
     Raises:
         ConfigError: the metrics port cannot be bound.
     """
-    metrics.watch_state(engine.state)
     source = engine.extra.get("source")
+    lifecycle = getattr(source, "lifecycle", None)
+    if lifecycle is not None:
+        metrics.watch_state(engine.state, lambda: lifecycle.prunable)
+        lifecycle.on_refresh.append(metrics.outcomes.observe_refresh)
+        lifecycle.on_prune.append(metrics.outcomes.observe_prune)
+    else:
+        metrics.watch_state(engine.state)
     tracker = getattr(source, "restores", None)
     if tracker is not None:
         tracker.listeners.append(metrics.observe_restore)

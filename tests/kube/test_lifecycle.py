@@ -1,0 +1,261 @@
+"""``kube.lifecycle``: which snapshots no pod can restore from, which groups to refresh."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from webhook.base.tracking import LifecycleSettings
+from webhook.kube.lifecycle import (
+    Usage,
+    pod_uses,
+    prune_plan,
+    refresh_plan,
+    trigger_name,
+    unused_candidates,
+)
+from webhook.kube.matching import Policy, PolicyIndex, compile_selector
+from webhook.kube.outcomes import snapshot_state
+from webhook.kube.snapshots import OriginRecord, PodRecord, SnapshotIndex, SnapshotView, WorkloadRef
+from webhook.kube.state import ClusterState, NodePoolFacts, NodeView
+
+NOW = datetime(2026, 12, 20, 12, 0, tzinfo=UTC)
+OLD, NEW = "1.35.3-gke.1234000", "1.35.4-gke.100"
+HASH, OTHER_HASH = "v1:sha256:" + "a" * 64, "v1:sha256:" + "b" * 64
+SETTINGS = LifecycleSettings(prune_grace_seconds=3600, unused_days=7)
+
+
+def policy(trigger: str = "manual") -> Policy:
+    return Policy(
+        "llm",
+        "ml",
+        compile_selector({"matchLabels": {"app": "llm"}}),
+        "storage",
+        trigger_type=trigger,
+        grouping_labels=("model",),
+    )
+
+
+def snap(
+    name: str,
+    *,
+    version: str = OLD,
+    ready: bool = True,
+    created: str = "2026-12-19T10:00:00Z",
+    spec_hash: str | None = HASH,
+    group: str = "m1",
+    workload: WorkloadRef | None = None,
+    **extra: Any,
+) -> SnapshotView:
+    origin = OriginRecord(
+        pod="origin",
+        spec_hash=spec_hash,
+        node={"pool": "l4", "version": version, "gpuDriver": "latest"},
+        group={"model": group},
+        workload=workload,
+    )
+    return SnapshotView(
+        "ml", name, "llm", "origin", ready, "", created, origin=origin, uid=f"uid-{name}", **extra
+    )
+
+
+def pod(name: str, *, spec_hash: str = HASH, node: str = "n-new", **extra: Any) -> PodRecord:
+    fields: dict[str, Any] = {
+        "labels": {"app": "llm", "model": "m1"},
+        "spec_hash": spec_hash,
+        "node_name": node,
+        "ready_at": "2026-12-20T11:00:00Z",
+        "phase": "Running",
+        **extra,
+    }
+    return PodRecord("ml", name, uid=f"uid-{name}", **fields)
+
+
+def state(
+    snapshots: list[SnapshotView],
+    pods: list[PodRecord] = (),  # type: ignore[assignment]
+    *,
+    versions: tuple[str, ...] = (NEW,),
+    trigger: str = "manual",
+    synced: bool = True,
+) -> ClusterState:
+    pool = NodePoolFacts("l4", 1, versions=frozenset(versions), gpu_drivers=frozenset({"latest"}))
+    node = NodeView("l4", (("cloud.google.com/gke-gpu-driver-version", "latest"),), versions[0])
+    return ClusterState(
+        policies=PolicyIndex.build([policy(trigger)]),
+        node_pools={"l4": pool},
+        nodes={"n-new": node},
+        snapshots=SnapshotIndex.build(snapshots),
+        snapshots_known=True,
+        pods={f"ml/{p.name}": p for p in pods},
+        pods_known=True,
+        synced=synced,
+    )
+
+
+def plan(current: ClusterState, usage: Usage | None = None, **kwargs: Any) -> dict[str, str]:
+    usage = usage if usage is not None else Usage(pod_uses(current))
+    found = prune_plan(current, NOW, SETTINGS, usage=usage, **kwargs)
+    return {p.name: p.reason for p in found if p.ready(NOW)}
+
+
+LONG_AGO = {("ml", "old"): NOW - timedelta(hours=2)}
+
+
+NEWER = "2026-12-20T09:00:00Z"
+
+
+def test_unrunnable_after_the_grace_and_the_newest_usable_is_kept() -> None:
+    current = state([snap("old"), snap("new", version=NEW, created=NEWER)], [pod("p")])
+    assert plan(current, unrunnable_since=LONG_AGO) == {"old": "unrunnable"}
+
+
+def test_unrunnable_waits_for_the_grace() -> None:
+    current = state([snap("old"), snap("new", version=NEW, created=NEWER)], [pod("p")])
+    recent = {("ml", "old"): NOW - timedelta(minutes=5)}
+    assert plan(current, unrunnable_since=recent) == {}
+    assert plan(current, unrunnable_since={}) == {}, "first seen now: the grace starts now"
+
+
+def test_a_pool_that_still_runs_the_old_version_keeps_it() -> None:
+    current = state(
+        [snap("old"), snap("new", version=NEW, created=NEWER)], [pod("p")], versions=(NEW, OLD)
+    )
+    assert plan(current, unrunnable_since=LONG_AGO) == {}
+
+
+def test_the_only_snapshot_a_live_pod_matches_is_never_pruned() -> None:
+    current = state([snap("old")], [pod("p")])
+    assert plan(current, unrunnable_since=LONG_AGO) == {}
+    without_pod = state([snap("old")])
+    assert plan(without_pod, unrunnable_since=LONG_AGO) == {"old": "unrunnable"}
+
+
+def test_a_template_protects_like_a_pod() -> None:
+    current = state([snap("old")])
+    template = Usage(templates=frozenset({("ml", "llm", (("model", "m1"),), HASH)}))
+    assert plan(current, template, unrunnable_since=LONG_AGO) == {}
+
+
+def test_failed_checkpoint_after_the_grace() -> None:
+    failed = snap("bad", ready=False, checkpoint="failed", checkpoint_at="2026-12-20T10:00:00Z")
+    fresh = replace(failed, name="fresh", checkpoint_at="2026-12-20T11:30:00Z")
+    assert plan(state([failed, fresh]), unrunnable_since={}) == {"bad": "checkpoint-failed"}
+
+
+UNUSED_CREATED = "2026-12-01T10:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("view", "listed", "expected"),
+    [
+        pytest.param(snap("u", version=NEW, created=UNUSED_CREATED), True, {"u": "unused"},
+                     id="no-pod-no-template-for-7-days"),
+        pytest.param(snap("u", version=NEW, created=UNUSED_CREATED), False, {},
+                     id="templates-not-listed-unknown-keep"),
+        pytest.param(snap("u", version=NEW, created=UNUSED_CREATED,
+                          last_access="2026-12-18T10:00:00Z"), True, {},
+                     id="restored-from-recently"),
+        pytest.param(snap("u", version=NEW, created="2026-12-18T10:00:00Z"), True, {},
+                     id="younger-than-unused-days"),
+        pytest.param(snap("u", version=NEW, created=UNUSED_CREATED, spec_hash=None), True, {},
+                     id="fingerprint-unknown-keep"),
+        pytest.param(snap("u", version=NEW, created=UNUSED_CREATED,
+                          workload=WorkloadRef("Sandbox", "s")), True, {},
+                     id="custom-workload-templates-unknown-keep"),
+    ],
+)  # fmt: skip
+def test_unused(view: SnapshotView, listed: bool, expected: dict[str, str]) -> None:
+    current = state([view], [pod("p", spec_hash=OTHER_HASH)])
+    usage = Usage(pod_uses(current), listed=frozenset({"ml"} if listed else set()))
+    assert plan(current, usage, unrunnable_since={}) == expected
+
+
+def test_unused_candidates_name_only_namespaces_that_need_a_template_lookup() -> None:
+    old = snap("u", version=NEW, created=UNUSED_CREATED)
+    current = state([old], [pod("p", spec_hash=OTHER_HASH)])
+    assert unused_candidates(current, NOW, SETTINGS, pod_uses(current)) == {"ml"}
+    used = state([old], [pod("p")])
+    assert unused_candidates(used, NOW, SETTINGS, pod_uses(used)) == set()
+
+
+def test_a_pod_of_another_group_does_not_use_it() -> None:
+    view = snap("u", version=NEW, created=UNUSED_CREATED)
+    other = pod("p", labels={"app": "llm", "model": "m2"})
+    current = state([view], [other])
+    usage = Usage(pod_uses(current), listed=frozenset({"ml"}))
+    assert plan(current, usage, unrunnable_since={}) == {"u": "unused"}
+
+
+def test_nothing_before_the_caches_are_synced() -> None:
+    current = state([snap("old")], synced=False)
+    assert prune_plan(current, NOW, SETTINGS, usage=Usage(), unrunnable_since=LONG_AGO) == []
+    assert refresh_plan(current) == []
+    unknown_pods = replace(state([snap("old")]), pods_known=False)
+    assert prune_plan(unknown_pods, NOW, SETTINGS, usage=Usage(), unrunnable_since=LONG_AGO) == []
+
+
+def test_deleting_and_untracked_snapshots_are_left_alone() -> None:
+    deleting = snap("old", deleting_since="2026-12-20T11:00:00Z")
+    assert plan(state([deleting]), unrunnable_since={("ml", "old"): NOW - timedelta(days=1)}) == {}
+    assert plan(state([snap("old")]), unrunnable_since=LONG_AGO, mine=lambda ns: ns != "ml") == {}
+
+
+def test_prunable_is_the_one_state_a_snapshot_counts_in() -> None:
+    view = snap("old")
+    pools = state([view]).node_pools
+    assert snapshot_state(view, pools) == "stale"
+    assert snapshot_state(view, pools, prunable={("ml", "old")}) == "prunable"
+
+
+def test_refresh_picks_the_ready_cold_pod_on_the_upgraded_pool() -> None:
+    pods = [
+        pod("restored", restored=True, ready_at="2026-12-20T10:00:00Z"),
+        pod("outcome-restored", outcome="restored", ready_at="2026-12-20T10:00:00Z"),
+        pod("not-ready", ready_at=None),
+        pod("pending", phase="Pending"),
+        pod("other-group", labels={"app": "llm", "model": "m2"}),
+        pod("unselected", labels={"app": "web", "model": "m1"}),
+        pod("elsewhere", node="n-unknown"),
+        pod("cold"),
+    ]
+    found = refresh_plan(state([snap("old")], pods))
+    assert [(r.pod, r.manual, r.old, r.new) for r in found] == [("cold", True, OLD, NEW)]
+
+
+def test_refresh_waits_while_the_group_has_a_usable_or_uploading_snapshot() -> None:
+    assert refresh_plan(state([snap("old"), snap("new", version=NEW)], [pod("cold")])) == []
+    uploading = snap("up", version=NEW, ready=False, checkpoint="awaiting")
+    assert refresh_plan(state([snap("old"), uploading], [pod("cold")])) == []
+
+
+def test_refresh_of_a_workload_policy_is_reported_not_manual() -> None:
+    found = refresh_plan(state([snap("old")], [pod("cold")], trigger="workload"))
+    assert [(r.pod, r.manual) for r in found] == [("cold", False)]
+
+
+def test_source_label_required_by_the_manual_trigger_rule() -> None:
+    label = "snapready.io/snapshot-source"
+    current = state([snap("old")], [pod("cold")])
+    assert [r.pod for r in refresh_plan(current, source_label=label)] == [None]
+    marked = pod("cold", labels={"app": "llm", "model": "m1", label: "true"})
+    assert [r.pod for r in refresh_plan(state([snap("old")], [marked]), source_label=label)] == [
+        "cold"
+    ]
+
+
+def test_trigger_names_are_deterministic_dns_labels_per_upgrade() -> None:
+    group = (("model", "m1"),)
+    first = trigger_name("ml", "llm", group, ("l4", "version", OLD, NEW))
+    assert first == trigger_name("ml", "llm", group, ("l4", "version", OLD, NEW))
+    assert re.fullmatch(r"snapready-refresh-[0-9a-f]{16}", first)
+    others = {
+        trigger_name("ml", "llm", (("model", "m2"),), ("l4", "version", OLD, NEW)),
+        trigger_name("ml", "llm", group, ("l4", "version", NEW, "1.36.0-gke.1")),
+        trigger_name("ml", "other", group, ("l4", "version", OLD, NEW)),
+    }
+    assert first not in others and len(others) == 3
