@@ -78,3 +78,14 @@ def test_writes_are_granted_and_bounded() -> None:
     for verb in ("create", "update", "delete"):
         assert not grants(rules, "", "pods", verb), f"snapready never {verb}s pods"
     assert not grants(rules, "", "events", "create"), "core Events are GKE's: read only"
+
+
+def test_secrets_and_configmaps_are_read_only_for_stale_config() -> None:
+    """The metadata-only watch of consumed configuration (``cluster.config_watch``) and the
+    origin record's metadata GETs: get, list, watch; never a write."""
+    rules = documents()[0]["rules"]
+    for plural in ("secrets", "configmaps"):
+        for verb in ("get", "list", "watch"):
+            assert grants(rules, "", plural, verb), f"{verb} {plural} not granted"
+        for verb in ("create", "update", "patch", "delete"):
+            assert not grants(rules, "", plural, verb), f"snapready never {verb}s {plural}"

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from webhook.base.tracking import LifecycleSettings
+from webhook.kube.config_refs import ConfigMeta
 from webhook.kube.lifecycle import (
     Usage,
     pod_uses,
@@ -20,7 +21,14 @@ from webhook.kube.lifecycle import (
 )
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
 from webhook.kube.outcomes import snapshot_state
-from webhook.kube.snapshots import OriginRecord, PodRecord, SnapshotIndex, SnapshotView, WorkloadRef
+from webhook.kube.snapshots import (
+    ConfigRef,
+    OriginRecord,
+    PodRecord,
+    SnapshotIndex,
+    SnapshotView,
+    WorkloadRef,
+)
 from webhook.kube.state import ClusterState, NodePoolFacts, NodeView
 
 NOW = datetime(2026, 12, 20, 12, 0, tzinfo=UTC)
@@ -259,3 +267,49 @@ def test_trigger_names_are_deterministic_dns_labels_per_upgrade() -> None:
         trigger_name("ml", "other", group, ("l4", "version", OLD, NEW)),
     }
     assert first not in others and len(others) == 3
+
+
+def _config_state(snapshots: list[SnapshotView], pods: list[PodRecord]) -> ClusterState:
+    """Pools on the snapshots' own version (not stale); Secret hf-token rotated at 10:30."""
+    current = state(snapshots, pods, versions=(OLD,))
+    configs = {"ml": {("Secret", "hf-token"): ConfigMeta("11", "2026-12-20T10:30:00Z")}}
+    return replace(current, configs=configs)
+
+
+def _reads_token(name: str, **extra: Any) -> SnapshotView:
+    view = snap(name, version=OLD, **extra)
+    assert view.origin is not None
+    ref = ConfigRef("Secret", "hf-token", "10", "2026-12-01T00:00:00Z")
+    return replace(view, origin=replace(view.origin, config=(ref,)))
+
+
+def test_rotated_configuration_refreshes_on_a_pod_created_after_the_change() -> None:
+    pods = [
+        pod("before", created="2026-12-20T10:00:00Z"),  # read the old value
+        pod("restored", created="2026-12-20T11:00:00Z", restored=True),
+        pod("after", created="2026-12-20T11:00:00Z"),
+    ]
+    (found,) = refresh_plan(_config_state([_reads_token("old")], pods))
+    assert (found.what, found.old, found.new, found.pod) == (
+        "config",
+        "Secret/hf-token",
+        "2026-12-20T10:30:00Z",
+        "after",
+    )
+    assert found.change() == "Secret/hf-token changed at 2026-12-20T10:30:00Z"
+    assert found.trigger == refresh_plan(_config_state([_reads_token("old")], pods))[0].trigger
+    # Without a pod started after the change: planned, no target.
+    (waiting,) = refresh_plan(_config_state([_reads_token("old")], pods[:2]))
+    assert waiting.pod is None
+
+
+def test_a_clean_snapshot_in_the_group_means_no_config_refresh() -> None:
+    pods = [pod("after", created="2026-12-20T11:00:00Z")]
+    clean = snap("fresh", version=OLD, created="2026-12-20T11:30:00Z")
+    assert refresh_plan(_config_state([_reads_token("old"), clean], pods)) == []
+    unchanged = _reads_token("old")
+    current = replace(
+        _config_state([unchanged], pods),
+        configs={"ml": {("Secret", "hf-token"): ConfigMeta("10", "2026-12-01T00:00:00Z")}},
+    )
+    assert refresh_plan(current) == []

@@ -85,10 +85,11 @@ class OriginSettings(BaseModel):
         "removes the old one. Empty with one key: that key.",
     )
     key_secret: str = Field(
-        "",
+        "snapready/snapready-origin-keys",
         description="namespace/name of that Secret: `snapready status` and `explain` read it, "
         "when the user may, to check the records they show (otherwise they say the records "
-        "are unverified).",
+        "are unverified). Default: the chart's Secret for release snapready in namespace "
+        "snapready (the chart sets the server's).",
     )
 
 

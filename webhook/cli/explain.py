@@ -45,6 +45,7 @@ from webhook.cli.snapshots_read import (
 from webhook.cli.status import awaiting_entry, failed_entry
 from webhook.cluster.records import pod_record
 from webhook.kube.checkpoints import checkpoint_seconds
+from webhook.kube.config_refs import config_changes
 from webhook.kube.evidence import GkeEvent, events_of
 from webhook.kube.matching import PolicyIndex
 from webhook.kube.outcomes import (
@@ -137,12 +138,17 @@ def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) ->
     why_none = "no PodSnapshotPolicy of the namespace selects this pod"
     if facts.policies:
         result = predict(facts, live.index, live.pools, rootfs_only=rootfs_only)
+        hit = live.index.named(facts.namespace, result.snapshot) if result.snapshot else None
         prediction = {
             "outcome": result.outcome,
             "snapshot": result.snapshot,
             "reason": result.reason,
             "fields": list(result.fields),
             "candidates": result.candidates,
+            # A hit restores the configuration its origin pod read (issue 25, stale-config).
+            "staleConfig": [c.text() for c in config_changes(hit, live.configs)]
+            if hit is not None and result.outcome == "hit"
+            else [],
         }
         found, why_none = candidates(facts, live.index)
     return {
@@ -184,6 +190,7 @@ def _candidate(
         "created": view.created or None,
         "originPod": view.origin_pod,
         "originNode": dict(view.origin.node) if view.origin is not None else None,
+        "originRejected": view.origin_rejected,
     }
     if view.origin is None or not view.origin.spec_hash:  # unknown origin: nothing to compare
         return {**entry, "matches": None, "differences": []}
@@ -306,7 +313,7 @@ def _checkpoint(
     entry: dict[str, Any] = {
         "snapshot": view.name,
         "policy": view.policy,
-        "state": snapshot_state(view, live.pools),
+        "state": snapshot_state(view, live.pools, live.configs),
         "checkpoint": view.checkpoint or None,
         "message": view.checkpoint_message or None,
         "checkpointSeconds": checkpoint_seconds(view),

@@ -47,6 +47,12 @@ def _prediction(report: dict[str, Any]) -> list[str]:
         return []
     snapshot = f" {prediction['snapshot']}" if prediction["snapshot"] else ""
     lines = [f"prediction now: {prediction['outcome']}{snapshot}: {prediction['reason']}"]
+    if prediction.get("staleConfig"):
+        lines.append(
+            "  stale-config: restores with configuration from before "
+            + "; ".join(prediction["staleConfig"])
+            + " (take a new snapshot)"
+        )
     recorded = report["recorded"]
     if recorded is not None and recorded["restore-prediction"] != prediction["outcome"]:
         lines.append("  (differs from the recorded one: snapshots or nodes changed since)")
@@ -71,6 +77,12 @@ def _candidates(report: dict[str, Any]) -> list[str]:
         node = item["originNode"] or {}
         taken = f"taken from {item['originPod'] or '?'} on {node.get('pool') or '?'}"
         taken += f" {node.get('version') or ''}".rstrip()
+        if item.get("originRejected"):
+            lines.append(
+                f"  {item['snapshot']}: its origin record fails the signature check "
+                f"({item['originRejected']}): not believed, cannot compare ({taken})"
+            )
+            continue
         if item["matches"] is None:
             lines.append(f"  {item['snapshot']}: no origin record yet, cannot compare ({taken})")
             continue

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -36,12 +36,15 @@ from webhook.base.text import clip
 from webhook.base.types import RawObject
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.cluster.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
+from webhook.cluster.keys import keyring_from_secret
 from webhook.cluster.records import selected_label_query
 from webhook.cluster.syncing import Gone, NotServed, TransportError
+from webhook.kube.config_refs import ConfigMeta, config_meta, watched_namespaces
 from webhook.kube.evidence import GKE_EVENT_REASON, GkeEvent, PodEvents, gke_event, index_events
 from webhook.kube.facts import node_pools, node_view
 from webhook.kube.matching import Policy
 from webhook.kube.outcomes import OUTCOMES, Verdict, decide
+from webhook.kube.signing import Keyring
 from webhook.kube.snapshots import PodRecord, SnapshotIndex, SnapshotView, snapshot_view
 from webhook.kube.state import NodePoolFacts, NodeView, parse_policy
 
@@ -144,6 +147,10 @@ class Live:
         events: GKE's ``GKEPodSnapshotting`` Events by pod (``read_gke_events``); None when
             not read or the list failed (a note says so).
         snapshot_uids: ``metadata.uid`` of each PodSnapshot by (namespace, name) (``--sizes``).
+        verified: whether origin records were checked against the signing keys
+            (``read_keyring``); a record that fails is then not believed (``origin`` None).
+        configs: the Secrets and ConfigMaps (metadata only) of the namespaces whose snapshots
+            name consumed configuration (``read_configs``), for ``stale-config``.
         notes: what could not be read and what that leaves out.
     """
 
@@ -157,6 +164,8 @@ class Live:
     events: PodEvents | None = None
     notes: list[str] = field(default_factory=list)
     snapshot_uids: dict[tuple[str, str], str] = field(default_factory=dict)
+    verified: bool = False
+    configs: dict[str, Mapping[tuple[str, str], ConfigMeta]] = field(default_factory=dict)
 
 
 def _scoped(base: str, resource: str, namespace: str | None) -> str:
@@ -200,19 +209,69 @@ def read_live(
         except ConfigError as exc:
             live.notes.append(f"skipped an unreadable policy: {exc}")
     origin = settings.annotation("origin")
+    keyring = read_keyring(transport, settings, live.notes)
+    live.verified = keyring is not None
     for obj in list_snapshot_api(transport, "podsnapshots", namespace, page) or []:
-        view = snapshot_view(obj, origin_annotation=origin)
+        view = snapshot_view(obj, origin_annotation=origin, keyring=keyring)
         if view is not None:
             live.snapshots.append(view)
             uid = (obj.get("metadata") or {}).get("uid")
             if isinstance(uid, str):
                 live.snapshot_uids[view.namespace, view.name] = uid
     live.index = SnapshotIndex.build(live.snapshots)
+    live.configs = read_configs(transport, live.snapshots, page, live.notes)
     live.pools = read_pools(transport, page, live.notes, live.nodes)
     if pods:
         path = _scoped("/api/v1", "pods", namespace) + "?" + selected_label_query(settings.prefix)
         live.pods, _ = transport.list(path, page_size=page)
     return live
+
+
+def read_keyring(transport: KubeTransport, settings: Settings, notes: list[str]) -> Keyring | None:
+    """The origin-record keys from the Secret ``origin.key_secret`` (``namespace/name``), or
+    None with a note: the records are then shown unverified (a user who may edit PodSnapshots
+    could have forged them; the leader repairs forged ones)."""
+    where = settings.origin.key_secret
+    namespace, _, name = where.partition("/")
+    if not namespace or not name:
+        notes.append("origin records not verified: origin.key_secret is not namespace/name")
+        return None
+    try:
+        secret = transport.get(f"/api/v1/namespaces/{quote(namespace)}/secrets/{quote(name)}")
+        return keyring_from_secret(secret, settings.origin)
+    except (NotServed, TransportError, ConfigError) as exc:
+        notes.append(
+            f"origin records not verified: cannot use Secret {where} ({clip(str(exc), 120)})"
+        )
+        return None
+
+
+def read_configs(
+    transport: KubeTransport, views: Sequence[SnapshotView], page_size: int, notes: list[str]
+) -> dict[str, Mapping[tuple[str, str], ConfigMeta]]:
+    """The Secrets and ConfigMaps of each namespace whose snapshots name consumed
+    configuration, listed metadata-only (never a value); a refused list leaves that namespace
+    out (not judged ``stale-config``) with a note."""
+    out: dict[str, Mapping[tuple[str, str], ConfigMeta]] = {}
+    namespaces = sorted(watched_namespaces(views))
+    metadata = transport.metadata_only() if namespaces else transport
+    for namespace in namespaces:
+        found: dict[tuple[str, str], ConfigMeta] = {}
+        try:
+            for kind, plural in (("Secret", "secrets"), ("ConfigMap", "configmaps")):
+                items, _ = metadata.list(_scoped("/api/v1", plural, namespace), page_size=page_size)
+                for obj in items:
+                    meta, name = config_meta(obj), (obj.get("metadata") or {}).get("name")
+                    if meta is not None and isinstance(name, str):
+                        found[(kind, name)] = meta
+        except (NotServed, TransportError) as exc:
+            notes.append(
+                f"cannot list Secret/ConfigMap metadata in {namespace} ({clip(str(exc), 120)}): "
+                "stale-config not judged there"
+            )
+            continue
+        out[namespace] = found
+    return out
 
 
 def read_pools(

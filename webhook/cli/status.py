@@ -50,6 +50,7 @@ from webhook.cli.status_lifecycle import lifecycle_report
 from webhook.cli.status_text import age_text, render_text
 from webhook.cluster.records import pod_record
 from webhook.kube.checkpoints import OriginFacts, awaiting_seconds, failure_hint
+from webhook.kube.config_refs import config_changes
 from webhook.kube.evidence import events_of
 from webhook.kube.outcomes import (
     OUTCOMES,
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                 configs,
                 UsageReader(settings.storage),
                 settings,
-                lambda view: snapshot_state(view, live.pools),
+                lambda view: snapshot_state(view, live.pools, live.configs),
             )
             live.notes.extend(sizes.notes)
         return build_report(live, settings, now=datetime.now(UTC), sizes=sizes), live.notes
@@ -229,7 +230,7 @@ def snapshot_summary(
     """Counts by ``snapshot_state``, the newest snapshot (``views`` newest first), and the
     awaiting (with ``stalled`` past ``stall_seconds``) and failed checkpoints, newest first."""
     views = list(views)
-    states = Counter(snapshot_state(view, live.pools) for view in views)
+    states = Counter(snapshot_state(view, live.pools, live.configs) for view in views)
     newest: dict[str, Any] | None = None
     if views:
         view = views[0]
@@ -238,7 +239,7 @@ def snapshot_summary(
         node = view.origin.node if view.origin is not None else {}
         newest = {
             "name": view.name,
-            "state": snapshot_state(view, live.pools),
+            "state": snapshot_state(view, live.pools, live.configs),
             "created": view.created or None,
             "ageSeconds": round(age) if age is not None else None,
             "age": age_text(age),
@@ -251,6 +252,7 @@ def snapshot_summary(
         "ready": states["ready"],
         "notReady": states["not_ready"],
         "stale": states["stale"],
+        "staleConfig": states["stale-config"],
         "awaiting": states["awaiting"],
         "failed": states["failed"],
         "newest": newest,
@@ -258,6 +260,14 @@ def snapshot_summary(
             awaiting_entry(v, now, stall_seconds) for v in views if v.checkpoint == "awaiting"
         ],
         "failedCheckpoints": [failed_entry(v) for v in views if v.checkpoint == "failed"],
+        "staleConfigSnapshots": [
+            {"name": v.name, "changes": [c.text() for c in changes]}
+            for v in views
+            if (changes := config_changes(v, live.configs))
+        ],
+        "rejectedOrigins": [
+            {"name": v.name, "reason": v.origin_rejected} for v in views if v.origin_rejected
+        ],
     }
 
 

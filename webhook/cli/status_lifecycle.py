@@ -41,6 +41,7 @@ def live_state(live: Live, prefix: str) -> ClusterState:
         pods={f"{r.namespace}/{r.name}": r for r in records},
         pods_known=True,
         synced=True,
+        configs=live.configs,
     )
 
 
@@ -86,9 +87,11 @@ def _refresh_entry(
     refresh: Refresh, settings: Settings, stoppers: set[tuple[str, str]]
 ) -> dict[str, Any]:
     group = ",".join(f"{k}={v}" for k, v in refresh.group) or "(ungrouped)"
-    upgrade = f"{refresh.pool} {refresh.what} {refresh.old} -> {refresh.new}"
+    upgrade = refresh.change()
     if refresh.manual:
-        if refresh.pod is None:
+        if refresh.pod is None and refresh.what == "config":
+            action = "waiting for a Ready pod of the group created after that change"
+        elif refresh.pod is None:
             action = "waiting for a Ready pod of the group that started cold on the upgraded pool"
         elif settings.lifecycle.refresh == "on":
             action = (

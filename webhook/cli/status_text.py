@@ -46,6 +46,8 @@ def _snapshots(block: dict[str, Any], stall_seconds: float) -> list[str]:
     counts = f"{block['ready']} ready, {block['notReady']} not ready, {block['stale']} stale"
     if block.get("awaiting"):
         counts += f", {block['awaiting']} awaiting checkpoint"
+    if block.get("staleConfig"):
+        counts += f", {block['staleConfig']} stale-config"
     if block.get("failed"):
         counts += f", {block['failed']} checkpoint failed"
     lines = [f"  snapshots  {counts}"]
@@ -66,6 +68,16 @@ def _snapshots(block: dict[str, Any], stall_seconds: float) -> list[str]:
         lines.append(
             f"  awaiting   {item['name']} (origin {item['originPod'] or '?'}), checkpoint "
             f"uploading for {item['awaiting']}{stalled}"
+        )
+    for item in block.get("staleConfigSnapshots", []):
+        lines.append(
+            f"  stale-config {item['name']}: restores configuration from before "
+            f"{'; '.join(item['changes'])} (take a new snapshot)"
+        )
+    for item in block.get("rejectedOrigins", []):
+        lines.append(
+            f"  forged     {item['name']}: its origin record fails the signature check "
+            f"({item['reason']}); not believed, the leader rewrites it"
         )
     for item in block.get("failedCheckpoints", []):
         lines.append(

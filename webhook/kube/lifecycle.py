@@ -28,7 +28,10 @@ of each (namespace, policy, group, fingerprint) that a live pod or template stil
 Refresh (``refresh_plan``): per manual-trigger policy, per group whose Ready snapshots are stale
 after an upgrade of their origin pool, one PodSnapshotManualTrigger named from policy, group and
 upgrade (``trigger_name``) on a Ready pod of the group that started cold on the upgraded pool;
-none while the group has a usable Ready snapshot or a checkpoint uploading.
+none while the group has a usable Ready snapshot or a checkpoint uploading. The same for a group
+whose Ready snapshots are all ``stale-config`` (a Secret or ConfigMap their origin pod read
+changed since, ``kube.config_refs``): the trigger goes on a pod of the group created after that
+change, never on a restored copy (its memory holds the old value too).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from datetime import datetime, timedelta
 import orjson
 
 from webhook.base.tracking import LifecycleSettings
+from webhook.kube.config_refs import config_changes
 from webhook.kube.gke import GPU_DRIVER_VERSION
 from webhook.kube.matching import Policy
 from webhook.kube.outcomes import RESTORED_OUTCOMES, parse_time, stale_reason
@@ -302,11 +306,18 @@ class Refresh:
     pod: str | None = None
     pod_uid: str = ""
 
+    def change(self) -> str:
+        """What made the snapshots stale: ``node pool l4 upgraded version 1.35.3 -> 1.35.4``,
+        or ``Secret/hf-token changed at 2026-12-02T08:00:00Z`` (``what`` ``config``)."""
+        if self.what == "config":
+            return f"{self.old} changed at {self.new}"
+        return f"node pool {self.pool} upgraded {self.what} {self.old} -> {self.new}"
+
     def note(self, pod: str | None = None) -> str:
         """The ``SnapshotRefreshTriggered`` note (deterministic: Events are deduplicated)."""
         group = ",".join(f"{k}={v}" for k, v in self.group) or "(ungrouped)"
         return (
-            f"node pool {self.pool} upgraded {self.what} {self.old} -> {self.new}: "
+            f"{self.change()}: "
             f"PodSnapshotManualTrigger {self.trigger} on pod {pod or self.pod} (group {group}) "
             f"replaces {len(self.snapshots)} stale snapshot(s)"
         )
@@ -345,6 +356,7 @@ def refresh_plan(
         if reason is not None and view.origin is not None and group is not None:
             pool = view.origin.node.get("pool") or ""
             stale.setdefault((view.namespace, view.policy, group, pool, *reason), []).append(view)
+    _config_stale(state, mine, stale, busy)
     out = []
     for key in sorted(stale):
         namespace, name, group, pool, what, old, new = key
@@ -363,6 +375,40 @@ def refresh_plan(
             refresh = replace(refresh, pod=pod.name, pod_uid=pod.uid)
         out.append(refresh)
     return out
+
+
+def _config_stale(
+    state: ClusterState,
+    mine: Callable[[str], bool],
+    stale: dict[tuple[str, str, Group, str, str, str, str], list[SnapshotView]],
+    busy: set[tuple[str, str, Group | None]],
+) -> None:
+    """Add to ``stale`` the groups whose usable Ready snapshots all hold rotated configuration,
+    keyed ``(namespace, policy, group, "", "config", "<Kind>/<name>", <change time>)`` (the
+    newest snapshot's first change), and drop them from ``busy``."""
+    clean: set[tuple[str, str, Group]] = set()
+    rotated: dict[tuple[str, str, Group], list[tuple[SnapshotView, str, str]]] = {}
+    for view in state.snapshots.by_name.values():
+        if view.origin is None or view.deleting_since or not view.ready or not mine(view.namespace):
+            continue
+        if stale_reason(view, state.node_pools) is not None:
+            continue
+        key = (view.namespace, view.policy, group_key(view.origin.group))
+        changes = config_changes(view, state.configs)
+        if not changes:
+            clean.add(key)
+            continue
+        first = changes[0]
+        rotated.setdefault(key, []).append(
+            (view, f"{first.kind}/{first.name}", first.at or first.what)
+        )
+    for key, items in rotated.items():
+        if key in clean:
+            continue
+        items.sort(key=lambda item: (item[0].created, item[0].name), reverse=True)
+        _, changed, at = items[0]
+        busy.discard(key)
+        stale[(*key, "", "config", changed, at)] = [view for view, _, _ in items]
 
 
 def refresh_pod(
@@ -392,6 +438,10 @@ def refresh_pod(
 
 
 def _upgraded(state: ClusterState, record: PodRecord, refresh: Refresh) -> bool:
+    if refresh.what == "config":  # a pod that started after the change read the new value
+        changed = parse_time(refresh.new)
+        created = parse_time(record.created)
+        return changed is not None and created is not None and created > changed
     node = state.nodes.get(record.node_name or "")
     if node is None or node.pool != refresh.pool:
         return False
