@@ -13,7 +13,12 @@ the Secret changes the snapshot is ``stale-config`` and a pod predicted to ``hit
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -315,3 +320,70 @@ def test_a_changed_secret_marks_the_snapshot_stale_config_and_warns_a_hit(
         lambda: len(config_changes(view(), env.source.state().configs)) == 2,
         timeout=15,
     )
+
+
+def _cli(env: Env, *args: str, key_secret: str) -> dict[str, Any]:
+    """``snapready <args> --format json`` as a user with the admin kubeconfig."""
+    command = [
+        str(Path(sys.executable).with_name("snapready")),
+        *args,
+        "-n",
+        env.namespace,
+        "--kubeconfig",
+        str(KUBECONFIG[0]),
+        "--format",
+        "json",
+    ]
+    environment = {**os.environ, "SNAPREADY_ORIGIN__KEY_SECRET": key_secret}
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=60, env=environment, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+KUBECONFIG: list[Path] = []
+
+
+def test_status_and_explain_verify_records_and_show_stale_config(
+    signed: Env, control_plane: ControlPlane
+) -> None:
+    env = signed
+    KUBECONFIG[:] = [Path(control_plane.admin_kubeconfig)]
+    core = client.CoreV1Api(env.api)
+    keys = {"metadata": {"name": "origin-keys"}, "data": {"k1": base64.b64encode(K1).decode()}}
+    core.create_namespaced_secret(env.namespace, client.V1Secret.model_validate(keys))
+    secret = {"metadata": {"name": "hf-token"}, "stringData": {"token": "hf_old"}}
+    core.create_namespaced_secret(env.namespace, client.V1Secret.model_validate(secret))
+    config = {"metadata": {"name": "llm-config"}, "data": {"MODEL": "m1"}}
+    core.create_namespaced_config_map(env.namespace, client.V1ConfigMap.model_validate(config))
+    take_snapshot(env, "snap-cfg", origin="origin-cfg", labels={"model": "cfg"}, **READS_CONFIG)
+    time.sleep(1.1)  # managedFields times have one-second resolution
+    core.patch_namespaced_secret("hf-token", env.namespace, {"stringData": {"token": "hf_new"}})
+    env.source.stop()  # nobody repairs the forgery below: what the CLI itself concludes
+    other = OriginRecord(pod="origin", spec_hash="v1:sha256:" + "9" * 64).to_json()
+    client.CustomObjectsApi(env.api).patch_namespaced_custom_object(
+        GROUP, VERSION, env.namespace, "podsnapshots", "snap-1",
+        {"metadata": {"annotations": {ORIGIN: other}}},
+    )  # fmt: skip
+
+    report = _cli(env, "status", key_secret=f"{env.namespace}/origin-keys")
+    assert not [n for n in report["notes"] if "not verified" in n]
+    (block,) = report["policies"]
+    snapshots = block["snapshots"]
+    assert snapshots["staleConfig"] == 1
+    (stale,) = snapshots["staleConfigSnapshots"]
+    assert stale["name"] == "snap-cfg"
+    assert stale["changes"][0].startswith("Secret hf-token changed at 20")
+    assert snapshots["rejectedOrigins"] == [{"name": "snap-1", "reason": "mismatch"}]
+
+    explained = _cli(env, "explain", "origin-cfg", key_secret=f"{env.namespace}/origin-keys")
+    assert explained["prediction"]["outcome"] == "hit"
+    assert explained["prediction"]["snapshot"] == "snap-cfg"
+    assert explained["prediction"]["staleConfig"][0].startswith("Secret hf-token changed at")
+
+    unverified = _cli(env, "status", key_secret=f"{env.namespace}/missing")
+    assert any("origin records not verified" in n for n in unverified["notes"])
+    (block,) = unverified["policies"]
+    assert block["snapshots"]["rejectedOrigins"] == []  # believed: nothing to check with
