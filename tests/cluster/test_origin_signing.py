@@ -298,6 +298,20 @@ def test_a_changed_secret_marks_the_snapshot_stale_config_and_warns_a_hit(
     assert not any("stale-config" in w for w in decision.warnings)
 
     time.sleep(1.1)  # managedFields times have one-second resolution
+    # A label edit (another field manager, as `kubectl label` is) changes no value: not stale.
+    label = {"metadata": {"labels": {"team": "ml"}}}
+    core.patch_namespaced_secret("hf-token", env.namespace, label, field_manager="kubectl-label")
+    wait_for(
+        "label edit seen",
+        lambda: (
+            env.source.state().configs[env.namespace][("Secret", "hf-token")].version != live_rv
+        ),
+        timeout=15,
+    )
+    assert snapshot_state(view(), env.source.state().node_pools, env.source.state().configs) == (
+        "ready"
+    )
+    time.sleep(1.1)
     core.patch_namespaced_secret("hf-token", env.namespace, {"stringData": {"token": "hf_new"}})
     wait_for(
         "stale-config",
@@ -361,7 +375,7 @@ def test_status_and_explain_verify_records_and_show_stale_config(
     take_snapshot(env, "snap-cfg", origin="origin-cfg", labels={"model": "cfg"}, **READS_CONFIG)
     time.sleep(1.1)  # managedFields times have one-second resolution
     core.patch_namespaced_secret("hf-token", env.namespace, {"stringData": {"token": "hf_new"}})
-    env.source.stop()  # nobody repairs the forgery below: what the CLI itself concludes
+    assert env.source.stop(timeout=15)  # nobody repairs the forgery: what the CLI concludes
     other = OriginRecord(pod="origin", spec_hash="v1:sha256:" + "9" * 64).to_json()
     client.CustomObjectsApi(env.api).patch_namespaced_custom_object(
         GROUP, VERSION, env.namespace, "podsnapshots", "snap-1",
@@ -376,7 +390,9 @@ def test_status_and_explain_verify_records_and_show_stale_config(
     (stale,) = snapshots["staleConfigSnapshots"]
     assert stale["name"] == "snap-cfg"
     assert stale["changes"][0].startswith("Secret hf-token changed at 20")
-    assert snapshots["rejectedOrigins"] == [{"name": "snap-1", "reason": "mismatch"}]
+    assert snapshots["rejectedOrigins"] == [{"name": "snap-1", "reason": "mismatch"}], report[
+        "notes"
+    ]
 
     explained = _cli(env, "explain", "origin-cfg", key_secret=f"{env.namespace}/origin-keys")
     assert explained["prediction"]["outcome"] == "hit"
@@ -387,3 +403,84 @@ def test_status_and_explain_verify_records_and_show_stale_config(
     assert any("origin records not verified" in n for n in unverified["notes"])
     (block,) = unverified["policies"]
     assert block["snapshots"]["rejectedOrigins"] == []  # believed: nothing to check with
+
+
+def test_a_redirected_origin_pod_or_a_removed_record_is_never_believed(
+    signed: Env, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Issue 27 review: the tenant points ``origin-pod`` at a pod of theirs (another image)
+    and forges the record; later removes the record, and re-applies one forgery many times."""
+    env = signed
+    other = env.pod("evil-origin", container={"image": OTHER_IMAGE})
+    admitted = env.annotations(other)
+    other["metadata"]["annotations"] = admitted
+    other["spec"]["nodeName"] = env.node
+    client.CoreV1Api(env.api).create_namespaced_pod(
+        env.namespace, client.V1Pod.model_validate(other)
+    )
+    probe = env.pod("probe", container={"image": OTHER_IMAGE})
+    tenant = attacker(env, control_plane, tmp_path / "tenant.kubeconfig")
+    forge(tenant, env, "snap-1", {"podsnapshot.gke.io/origin-pod": "evil-origin", ORIGIN: "{}"})
+    wait_for("forgery rejected", lambda: sum(env.source.origins.rejected.values()) >= 1, 15)
+    wait_for("repaired from what snapready knew", lambda: good(env, "snap-1"), 15)
+    assert env.annotations(probe)["snapready.io/restore-prediction"] != "hit"
+
+    # A leader that never saw the record (a restart): the pod named now was created after
+    # the PodSnapshot, so it is not its origin: the rebuilt record knows no fingerprint.
+    settled(env, "snap-1")
+    env.source.origins._known.clear()
+    forge(tenant, env, "snap-1", {ORIGIN: '{"v": 1}'})
+    wait_for(
+        "rebuilt as unknown",
+        lambda: _spec_hash(env, "snap-1") is None and _signed(env, "snap-1"),
+        timeout=15,
+    )
+    assert env.annotations(probe)["snapready.io/restore-prediction"] != "hit"
+
+    # Removed: repaired and reported (reason "removed").
+    forge(tenant, env, "snap-1", {"podsnapshot.gke.io/origin-pod": "origin"})
+    settled(env, "snap-1")
+    env.source.origins._known.clear()
+    forge(tenant, env, "snap-1", {ORIGIN: None, SIGNATURE: None})
+    wait_for("record rebuilt from the real origin", lambda: good(env, "snap-1"), 15)
+    forge(tenant, env, "snap-1", {ORIGIN: None, SIGNATURE: None})
+    wait_for("removal reported", lambda: env.source.origins.rejected["removed"] >= 1, 15)
+    wait_for("removed record restored", lambda: good(env, "snap-1"), 15)
+
+    # One forged value applied again and again: reported once.
+    before = env.source.origins.rejected["mismatch"]
+    forged = OriginRecord(pod="origin", spec_hash="v1:sha256:" + "7" * 64).to_json()
+    for _ in range(3):
+        forge(tenant, env, "snap-1", {ORIGIN: forged})
+        wait_for("repaired", lambda: good(env, "snap-1"), 15)
+    assert env.source.origins.rejected["mismatch"] == before + 1
+
+
+def settled(env: Env, name: str) -> None:
+    """The leader's last write of ``name`` is in its cache and its pass after it is done."""
+
+    def cached() -> bool:
+        view = env.source.state().snapshots.named(env.namespace, name)
+        return view is not None and view.origin_key == "k1"
+
+    wait_for("the repaired record cached", cached, timeout=15)
+    time.sleep(1.0)
+
+
+def _spec_hash(env: Env, name: str) -> str | None:
+    record = OriginRecord.from_json(snapshot(env, name)["metadata"]["annotations"].get(ORIGIN))
+    return record.spec_hash if record is not None else "unreadable"
+
+
+def _signed(env: Env, name: str) -> bool:
+    obj = snapshot(env, name)
+    annotations = obj["metadata"].get("annotations") or {}
+    found, _ = verify(
+        keyring(),
+        annotations.get(SIGNATURE),
+        uid=obj["metadata"]["uid"],
+        namespace=env.namespace,
+        name=name,
+        value=str(annotations.get(ORIGIN)),
+    )
+    return found is not None

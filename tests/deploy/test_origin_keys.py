@@ -84,3 +84,17 @@ def test_mounted_keys_load_like_the_kubelet_writes_them(tmp_path: Path) -> None:
         load_keyring(OriginSettings(keys_dir=str(tmp_path), active_key="k2"))
     with pytest.raises(ConfigError, match=r"origin\.keys_dir"):
         load_keyring(OriginSettings(keys_dir=str(tmp_path / "missing")))
+
+
+def test_stale_config_off_drops_the_secret_grant_and_the_feature() -> None:
+    def grants_secrets(objs: list[Obj]) -> bool:
+        rules = one(objs, "ClusterRole")["rules"]
+        return any("secrets" in rule.get("resources", []) for rule in rules)
+
+    on = objects(render())
+    assert grants_secrets(on) and settings_of(on)["origin"]["record_config"] is True
+    off = objects(render({"staleConfig": False}))
+    assert not grants_secrets(off) and settings_of(off)["origin"]["record_config"] is False
+    rules = one(on, "ClusterRole")["rules"]
+    (rule,) = [r for r in rules if "secrets" in r.get("resources", [])]
+    assert sorted(rule["verbs"]) == ["get", "list", "watch"]

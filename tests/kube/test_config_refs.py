@@ -98,9 +98,15 @@ def test_config_meta_reads_metadata_only() -> None:
             "resourceVersion": "42",
             "creationTimestamp": "2026-01-01T00:00:00Z",
             "managedFields": [
-                {"manager": "a", "time": "2026-05-01T00:00:00Z"},
-                {"manager": "b", "time": "2026-06-01T00:00:00Z"},
-                {"manager": "c"},
+                {"manager": "a", "time": "2026-05-01T00:00:00Z", "fieldsV1": {"f:data": {}}},
+                {"manager": "b", "time": "2026-06-01T00:00:00Z", "fieldsV1": {"f:data": {}}},
+                {"manager": "c", "fieldsV1": {"f:data": {}}},
+                # A later label edit by another manager: not a change of the values.
+                {
+                    "manager": "kubectl-label",
+                    "time": "2026-07-01T00:00:00Z",
+                    "fieldsV1": {"f:metadata": {"f:labels": {}}},
+                },
             ],
         },
         "data": {"token": "c2VjcmV0"},
@@ -156,11 +162,24 @@ def test_changed_deleted_and_created_objects() -> None:
 
 
 def test_a_change_between_checkpoint_and_record_counts() -> None:
+    """Memory is captured at the PodSnapshot's creation (10:00), not when the upload ends."""
     late = (ConfigRef("Secret", "hf-token", "10", "2026-12-01T10:05:00Z"),)
     configs = {"ns": {("Secret", "hf-token"): ConfigMeta("10", "2026-12-01T10:05:00Z")}}
-    (change,) = config_changes(view(late, checkpoint_at="2026-12-01T10:01:00Z"), configs)
+    (change,) = config_changes(view(late, checkpoint_at="2026-12-01T10:20:00Z"), configs)
     assert change.what == "changed" and change.at == "2026-12-01T10:05:00Z"
-    assert config_changes(view(late, checkpoint_at="2026-12-01T10:06:00Z"), configs) == ()
+    early = (ConfigRef("Secret", "hf-token", "10", "2026-12-01T09:59:00Z"),)
+    configs = {"ns": {("Secret", "hf-token"): ConfigMeta("10", "2026-12-01T09:59:00Z")}}
+    assert config_changes(view(early, checkpoint_at="2026-12-01T10:20:00Z"), configs) == ()
+
+
+def test_a_metadata_edit_is_not_a_change() -> None:
+    """A label or annotation edit bumps the resourceVersion, not the content's change time."""
+    configs = {"ns": {("Secret", "hf-token"): ConfigMeta("12", "2026-11-01T00:00:00Z")}}
+    assert config_changes(view(REFS[:1]), configs) == ()
+    unknown_times = (ConfigRef("Secret", "hf-token", "10", None),)
+    configs = {"ns": {("Secret", "hf-token"): ConfigMeta("12", None)}}
+    (change,) = config_changes(view(unknown_times), configs)  # no times: the version decides
+    assert change.what == "changed"
 
 
 def test_unknown_is_never_stale() -> None:

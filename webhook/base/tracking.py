@@ -36,7 +36,8 @@ class OutcomeSettings(BaseModel):
     namespaces: list[str] = Field(
         default_factory=list,
         description="Namespaces whose pods and snapshots the leader tracks (outcomes, their "
-        "Events and annotations, checkpoints, stale snapshots, the readiness gate); empty: "
+        "Events and annotations, checkpoints, stale snapshots, the readiness gate, origin "
+        "records, the Secret/ConfigMap watch, lifecycle); empty: "
         "every namespace. For an installation that shares its cluster with another snapready "
         "owning other namespaces (the tests run many on one API server); admission is not "
         "affected.",
@@ -83,6 +84,14 @@ class OriginSettings(BaseModel):
         description="The key id new signatures use; the other keys only verify, so a rotation "
         "adds a key, makes it active (the leader re-signs the records of older keys), then "
         "removes the old one. Empty with one key: that key.",
+    )
+    record_config: bool = Field(
+        True,
+        description="Name in each origin record the Secrets and ConfigMaps the origin pod read "
+        "and watch their metadata in namespaces with such snapshots (stale-config). Needs "
+        "get/list/watch on secrets and configmaps cluster-wide: RBAC cannot limit a grant to "
+        "metadata, so whoever takes over snapready's service account can read every Secret. "
+        "false: no such reads, no stale-config (chart value staleConfig).",
     )
     key_secret: str = Field(
         "snapready/snapready-origin-keys",

@@ -238,7 +238,7 @@ def read_keyring(transport: KubeTransport, settings: Settings, notes: list[str])
         return None
     try:
         secret = transport.get(f"/api/v1/namespaces/{quote(namespace)}/secrets/{quote(name)}")
-        return keyring_from_secret(secret, settings.origin)
+        return keyring_from_secret(secret, settings.origin, verify_only=True)
     except (NotServed, TransportError, ConfigError) as exc:
         notes.append(
             f"origin records not verified: cannot use Secret {where} ({clip(str(exc), 120)})"

@@ -49,10 +49,20 @@ def lifecycle_report(live: Live, settings: Settings, now: datetime) -> dict[str,
     """``{"prune": ..., "prunable": [...], "refresh": ..., "refreshes": [...]}``."""
     config = settings.lifecycle
     state = live_state(live, settings.prefix)
+    tracked = frozenset(settings.outcomes.namespaces)
+
+    def mine(namespace: str) -> bool:  # as the leader's ``cluster.lifecycle`` decides
+        return not tracked or namespace in tracked
+
+    source_label = (
+        settings.prefix + "snapshot-source"
+        if settings.rules.manual_trigger.require_source_label
+        else None
+    )
     prunable = []
     if config.prune != "off":
         usage = Usage(pod_uses(state))
-        for item in prune_plan(state, now, config, usage=usage, unrunnable_since={}):
+        for item in prune_plan(state, now, config, usage=usage, unrunnable_since={}, mine=mine):
             prunable.append(
                 {
                     "namespace": item.namespace,
@@ -64,7 +74,10 @@ def lifecycle_report(live: Live, settings: Settings, now: datetime) -> dict[str,
                 }
             )
     stoppers = _restore_from_policy(live)
-    refreshes = [_refresh_entry(r, settings, stoppers) for r in refresh_plan(state)]
+    refreshes = [
+        _refresh_entry(r, settings, stoppers)
+        for r in refresh_plan(state, mine, source_label=source_label)
+    ]
     return {
         "prune": config.prune,
         "prunable": prunable,
@@ -141,7 +154,11 @@ def lifecycle_lines(block: dict[str, Any]) -> list[str]:
                 f"{item['detail']}{grace}"
             )
     if block["refreshes"]:
-        lines += ["", f"refresh after upgrades (lifecycle.refresh {block['refresh']})"]
+        lines += [
+            "",
+            f"refresh after upgrades and rotated configuration (lifecycle.refresh "
+            f"{block['refresh']})",
+        ]
         for item in block["refreshes"]:
             lines.append(
                 f"  {item['namespace']}/{item['policy']} group {item['group']}, {item['upgrade']}: "

@@ -19,9 +19,11 @@ from webhook.base.tracking import OriginSettings
 from webhook.kube.signing import Keyring
 
 
-def _keyring(keys: dict[str, bytes], active: str, where: str) -> Keyring:
-    if not active and len(keys) == 1:
-        active = next(iter(keys))
+def _keyring(
+    keys: dict[str, bytes], active: str, where: str, *, verify_only: bool = False
+) -> Keyring:
+    if not active and (len(keys) == 1 or verify_only):
+        active = min(keys, default="")  # verifying needs every key, signing one
     if not active:
         raise ConfigError(f"{where}: {len(keys)} keys and no origin.active_key to sign with")
     try:
@@ -51,8 +53,12 @@ def load_keyring(settings: OriginSettings) -> Keyring | None:
     return _keyring(keys, settings.active_key, f"origin.keys_dir {folder}")
 
 
-def keyring_from_secret(secret: Mapping[str, Any], settings: OriginSettings) -> Keyring:
-    """The keyring of a Secret object read from the API (``data``: base64 values).
+def keyring_from_secret(
+    secret: Mapping[str, Any], settings: OriginSettings, *, verify_only: bool = False
+) -> Keyring:
+    """The keyring of a Secret object read from the API (``data``: base64 values);
+    ``verify_only`` (the CLI): no active key is needed (during a rotation the Secret holds
+    several and the CLI's settings name none).
 
     Raises:
         ConfigError: no data, a value that is not base64, or an invalid key.
@@ -64,7 +70,8 @@ def keyring_from_secret(secret: Mapping[str, Any], settings: OriginSettings) -> 
             keys[str(key_id)] = _strip(base64.b64decode(str(encoded), validate=True))
         except (binascii.Error, ValueError):
             raise ConfigError(f"Secret {settings.key_secret}: {key_id} is not base64") from None
-    return _keyring(keys, settings.active_key, f"Secret {settings.key_secret}")
+    active = settings.active_key if settings.active_key in keys or not verify_only else ""
+    return _keyring(keys, active, f"Secret {settings.key_secret}", verify_only=verify_only)
 
 
 def _strip(key: bytes) -> bytes:

@@ -29,17 +29,21 @@ metadata-only GET (never a value); unknown (null) when the pod is gone or the re
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
 from typing import Protocol
 
 import orjson
 
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.events import Event, EventRecorder, Regarding
-from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
+from webhook.cluster.fence import NotLeader
+from webhook.cluster.syncing import Conflict, NotServed, TransportError, Worker, describe
 from webhook.kube.config_refs import ConfigMeta, config_meta, consumed, refs_of
 from webhook.kube.gke import (
     ACCELERATOR,
@@ -48,6 +52,7 @@ from webhook.kube.gke import (
     INSTANCE_TYPE,
     MACHINE_FAMILY,
 )
+from webhook.kube.outcomes import parse_time
 from webhook.kube.signing import Keyring, Rejection, sign, verify
 from webhook.kube.snapshots import ConfigRef, OriginRecord, SnapshotView, workload_of
 from webhook.kube.state import ClusterState
@@ -138,6 +143,7 @@ class OriginRecorder(Worker):
             PodSnapshot); None: the log line and the metric only.
         metadata: a metadata-only GET (``KubeTransport.metadata_only``) for the Secrets and
             ConfigMaps the origin pod consumed; None: not recorded.
+        mine: whether a namespace is this installation's (``outcomes.namespaces``).
     """
 
     def __init__(
@@ -154,15 +160,22 @@ class OriginRecorder(Worker):
         keyring: Keyring | None = None,
         events: EventRecorder | None = None,
         metadata: OriginTransport | None = None,
+        mine: Callable[[str], bool] = lambda _namespace: True,
     ) -> None:
         super().__init__("originRecords", lock, on_change)
+        self.mine = mine
         self.transport, self.state, self.snapshot_api = transport, state, snapshot_api
         self.is_leader, self.prefix, self.recheck = is_leader, prefix, recheck_seconds
         self.keyring, self.events, self.metadata = keyring, events, metadata
         self.written = 0
         self.rejected: Counter[str] = Counter()
         """Rejected records by ``kube.signing.Rejection`` (``snapready_origin_rejected_total``)."""
-        self._attempted: set[tuple[str, str, str]] = set()
+        self._handled: dict[tuple[str, str], str] = {}
+        """(namespace, name) -> the state last handled (``_token``): each is handled once."""
+        self._known: dict[str, OriginRecord] = {}
+        """PodSnapshot uid -> the last record every replica believed (a repair restores it)."""
+        self._reported: set[tuple[str, str]] = set()
+        """(uid, rejected value's digest) already reported: one Event and count each."""
         self._config_refused = False
         self._wake = threading.Event()
 
@@ -189,37 +202,72 @@ class OriginRecorder(Worker):
             if not self.stopping:
                 self.record_missing()
 
-    def _wanted(self, view: SnapshotView) -> bool:
-        """No believed record, or one signed with a key that is no longer the active one."""
+    def _token(self, view: SnapshotView) -> str | None:
+        """What there is to do about ``view``, as a token handled once (None: nothing): a
+        rejected value (its mark), a missing record, a record of an older key."""
+        if view.origin_rejected is not None:
+            return "rejected:" + view.origin_mark
         if view.origin is None:
-            return True
-        return self.keyring is not None and view.origin_key != self.keyring.active
+            return "missing"
+        if self.keyring is not None and view.origin_key != self.keyring.active:
+            return "resign:" + str(view.origin_key)
+        return None
 
     def record_missing(self) -> int:
-        """Write a record on every snapshot without a believed one and re-sign those of older
-        keys (leader only); how many were written."""
+        """Write a record on every snapshot without a believed one, repair forged or removed
+        ones and re-sign those of older keys (leader only); how many were written.
+
+        Each (snapshot, state) is handled once: a forged value, re-applied or kept while its
+        repair fails for good (a 4xx such as 422: the annotations are too large), is neither
+        retried nor reported again until it changes; a transient failure (5xx, unreachable,
+        a lost Lease, 409) is retried on the next pass.
+        """
         state, api = self.state(), self.snapshot_api()
         if not self.is_leader() or api is None or not state.snapshots_known:
             return 0
         count = 0
+        present: set[str] = set()
         for (namespace, name), view in sorted(state.snapshots.by_name.items()):
-            attempt = (namespace, name, view.origin_mark or (view.origin_key or ""))
-            if not self._wanted(view) or attempt in self._attempted:
+            if not self.mine(namespace):
+                continue
+            present.add(view.uid)
+            if view.origin is not None and view.origin_rejected is None and view.uid:
+                self._known[view.uid] = view.origin  # what snapready knows, for a repair
+            token = self._token(view)
+            if token is None:
+                self._handled.pop((namespace, name), None)
+                continue
+            if self._handled.get((namespace, name)) == token:
                 continue
             if not self.is_leader():
                 break
-            self._attempted.add(attempt)  # never loop on one object (or one forgery)
+            self._handled[(namespace, name)] = token
             try:
                 count += self._write(api, view, state)
             except (TransportError, NotServed) as exc:
+                permanent = _permanent(exc)
                 log.warning(
-                    "origin record of %s/%s not written: %s", namespace, name, describe(exc)
+                    "origin record of %s/%s not written%s: %s",
+                    namespace,
+                    name,
+                    " (not retried until it changes)" if permanent else "",
+                    describe(exc),
                 )
-                self._attempted.discard(attempt)  # retried on the next pass
+                if not permanent:
+                    self._handled.pop((namespace, name), None)  # retried on the next pass
+        self._forget(present, state)
         if count:
             self.written += count
             self.set_status(f"{self.written} written")
         return count
+
+    def _forget(self, present: set[str], state: ClusterState) -> None:
+        """Drop what is kept about PodSnapshots that are gone (memory stays bounded by them)."""
+        for uid in [u for u in self._known if u not in present]:
+            del self._known[uid]
+        self._reported = {(uid, mark) for uid, mark in self._reported if uid in present}
+        for key in [k for k in self._handled if k not in state.snapshots.by_name]:
+            del self._handled[key]
 
     def _write(self, api: str, view: SnapshotView, state: ClusterState) -> int:
         """Write (or re-sign) the record of ``view`` unless the live object has a good one;
@@ -229,6 +277,7 @@ class OriginRecorder(Worker):
         annotations, uid = mapping(live.get("annotations")), str(live.get("uid") or "")
         value, signature = annotations.get(self.key), annotations.get(self.key + "-signature")
         readable = isinstance(value, str) and OriginRecord.from_json(value) is not None
+        rejected: Rejection | None = None
         if isinstance(value, str) and self.keyring is not None:
             key_id, rejected = verify(
                 self.keyring,
@@ -246,22 +295,32 @@ class OriginRecorder(Worker):
                     log.info("origin record of %s/%s already written", view.namespace, view.name)
                     return 0
                 return self._resign(path, view, uid, value)
-            self._reject(
-                view, rejected, legacy=rejected == "unsigned" and _legacy(live, self.key, value)
-            )
         elif readable:
             log.info("origin record of %s/%s already written", view.namespace, view.name)
             return 0
-        pod: RawObject | None = None
-        if view.origin_pod:
-            try:
-                pod = self.transport.get(
-                    f"/api/v1/namespaces/{view.namespace}/pods/{view.origin_pod}"
+        known = self._known.get(uid)
+        if rejected is None and value is None and known is not None:
+            rejected = "removed"  # snapready's record was there and someone deleted it
+        mark = view.origin_mark or _digest(value, signature)
+        if rejected == "unknown-key":
+            # Signed with a key this replica lacks: a rotation half done (another replica
+            # holds it) or made up. Not believed here, counted and logged once, never
+            # rewritten: two replicas of different keys would otherwise rewrite each other.
+            if (uid, mark) not in self._reported:
+                self._reported.add((uid, mark))
+                self.rejected[rejected] += 1
+                log.warning(
+                    "origin record of %s/%s is signed with a key this replica does not hold: "
+                    "not believed, left as it is",
+                    view.namespace,
+                    view.name,
                 )
-            except NotServed:  # 404: the origin pod is gone
-                pod = None
-        config = self._config(view.namespace, pod) if pod is not None else None
-        text = build_record(view, pod, state, config).to_json()
+            return 0
+        if rejected is not None:
+            legacy = rejected == "unsigned" and _legacy(live, self.key, str(value))
+            self._reject(view, rejected, uid=uid, mark=mark, legacy=legacy)
+        record = known if known is not None else self._rebuild(view, live, state)
+        text = record.to_json()
         written: dict[str, str | None] = {self.key: text, self.key + "-signature": None}
         if self.keyring is not None:
             written[self.key + "-signature"] = sign(
@@ -272,6 +331,40 @@ class OriginRecorder(Worker):
         self.transport.merge_patch(path, patch, field_manager=FIELD_MANAGER)
         log.info("origin record written on PodSnapshot %s/%s", view.namespace, view.name)
         return 1
+
+    def _rebuild(self, view: SnapshotView, live: RawObject, state: ClusterState) -> OriginRecord:
+        """A record from the pod ``origin-pod`` names, if it already existed when the
+        PodSnapshot was created (a pod created later, or re-created under that name, is not
+        its origin: anyone who may patch PodSnapshots could name one); else from the pod
+        cache under the same rule; else a record of an unknown origin."""
+        taken = parse_time(str(live.get("creationTimestamp") or ""))
+        pod: RawObject | None = None
+        if view.origin_pod:
+            try:
+                pod = self.transport.get(
+                    f"/api/v1/namespaces/{view.namespace}/pods/{view.origin_pod}"
+                )
+            except NotServed:  # 404: the origin pod is gone
+                pod = None
+        if pod is not None and not _before(
+            mapping(pod.get("metadata")).get("creationTimestamp"), taken
+        ):
+            log.warning(
+                "origin pod %s of PodSnapshot %s/%s was created after the snapshot: not its "
+                "origin, recorded as unknown",
+                view.origin_pod,
+                view.namespace,
+                view.name,
+            )
+            return build_record(replace(view, origin_pod=None), None, state)
+        config = self._config(view.namespace, pod) if pod is not None else None
+        if pod is None:
+            cached = (
+                state.pods.get(f"{view.namespace}/{view.origin_pod}") if view.origin_pod else None
+            )
+            if cached is not None and not _before(cached.created, taken):
+                return build_record(replace(view, origin_pod=None), None, state)
+        return build_record(view, pod, state, config)
 
     def _resign(self, path: str, view: SnapshotView, uid: str, value: str) -> int:
         """Sign a verified record again with the active key; the JSON Patch tests that the
@@ -295,25 +388,42 @@ class OriginRecorder(Worker):
         )
         return 1
 
-    def _reject(self, view: SnapshotView, why: Rejection, *, legacy: bool) -> None:
-        """Count, log and (unless ``legacy``: an unsigned record snapready itself wrote before
-        records were signed) report a record that fails the check."""
+    def _reject(
+        self, view: SnapshotView, why: Rejection, *, uid: str, mark: str, legacy: bool
+    ) -> None:
+        """Count, log and report a record that fails the check, once per (snapshot, value):
+        a Warning ``SnapshotOriginRejected``, or for ``legacy`` (unsigned, without the
+        ``config`` key every signed record has, written by snapready's field manager: a
+        version before signing, or someone claiming its name) a Normal ``SnapshotOriginUnsigned``.
+        """
+        if (uid, mark) in self._reported:
+            return
+        self._reported.add((uid, mark))
         self.rejected[why] += 1
+        regarding = Regarding(SNAPSHOT_API, "PodSnapshot", view.namespace, view.name)
         if legacy:
             log.info(
-                "origin record of %s/%s predates signing: rewritten and signed",
+                "origin record of %s/%s is unsigned (written before signing?): rewritten",
                 view.namespace,
                 view.name,
             )
+            note = (
+                f"the origin record on PodSnapshot {view.name} is unsigned (a snapready "
+                "version before signing, or someone claiming its field manager): ignored and "
+                "rewritten, signed"
+            )
+            if self.events is not None:
+                self.events.emit(
+                    Event(regarding, "Normal", "SnapshotOriginUnsigned", "Verify", note)
+                )
             return
+        what = "was removed" if why == "removed" else f"is not snapready's ({why})"
         note = (
-            f"the origin record on PodSnapshot {view.name} is not snapready's ({why}): ignored "
-            "and rewritten from what snapready knows; someone who may edit PodSnapshots in "
-            "this namespace changed it"
+            f"the origin record on PodSnapshot {view.name} {what}: ignored and rewritten from "
+            "what snapready knows; someone who may edit PodSnapshots in this namespace changed it"
         )
         log.warning("origin record of %s/%s rejected (%s)", view.namespace, view.name, why)
         if self.events is not None:
-            regarding = Regarding(SNAPSHOT_API, "PodSnapshot", view.namespace, view.name)
             self.events.emit(Event(regarding, "Warning", "SnapshotOriginRejected", "Verify", note))
 
     def _config(self, namespace: str, pod: RawObject) -> tuple[ConfigRef, ...] | None:
@@ -370,3 +480,25 @@ def _ours(metadata: RawObject, key: str) -> bool:
             if isinstance(annotations, dict) and needle in annotations:
                 return True
     return False
+
+
+def _digest(value: object, signature: object) -> str:
+    """16 hex digits for a (value, signature) pair, like ``SnapshotView.origin_mark``."""
+    text = (value if isinstance(value, str) else "") + "\n"
+    text += signature if isinstance(signature, str) else ""
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
+
+
+def _before(created: object, taken: datetime | None) -> bool:
+    """Whether a pod created at ``created`` (RFC 3339) existed when the snapshot was created;
+    unknown times are not before (the origin is then unknown, never guessed)."""
+    moment = parse_time(created) if isinstance(created, str) else None
+    return moment is not None and taken is not None and moment <= taken
+
+
+def _permanent(exc: Exception) -> bool:
+    """A refusal that repeats until the object changes (HTTP 4xx but 409 Conflict and 429)."""
+    if isinstance(exc, Conflict | NotLeader):
+        return False
+    text = str(exc)
+    return text.startswith("HTTP 4") and not text.startswith("HTTP 429")

@@ -73,7 +73,9 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     source.scope = scope
     source.on_policies.append(scope.notify)
     events = EventRecorder(writes, elector.identity if elector is not None else new_identity())
-    metadata = transport.metadata_only()  # Secrets and ConfigMaps: never their values
+    # Secrets and ConfigMaps: metadata only, never their values; none with record_config off.
+    metadata = transport.metadata_only() if settings.origin.record_config else None
+    tracked = frozenset(settings.outcomes.namespaces)
     recorder = OriginRecorder(
         writes,
         state=source.state,
@@ -85,22 +87,23 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
         keyring=keyring,
         events=events,
         metadata=metadata,
+        mine=lambda namespace: not tracked or namespace in tracked,
     )
     source.attach(recorder)
     source.origins = recorder
     source.on_snapshots.append(recorder.notify)
-    tracked = frozenset(settings.outcomes.namespaces)
-    configs = ConfigWatch(
-        metadata,
-        state=source.state,
-        timing=timing_from(settings.source),
-        lock=source.lock,
-        on_change=source.rebuild,
-        mine=lambda namespace: not tracked or namespace in tracked,
-    )
-    source.attach(configs)
-    source.configs = configs
-    source.on_snapshots.append(configs.notify)
+    if metadata is not None:
+        configs = ConfigWatch(
+            metadata,
+            state=source.state,
+            timing=timing_from(settings.source),
+            lock=source.lock,
+            on_change=source.rebuild,
+            mine=lambda namespace: not tracked or namespace in tracked,
+        )
+        source.attach(configs)
+        source.configs = configs
+        source.on_snapshots.append(configs.notify)
     tracker = RestoreTracker(
         events,
         state=source.state,

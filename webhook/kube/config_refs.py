@@ -36,9 +36,10 @@ class ConfigMeta:
     """What the metadata-only watch keeps of one Secret or ConfigMap.
 
     Attributes:
-        version: ``metadata.resourceVersion``.
-        changed_at: the newest ``metadata.managedFields[].time`` (RFC 3339), else
-            ``creationTimestamp``; None when neither is given.
+        version: ``metadata.resourceVersion`` (any change, labels included).
+        changed_at: when its content last changed (``last_change``: the newest
+            ``managedFields[].time`` of an entry owning ``data``, ``binaryData`` or
+            ``stringData``, else ``creationTimestamp``); None when neither is given.
     """
 
     version: str
@@ -59,13 +60,24 @@ def config_meta(obj: RawObject) -> ConfigMeta | None:
     return ConfigMeta(version, last_change(metadata))
 
 
+CONTENT_FIELDS = ("f:data", "f:binaryData", "f:stringData")
+"""The fields that hold a Secret's or ConfigMap's values in ``managedFields[].fieldsV1``."""
+
+
 def last_change(metadata: Mapping[str, Any]) -> str | None:
-    """The newest ``managedFields[].time`` (RFC 3339 texts of one format sort by time), else
-    ``creationTimestamp``, else None."""
+    """When the content last changed: the newest ``managedFields[].time`` (RFC 3339 texts of
+    one format sort by time) of an entry owning a ``CONTENT_FIELDS`` field, else
+    ``creationTimestamp``, else None. A label, annotation or owner edit by another field
+    manager does not count. The time is the entry's last update, so an edit of metadata only
+    by the manager that also owns the values still counts (the API server keeps one time per
+    manager and operation)."""
     times: list[str] = [
         entry["time"]
         for entry in metadata.get("managedFields") or ()
-        if isinstance(entry, dict) and isinstance(entry.get("time"), str)
+        if isinstance(entry, dict)
+        and isinstance(entry.get("time"), str)
+        and isinstance(entry.get("fieldsV1"), dict)
+        and any(key in entry["fieldsV1"] for key in CONTENT_FIELDS)
     ]
     if times:
         return max(times)
@@ -145,15 +157,18 @@ def config_changes(view: SnapshotView, configs: ConfigIndex) -> tuple[ConfigChan
     """The changes of ``view``'s consumed configuration since it was taken (``()``: none, or
     not known: no record, a record without ``config``, or a namespace not watched yet).
 
-    The snapshot was taken at its ``Checkpoint`` condition's time (else its creation); an
-    object counts as changed when its resourceVersion differs from the recorded one, or when
-    its recorded change time is after that (changed between checkpoint and record).
+    The memory was captured when the PodSnapshot was created (the ``Checkpoint`` condition's
+    time is when the upload ended, minutes later: the earlier of the two counts). An object
+    counts as changed when its content changed after the recorded time (``last_change``;
+    without change times: when its resourceVersion differs), or when the recorded change time
+    is after the capture (changed between checkpoint and record).
     """
     refs = view.origin.config if view.origin is not None else None
     watched = configs.get(view.namespace)
     if not refs or watched is None:
         return ()
-    taken = view.checkpoint_at or view.created
+    taken = min(t for t in (view.created, view.checkpoint_at) if t) if view.created else ""
+    taken = taken or (view.checkpoint_at or "")
     return tuple(change for ref in refs if (change := _change(ref, watched, taken)) is not None)
 
 
@@ -165,7 +180,10 @@ def _change(
         return None if now is None else ConfigChange(ref.kind, ref.name, "created", now.changed_at)
     if now is None:
         return ConfigChange(ref.kind, ref.name, "deleted", None)
-    if now.version != ref.version:
+    if now.changed_at and ref.changed_at:
+        if now.changed_at > ref.changed_at:
+            return ConfigChange(ref.kind, ref.name, "changed", now.changed_at)
+    elif now.version != ref.version:
         return ConfigChange(ref.kind, ref.name, "changed", now.changed_at)
     if ref.changed_at and taken and ref.changed_at > taken:
         return ConfigChange(ref.kind, ref.name, "changed", ref.changed_at)

@@ -305,6 +305,8 @@ class Refresh:
     manual: bool
     pod: str | None = None
     pod_uid: str = ""
+    fingerprints: frozenset[str] = frozenset()
+    """The stale snapshots' recorded fingerprints: the pod to trigger must have one of them."""
 
     def change(self) -> str:
         """What made the snapshots stale: ``node pool l4 upgraded version 1.35.3 -> 1.35.4``,
@@ -369,6 +371,9 @@ def refresh_plan(
             snapshots=tuple(v.name for v in views),
             trigger=trigger_name(namespace, name, group, (pool, what, old, new)),
             manual=policy.trigger_type == "manual",
+            fingerprints=frozenset(
+                v.origin.spec_hash for v in views if v.origin is not None and v.origin.spec_hash
+            ),
         )  # fmt: skip
         pod = refresh_pod(state, policy, refresh, source_label)
         if pod is not None:
@@ -428,6 +433,8 @@ def refresh_pod(
             continue
         if policy not in state.policies.select(record.namespace, record.labels):
             continue
+        if refresh.fingerprints and record.spec_hash not in refresh.fingerprints:
+            continue  # another template of the group: its checkpoint refreshes nothing stale
         if group_of(policy, record.labels) != refresh.group or not _upgraded(
             state, record, refresh
         ):

@@ -34,11 +34,12 @@ MIN_KEY_BYTES = 32
 KEY_ID = re.compile(r"[A-Za-z0-9][-._A-Za-z0-9]{0,62}")
 """A key id: a Secret data key (``[-._a-zA-Z0-9]+``) of at most 63 characters, no ``:``."""
 
-Rejection = Literal["unsigned", "unknown-key", "mismatch"]
-"""Why a present record is not believed (the ``reason`` of ``snapready_origin_rejected_total``):
-no signature (written by hand, or by a version before signing), signed with a key this replica
-does not hold (removed by a rotation), or a signature that does not match the record."""
-REJECTIONS: tuple[Rejection, ...] = ("unsigned", "unknown-key", "mismatch")
+Rejection = Literal["unsigned", "unknown-key", "mismatch", "removed"]
+"""Why a record is not believed (the ``reason`` of ``snapready_origin_rejected_total``): no
+signature (written by hand, or by a version before signing), signed with a key this replica
+does not hold (removed by a rotation), a signature that does not match the record, or (seen by
+the leader only) a record snapready believed that someone removed."""
+REJECTIONS: tuple[Rejection, ...] = ("unsigned", "unknown-key", "mismatch", "removed")
 
 
 @dataclass(frozen=True)
