@@ -27,6 +27,22 @@ from webhook.kube.custom_views import workloads_from
 log = logging.getLogger("snapready.kube")
 
 
+def _watch_configs(source: ClusterSource, metadata: KubeTransport, settings: Settings) -> None:
+    """Attach the metadata-only Secret/ConfigMap watch (``cluster.config_watch``)."""
+    tracked = frozenset(settings.outcomes.namespaces)
+    configs = ConfigWatch(
+        metadata,
+        state=source.state,
+        timing=timing_from(settings.source),
+        lock=source.lock,
+        on_change=source.rebuild,
+        mine=lambda namespace: not tracked or namespace in tracked,
+    )
+    source.attach(configs)
+    source.configs = configs
+    source.on_snapshots.append(configs.notify)
+
+
 def open_cluster_source(settings: Settings) -> ClusterSource:
     """A started ``ClusterSource`` reading the API server named by the settings.
 
@@ -93,17 +109,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     source.origins = recorder
     source.on_snapshots.append(recorder.notify)
     if metadata is not None:
-        configs = ConfigWatch(
-            metadata,
-            state=source.state,
-            timing=timing_from(settings.source),
-            lock=source.lock,
-            on_change=source.rebuild,
-            mine=lambda namespace: not tracked or namespace in tracked,
-        )
-        source.attach(configs)
-        source.configs = configs
-        source.on_snapshots.append(configs.notify)
+        _watch_configs(source, metadata, settings)
     tracker = RestoreTracker(
         events,
         state=source.state,

@@ -80,15 +80,34 @@ def use_keys(
     return [(namespace, p.name, group_of(p, labels), spec_hash) for p in policies]
 
 
-def pod_uses(state: ClusterState) -> frozenset[UseKey]:
+UseCache = dict[str, tuple[object, object, tuple[UseKey, ...]]]
+"""pod key -> (its record, the policy index, its use keys): ``pod_uses`` of the last pass."""
+
+
+def pod_uses(state: ClusterState, cache: UseCache | None = None) -> frozenset[UseKey]:
     """Use keys of the live stamped pods (not ``Succeeded``/``Failed``), each under the live
-    policies that select it by its labels (never the pod's own ``<prefix>policy``)."""
+    policies that select it by its labels (never the pod's own ``<prefix>policy``).
+
+    ``cache`` (the leader's, across passes): a pod whose record and the policy index are the
+    same objects as last time reuses its keys (records and the index are replaced, never
+    edited, on a change), so a pass over 20,000 unchanged pods selects none of them again."""
     keys: set[UseKey] = set()
-    for record in state.pods.values():
+    policies = state.policies
+    for key, record in state.pods.items():
         if record.spec_hash is None or record.phase in ENDED_PHASES:
             continue
-        selecting = state.policies.select(record.namespace, record.labels)
-        keys.update(use_keys(record.namespace, record.labels, record.spec_hash, selecting))
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None and hit[0] is record and hit[1] is policies:
+            keys.update(hit[2])
+            continue
+        selecting = policies.select(record.namespace, record.labels)
+        found = tuple(use_keys(record.namespace, record.labels, record.spec_hash, selecting))
+        if cache is not None:
+            cache[key] = (record, policies, found)
+        keys.update(found)
+    if cache is not None and len(cache) > len(state.pods):
+        for key in [k for k in cache if k not in state.pods]:
+            del cache[key]
     return frozenset(keys)
 
 
@@ -431,13 +450,13 @@ def refresh_pod(
             continue
         if source_label is not None and record.labels.get(source_label) != "true":
             continue
-        if policy not in state.policies.select(record.namespace, record.labels):
-            continue
         if refresh.fingerprints and record.spec_hash not in refresh.fingerprints:
             continue  # another template of the group: its checkpoint refreshes nothing stale
-        if group_of(policy, record.labels) != refresh.group or not _upgraded(
-            state, record, refresh
-        ):
+        if group_of(policy, record.labels) != refresh.group:
+            continue
+        if policy not in state.policies.select(record.namespace, record.labels):
+            continue
+        if not _upgraded(state, record, refresh):
             continue
         found.append(record)
     found.sort(key=lambda r: (r.ready_at or "", r.name))
