@@ -89,6 +89,8 @@ def test_one_writer_and_the_follower_takes_over_after_a_kill(
         "SNAPREADY_LEADER__LEASE_NAME": lease,
         "SNAPREADY_LEADER__LEASE_NAMESPACE": env.namespace,
         "SNAPREADY_LEADER__LEASE_DURATION_SECONDS": str(LEASE_SECONDS),
+        # Origin records are written in the tracked namespaces only (outcomes.namespaces).
+        "SNAPREADY_OUTCOMES__NAMESPACES": f'["{env.namespace}"]',
     }
     certs = generate_certs(tmp_path / "certs")
     kubeconfig = control_plane.admin_kubeconfig

@@ -357,7 +357,7 @@ class OriginRecorder(Worker):
                 view.name,
             )
             return build_record(replace(view, origin_pod=None), None, state)
-        config = self._config(view.namespace, pod) if pod is not None else None
+        config = self._config(view.namespace, pod, state) if pod is not None else None
         if pod is None:
             cached = (
                 state.pods.get(f"{view.namespace}/{view.origin_pod}") if view.origin_pod else None
@@ -426,13 +426,20 @@ class OriginRecorder(Worker):
         if self.events is not None:
             self.events.emit(Event(regarding, "Warning", "SnapshotOriginRejected", "Verify", note))
 
-    def _config(self, namespace: str, pod: RawObject) -> tuple[ConfigRef, ...] | None:
-        """The consumed Secrets and ConfigMaps of ``pod`` with their metadata now; None when
-        they cannot be read (no metadata transport, or 403: logged once)."""
+    def _config(
+        self, namespace: str, pod: RawObject, state: ClusterState
+    ) -> tuple[ConfigRef, ...] | None:
+        """The consumed Secrets and ConfigMaps of ``pod`` with their metadata now (from the
+        metadata watch when it covers the namespace, else one metadata-only GET each); None
+        when they cannot be read (no metadata transport, or 403: logged once)."""
         if self.metadata is None:
             return None
+        watched = state.configs.get(namespace)
         metas: dict[tuple[str, str], ConfigMeta | None] = {}
         for kind, name in consumed(pod):
+            if watched is not None:
+                metas[(kind, name)] = watched.get((kind, name))
+                continue
             plural = "secrets" if kind == "Secret" else "configmaps"
             try:
                 metas[(kind, name)] = config_meta(

@@ -12,9 +12,11 @@ What counts as consumed (the ways a pod reads either kind, Kubernetes "Secrets" 
 ``envFrom[].secretRef`` / ``configMapRef`` of every container, init container and ephemeral
 container; volumes ``secret`` / ``configMap``; ``projected.sources[].secret`` / ``configMap``.
 Left out: ``imagePullSecrets`` (read by the kubelet, not in the pod's memory) and the
-ConfigMap ``kube-root-ca.crt`` of the service account admission plugin's ``kube-api-access-*``
-volume (published by the API server in every namespace, the cluster CA, not the app's
-configuration; watching it would watch every namespace). Pure module.
+ConfigMaps of the service account admission plugin's ``kube-api-access-*`` projected volume
+(``kube-root-ca.crt``, published by kube-controller-manager in every namespace, and platform
+additions such as OpenShift's ``openshift-service-ca.crt``: cluster CAs, not the app's
+configuration; counting them would watch every namespace). A user volume reading
+``kube-root-ca.crt`` counts. Pure module.
 """
 
 from __future__ import annotations
@@ -126,9 +128,8 @@ def _volume_refs(volume: Mapping[str, Any]) -> list[tuple[str, str]]:
         if not isinstance(source, dict):
             continue
         out += _named("Secret", source.get("secret"))
-        config_map = _named("ConfigMap", source.get("configMap"))
-        if not (service_account_volume and config_map == [("ConfigMap", ROOT_CA)]):
-            out += config_map
+        if not service_account_volume:
+            out += _named("ConfigMap", source.get("configMap"))
     return out
 
 
