@@ -497,8 +497,9 @@ def _digest(value: object, signature: object) -> str:
 
 
 def _before(created: object, taken: datetime | None) -> bool:
-    """Whether a pod created at ``created`` (RFC 3339) existed when the snapshot was created;
-    unknown times are not before (the origin is then unknown, never guessed)."""
+    """Whether a pod created at ``created`` (RFC 3339, whole seconds) existed when the snapshot
+    was created (the same second counts: both times are truncated); unknown times are not
+    before (the origin is then unknown, never guessed)."""
     moment = parse_time(created) if isinstance(created, str) else None
     return moment is not None and taken is not None and moment <= taken
 
