@@ -43,6 +43,11 @@ class OutcomeSettings(BaseModel):
         "affected.",
     )
 
+    def tracks(self, namespace: str) -> bool:
+        """Whether the leader tracks ``namespace`` (in ``namespaces``, or that list is empty):
+        the one test every leader-side worker and ``snapready status`` apply."""
+        return not self.namespaces or namespace in self.namespaces
+
 
 class CheckpointSettings(BaseModel):
     """Checkpoint lifecycle Events from the PodSnapshot conditions (README "Snapshots")."""

@@ -49,11 +49,7 @@ def lifecycle_report(live: Live, settings: Settings, now: datetime) -> dict[str,
     """``{"prune": ..., "prunable": [...], "refresh": ..., "refreshes": [...]}``."""
     config = settings.lifecycle
     state = live_state(live, settings.prefix)
-    tracked = frozenset(settings.outcomes.namespaces)
-
-    def mine(namespace: str) -> bool:  # as the leader's ``cluster.lifecycle`` decides
-        return not tracked or namespace in tracked
-
+    mine = settings.outcomes.tracks  # as the leader's ``cluster.lifecycle`` decides
     source_label = (
         settings.prefix + "snapshot-source"
         if settings.rules.manual_trigger.require_source_label

@@ -135,7 +135,6 @@ class LifecycleWorker(Worker):
         self.transport, self.events, self.state = transport, events, state
         self.snapshot_api, self.is_leader, self.clock = snapshot_api, is_leader, clock
         self.settings, self.config = settings, settings.lifecycle
-        self.namespaces = frozenset(settings.outcomes.namespaces)
         per_second = self.config.prune_per_minute / 60.0
         self.bucket = Bucket(self.config.prune_burst, per_second, clock)
         self.prunable: dict[tuple[str, str], Prunable] = {}
@@ -155,7 +154,7 @@ class LifecycleWorker(Worker):
 
     def mine(self, namespace: str) -> bool:
         """Whether this replica tracks ``namespace`` (``outcomes.namespaces``; empty: all)."""
-        return not self.namespaces or namespace in self.namespaces
+        return self.settings.outcomes.tracks(namespace)
 
     def notify(self) -> None:
         """Pass soon (snapshots, nodes or stamped pods changed, leadership gained)."""

@@ -92,7 +92,7 @@ class RestoreTracker(Worker):
         self.catch_up = settings.outcomes.catch_up_seconds
         self.gate_timeout = settings.restore.readiness_gate_timeout_seconds
         self.stall = settings.checkpoint.stall_seconds
-        self.namespaces = frozenset(settings.outcomes.namespaces)
+        self.tracks = settings.outcomes.tracks
         self.recheck, self.clock = recheck_seconds, clock
         self.listeners: list[OutcomeListener] = []
         self.guard = LabelGuard(pods, self.prefix)
@@ -127,7 +127,7 @@ class RestoreTracker(Worker):
 
     def mine(self, namespace: str) -> bool:
         """Whether this replica tracks ``namespace`` (``outcomes.namespaces``; empty: all)."""
-        return not self.namespaces or namespace in self.namespaces
+        return self.tracks(namespace)
 
     def observe(self, record: PodRecord | None) -> PodRecord | None:
         """Note a pod record from the cache (the pods resource's convert hook); returns it."""

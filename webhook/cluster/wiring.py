@@ -29,14 +29,13 @@ log = logging.getLogger("snapready.kube")
 
 def _watch_configs(source: ClusterSource, metadata: KubeTransport, settings: Settings) -> None:
     """Attach the metadata-only Secret/ConfigMap watch (``cluster.config_watch``)."""
-    tracked = frozenset(settings.outcomes.namespaces)
     configs = ConfigWatch(
         metadata,
         state=source.state,
         timing=timing_from(settings.source),
         lock=source.lock,
         on_change=source.rebuild,
-        mine=lambda namespace: not tracked or namespace in tracked,
+        mine=settings.outcomes.tracks,
     )
     source.attach(configs)
     source.configs = configs
@@ -91,7 +90,6 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     events = EventRecorder(writes, elector.identity if elector is not None else new_identity())
     # Secrets and ConfigMaps: metadata only, never their values; none with record_config off.
     metadata = transport.metadata_only() if settings.origin.record_config else None
-    tracked = frozenset(settings.outcomes.namespaces)
     recorder = OriginRecorder(
         writes,
         state=source.state,
@@ -103,7 +101,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
         keyring=keyring,
         events=events,
         metadata=metadata,
-        mine=lambda namespace: not tracked or namespace in tracked,
+        mine=settings.outcomes.tracks,
     )
     source.attach(recorder)
     source.origins = recorder
