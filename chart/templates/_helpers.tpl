@@ -196,11 +196,3 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "snapready.serviceAcco
 {{- $l := printf "metadata.?labels.orValue({})[?'%sselected']" $p -}}
 request.userInfo.username != '{{ include "snapready.ownerUsername" . }}' && ({{ $a }}.exists(k, k.startsWith('{{ $p }}') && {{ $o }}[?k] != optional.of({{ $a }}[k])) || {{ $o }}.exists(k, k.startsWith('{{ $p }}') && {{ $a }}[?k] != optional.of({{ $o }}[k])) || object.{{ $l }} != oldObject.{{ $l }})
 {{- end -}}
-
-{{/* The Secret of the origin-record keys (originSigning). */}}
-{{- define "snapready.originKeysSecret" -}}
-{{- .Values.originSigning.existingSecret | default (printf "%s-origin-keys" (include "snapready.fullname" .)) -}}
-{{- end -}}
-
-{{/* Where the origin-record keys are mounted. */}}
-{{- define "snapready.originKeysDir" -}}/etc/snapready/origin-keys{{- end -}}

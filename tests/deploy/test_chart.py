@@ -592,14 +592,65 @@ def _rule_set(rules: list[Obj]) -> set[tuple[Any, ...]]:
     return flat
 
 
+def server_role(objs: list[Obj]) -> Obj:
+    """The ClusterRole bound to snapready's ServiceAccount (not the ``-records-view`` one the
+    chart aggregates into ``view``)."""
+    binding = one(objs, "ClusterRoleBinding")
+    (role,) = [
+        r
+        for r in by_kind(objs, "ClusterRole")
+        if r["metadata"]["name"] == binding["roleRef"]["name"]
+    ]
+    return role
+
+
+def test_records_are_readable_through_view_and_writable_by_snapready_alone(
+    defaults: list[Obj],
+) -> None:
+    """Issue 31: reading SnapshotRecords is aggregated to ``view`` (so ``edit`` and ``admin``),
+    no write verb on them is aggregated anywhere, and snapready's own role writes them."""
+    aggregated = [
+        r
+        for r in by_kind(defaults, "ClusterRole")
+        if any(
+            k.startswith("rbac.authorization.k8s.io/aggregate-to-")
+            for k in r["metadata"].get("labels", {})
+        )
+    ]
+    assert [
+        r["metadata"]["labels"].get("rbac.authorization.k8s.io/aggregate-to-view")
+        for r in aggregated
+    ] == ["true"]
+    assert _rule_set(aggregated[0]["rules"]) == {
+        ("snapready.io", "snapshotrecords", verb) for verb in ("get", "list", "watch")
+    }
+    own = _rule_set(server_role(defaults)["rules"])
+    assert {v for g, r, v in own if r == "snapshotrecords"} == {
+        "get",
+        "list",
+        "watch",
+        "create",
+        "delete",
+    }
+
+
+def test_no_write_verb_on_podsnapshots_but_delete_when_pruning() -> None:
+    """GKE refuses every create, update and patch of a PodSnapshot but its own (domain.md
+    section 10): the chart grants none of them, and delete only with lifecycle.prune=on."""
+    for prune, allowed in (("off", set()), ("dry-run", set()), ("on", {"delete"})):
+        rules = server_role(objects(render({"lifecycle": {"prune": prune}})))["rules"]
+        verbs = {v for g, r, v in _rule_set(rules) if r == "podsnapshots"}
+        assert verbs - {"get", "list", "watch"} == allowed, prune
+
+
 def test_cluster_role_grants_exactly_what_the_cluster_source_needs(defaults: list[Obj]) -> None:
     """Same rules as manifests/rbac.yaml, the cluster source's own minimal ClusterRole."""
-    rules = one(defaults, "ClusterRole")["rules"]
+    rules = server_role(defaults)["rules"]
     expected = [d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == "ClusterRole"]
     assert len(expected) == 1, "manifests/rbac.yaml should hold one ClusterRole"
     assert _rule_set(rules) == _rule_set(expected[0]["rules"])
     binding = one(defaults, "ClusterRoleBinding")
-    assert binding["roleRef"]["name"] == one(defaults, "ClusterRole")["metadata"]["name"]
+    assert binding["roleRef"]["name"] == server_role(defaults)["metadata"]["name"]
     (subject,) = binding["subjects"]
     assert subject["name"] == one(defaults, "ServiceAccount")["metadata"]["name"]
     assert (
@@ -719,11 +770,12 @@ def test_default_scope_is_dynamic() -> None:
     assert Settings.model_validate(settings_of(objects(render({})))).scope.mode == "dynamic"
 
 
-def test_rbac_writes_only_origins_pod_outcomes_and_the_two_own_webhook_configurations() -> None:
-    """Writes: origin records (PodSnapshots), the outcome annotation and the readiness-gate
-    condition (pods, pods/status: patch only), Events, the two own webhook configurations."""
+def test_rbac_writes_only_records_pod_outcomes_and_the_two_own_webhook_configurations() -> None:
+    """Writes: origin records (snapready's SnapshotRecords, never PodSnapshots), the outcome
+    annotation and the readiness-gate condition (pods, pods/status: patch only), Events, the
+    two own webhook configurations."""
     objs = objects(render({}, name="prod", namespace="platform"))
-    rules = one(objs, "ClusterRole")["rules"]
+    rules = server_role(objs)["rules"]
     writes = [r for r in rules if set(r["verbs"]) - {"get", "list", "watch"}]
     names = {
         one(objs, "MutatingWebhookConfiguration")["metadata"]["name"],
@@ -731,9 +783,9 @@ def test_rbac_writes_only_origins_pod_outcomes_and_the_two_own_webhook_configura
     }
     assert writes == [
         {
-            "apiGroups": ["podsnapshot.gke.io"],
-            "resources": ["podsnapshots"],
-            "verbs": ["get", "list", "watch", "patch"],
+            "apiGroups": ["snapready.io"],
+            "resources": ["snapshotrecords"],
+            "verbs": ["get", "list", "watch", "create", "delete"],
         },
         {"apiGroups": [""], "resources": ["pods", "pods/status"], "verbs": ["patch"]},
         {
@@ -791,7 +843,7 @@ def test_the_ownership_webhook_sees_only_updates_of_snapreadys_metadata() -> Non
 
 
 def _lifecycle_grants(values: dict[str, Any]) -> set[tuple[Any, ...]]:
-    rules = one(objects(render(values)), "ClusterRole")["rules"]
+    rules = server_role(objects(render(values)))["rules"]
     flat = _rule_set(rules)
     return {
         entry

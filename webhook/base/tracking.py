@@ -75,21 +75,8 @@ class OwnershipSettings(BaseModel):
 
 
 class OriginSettings(BaseModel):
-    """How origin records are signed (``kube.signing``; README "Security")."""
+    """What origin records hold (``cluster.origins``; SnapshotRecords, README "Snapshots")."""
 
-    keys_dir: str = Field(
-        "",
-        description="Directory of the HMAC keys that sign and verify origin records: one file "
-        "per key, the file name is the key id (a Secret mounted as a volume; the chart creates "
-        "it). Empty: records are neither signed nor checked, so anyone who may edit "
-        "PodSnapshots can forge one (file mode, development).",
-    )
-    active_key: str = Field(
-        "",
-        description="The key id new signatures use; the other keys only verify, so a rotation "
-        "adds a key, makes it active (the leader re-signs the records of older keys), then "
-        "removes the old one. Empty with one key: that key.",
-    )
     record_config: bool = Field(
         True,
         description="Name in each origin record the Secrets and ConfigMaps the origin pod read "
@@ -97,13 +84,6 @@ class OriginSettings(BaseModel):
         "get/list/watch on secrets and configmaps cluster-wide: RBAC cannot limit a grant to "
         "metadata, so whoever takes over snapready's service account can read every Secret. "
         "false: no such reads, no stale-config (chart value staleConfig).",
-    )
-    key_secret: str = Field(
-        "snapready/snapready-origin-keys",
-        description="namespace/name of that Secret: `snapready status` and `explain` read it, "
-        "when the user may, to check the records they show (otherwise they say the records "
-        "are unverified). Default: the chart's Secret for release snapready in namespace "
-        "snapready (the chart sets the server's).",
     )
 
 

@@ -190,7 +190,7 @@ def _candidate(
         "created": view.created or None,
         "originPod": view.origin_pod,
         "originNode": dict(view.origin.node) if view.origin is not None else None,
-        "originRejected": view.origin_rejected,
+        "originNodeName": view.origin_node,
     }
     if view.origin is None or not view.origin.spec_hash:  # unknown origin: nothing to compare
         return {**entry, "matches": None, "differences": []}

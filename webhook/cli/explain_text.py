@@ -77,12 +77,6 @@ def _candidates(report: dict[str, Any]) -> list[str]:
         node = item["originNode"] or {}
         taken = f"taken from {item['originPod'] or '?'} on {node.get('pool') or '?'}"
         taken += f" {node.get('version') or ''}".rstrip()
-        if item.get("originRejected"):
-            lines.append(
-                f"  {item['snapshot']}: its origin record fails the signature check "
-                f"({item['originRejected']}): not believed, cannot compare ({taken})"
-            )
-            continue
         if item["matches"] is None:
             lines.append(f"  {item['snapshot']}: no origin record yet, cannot compare ({taken})")
             continue

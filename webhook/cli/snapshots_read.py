@@ -36,7 +36,6 @@ from webhook.base.text import clip
 from webhook.base.types import RawObject
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.cluster.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
-from webhook.cluster.keys import keyring_from_secret
 from webhook.cluster.records import selected_label_query
 from webhook.cluster.syncing import Gone, NotServed, TransportError
 from webhook.kube.config_refs import ConfigMeta, config_meta, watched_namespaces
@@ -44,7 +43,7 @@ from webhook.kube.evidence import GKE_EVENT_REASON, GkeEvent, PodEvents, gke_eve
 from webhook.kube.facts import node_pools, node_view
 from webhook.kube.matching import Policy
 from webhook.kube.outcomes import OUTCOMES, Verdict, decide
-from webhook.kube.signing import Keyring
+from webhook.kube.snapshot_records import GROUP, PLURAL, VERSION, RecordView, join_all, record_view
 from webhook.kube.snapshots import PodRecord, SnapshotIndex, SnapshotView, snapshot_view
 from webhook.kube.state import NodePoolFacts, NodeView, parse_policy
 
@@ -147,8 +146,8 @@ class Live:
         events: GKE's ``GKEPodSnapshotting`` Events by pod (``read_gke_events``); None when
             not read or the list failed (a note says so).
         snapshot_uids: ``metadata.uid`` of each PodSnapshot by (namespace, name) (``--sizes``).
-        verified: whether origin records were checked against the signing keys
-            (``read_keyring``); a record that fails is then not believed (``origin`` None).
+        records: whether snapready's SnapshotRecords could be read (``read_records``);
+            without them every snapshot's origin is unknown (a note says why).
         configs: the Secrets and ConfigMaps (metadata only) of the namespaces whose snapshots
             name consumed configuration (``read_configs``), for ``stale-config``.
         notes: what could not be read and what that leaves out.
@@ -164,7 +163,7 @@ class Live:
     events: PodEvents | None = None
     notes: list[str] = field(default_factory=list)
     snapshot_uids: dict[tuple[str, str], str] = field(default_factory=dict)
-    verified: bool = False
+    records: bool = False
     configs: dict[str, Mapping[tuple[str, str], ConfigMeta]] = field(default_factory=dict)
 
 
@@ -209,15 +208,17 @@ def read_live(
         except ConfigError as exc:
             live.notes.append(f"skipped an unreadable policy: {exc}")
     origin = settings.annotation("origin")
-    keyring = read_keyring(transport, settings, live.notes)
-    live.verified = keyring is not None
+    views: list[SnapshotView] = []
     for obj in list_snapshot_api(transport, "podsnapshots", namespace, page) or []:
-        view = snapshot_view(obj, origin_annotation=origin, keyring=keyring)
+        view = snapshot_view(obj, origin_annotation=origin)
         if view is not None:
-            live.snapshots.append(view)
+            views.append(view)
             uid = (obj.get("metadata") or {}).get("uid")
             if isinstance(uid, str):
                 live.snapshot_uids[view.namespace, view.name] = uid
+    records = read_records(transport, namespace, page, live.notes) if views else []
+    live.records = records is not None
+    live.snapshots = join_all(views, records or [])
     live.index = SnapshotIndex.build(live.snapshots)
     live.configs = read_configs(transport, live.snapshots, page, live.notes)
     live.pools = read_pools(transport, page, live.notes, live.nodes)
@@ -227,23 +228,26 @@ def read_live(
     return live
 
 
-def read_keyring(transport: KubeTransport, settings: Settings, notes: list[str]) -> Keyring | None:
-    """The origin-record keys from the Secret ``origin.key_secret`` (``namespace/name``), or
-    None with a note: the records are then shown unverified (a user who may edit PodSnapshots
-    could have forged them; the leader repairs forged ones)."""
-    where = settings.origin.key_secret
-    namespace, _, name = where.partition("/")
-    if not namespace or not name:
-        notes.append("origin records not verified: origin.key_secret is not namespace/name")
-        return None
+def read_records(
+    transport: KubeTransport, namespace: str | None, page_size: int, notes: list[str]
+) -> list[RecordView] | None:
+    """snapready's SnapshotRecords of ``namespace`` (all namespaces: None), or None with a
+    note when they cannot be read (the CRD is not installed, or the user may not list them:
+    reading is aggregated to the ``view`` ClusterRole)."""
     try:
-        secret = transport.get(f"/api/v1/namespaces/{quote(namespace)}/secrets/{quote(name)}")
-        return keyring_from_secret(secret, settings.origin, verify_only=True)
-    except (NotServed, TransportError, ConfigError) as exc:
+        items, _ = transport.list(
+            _scoped(f"/apis/{GROUP}/{VERSION}", PLURAL, namespace), page_size=page_size
+        )
+    except NotServed:
         notes.append(
-            f"origin records not verified: cannot use Secret {where} ({clip(str(exc), 120)})"
+            "the SnapshotRecord API (snapready.io/v1alpha1) is not served: origins unknown "
+            "(install the chart's CRD)"
         )
         return None
+    except TransportError as exc:
+        notes.append(f"cannot read SnapshotRecords ({clip(str(exc), 120)}): origins unknown")
+        return None
+    return [view for view in map(record_view, items) if view is not None]
 
 
 def read_configs(

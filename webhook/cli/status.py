@@ -265,9 +265,6 @@ def snapshot_summary(
             for v in views
             if (changes := config_changes(v, live.configs))
         ],
-        "rejectedOrigins": [
-            {"name": v.name, "reason": v.origin_rejected} for v in views if v.origin_rejected
-        ],
     }
 
 

@@ -74,11 +74,6 @@ def _snapshots(block: dict[str, Any], stall_seconds: float) -> list[str]:
             f"  stale-config {item['name']}: restores configuration from before "
             f"{'; '.join(item['changes'])} (take a new snapshot)"
         )
-    for item in block.get("rejectedOrigins", []):
-        lines.append(
-            f"  forged     {item['name']}: its origin record fails the signature check "
-            f"({item['reason']}); not believed, the leader rewrites it"
-        )
     for item in block.get("failedCheckpoints", []):
         lines.append(
             f"  failed     {item['name']} (origin {item['originPod'] or '?'}): GKE says: "

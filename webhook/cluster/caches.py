@@ -28,7 +28,7 @@ from webhook.kube.facts import (
     node_view,
 )
 from webhook.kube.matching import PolicyIndex
-from webhook.kube.signing import Keyring
+from webhook.kube.snapshot_records import COLLECTION, RecordJoin, record_view
 from webhook.kube.snapshots import PodRecord, SnapshotIndex, snapshot_view
 from webhook.kube.state import (
     ClusterState,
@@ -56,13 +56,16 @@ def resources(
     prefix: str,
     on_pod: Callable[[PodRecord | None], PodRecord | None] | None = None,
     on_pod_changed: Callable[[PodRecord | None], None] | None = None,
-    keyring: Keyring | None = None,
+    join: RecordJoin | None = None,
 ) -> tuple[Resource, ...]:
     """The watched collections, in ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
 
     PodSnapshot CRDs are tried as ``v1`` first, then ``v1alpha1`` (older GKE clusters served only
     that). Namespaces keep only ``prefix`` labels; nodes only the GKE labels in ``facts``.
+    PodSnapshots and snapready's SnapshotRecords tell ``join`` which ``namespace/name``
+    changed, so the state's snapshot index carries each record (``kube.snapshot_records``).
     """
+    touched = join or RecordJoin()
     return (
         Resource(
             "podsnapshotpolicies",
@@ -91,13 +94,19 @@ def resources(
         Resource(
             "podsnapshots",
             tuple(f"{SNAPSHOT_API}/{v}/podsnapshots" for v in SNAPSHOT_VERSIONS),
-            convert=lambda obj: snapshot_view(
-                obj, origin_annotation=prefix + "origin", keyring=keyring
-            ),
-            build=lambda items: SnapshotIndex.build(items.values()),
+            convert=lambda obj: snapshot_view(obj, origin_annotation=prefix + "origin"),
+            build=lambda items: _all(touched, SnapshotIndex.build(items.values())),
             # One event re-sorts one policy's snapshots, not all of them (a leader catching up
             # on 5,000 origin records rebuilt the whole index per event: ~17 ms each).
-            update=lambda index, old, new: index.updated(old, new),
+            update=lambda index, old, new: _one(touched, old, new, index.updated(old, new)),
+        ),
+        Resource(
+            # snapready's own records, one per PodSnapshot (GKE refuses writes to PodSnapshots).
+            "snapshotrecords",
+            (COLLECTION,),
+            convert=record_view,
+            build=lambda items: _all(touched, items),
+            update=lambda view, old, new: _one(touched, old, new, view),
         ),
         Resource(
             "pods",
@@ -139,6 +148,20 @@ def budgets_by_namespace(items: Mapping[str, DisruptionBudget]) -> dict[str, tup
     for budget in items.values():
         out.setdefault(budget.namespace, []).append(budget)
     return {namespace: tuple(found) for namespace, found in out.items()}
+
+
+def _all(join: RecordJoin, view: Any) -> Any:
+    """A relisted collection: every snapshot is joined again."""
+    join.touch_all()
+    return view
+
+
+def _one(join: RecordJoin, old: Any, new: Any, view: Any) -> Any:
+    """One changed PodSnapshot or record: only its ``namespace/name`` is joined again."""
+    changed = new if new is not None else old
+    if changed is not None:
+        join.touch(f"{changed.namespace}/{changed.name}")
+    return view
 
 
 def _same(record: PodRecord | None) -> PodRecord | None:
@@ -183,14 +206,14 @@ class ClusterSource:
         prefix: str,
         timing: Timing,
         on_stop: Callable[[], None] | None = None,
-        keyring: Keyring | None = None,
     ) -> None:
         self._lock = threading.Lock()
+        self._join = RecordJoin()
         self._on_stop = on_stop
         self.pod_listeners: list[Callable[[PodRecord | None], PodRecord | None]] = []
         self.reflectors = {
             r.name: Reflector(r, transport, timing, self._lock, self._rebuild)
-            for r in resources(prefix, self._observe_pod, self._pod_changed, keyring)
+            for r in resources(prefix, self._observe_pod, self._pod_changed, self._join)
         }
         self.version = Poller(
             "version",
@@ -315,7 +338,8 @@ class ClusterSource:
                 notify()
         classes = self.reflectors["computeclasses"]
         budgets = self.reflectors["poddisruptionbudgets"]
-        snapshots = self.reflectors["podsnapshots"]
+        snapshots, records = self.reflectors["podsnapshots"], self.reflectors["snapshotrecords"]
+        joined = self._join.refresh(snapshots.view, records.view)
         details = {"source": "kube", **{w.name: w.status for w in self.workers}}
         details["policies"] = str(len(policies.view))
         details["gkeVersion"] = self.version.value or "unknown"
@@ -332,8 +356,8 @@ class ClusterSource:
             gke_version=self.version.value,
             synced=synced,
             details=details,
-            snapshots=snapshots.view,
-            snapshots_known=snapshots.synced and snapshots.served,
+            snapshots=joined,
+            snapshots_known=snapshots.synced and snapshots.served and records.synced,
             pods=self.reflectors["pods"].view,
             gke_events=self.reflectors["gkeevents"].view,
             pods_known=self.reflectors["pods"].synced,
@@ -342,7 +366,7 @@ class ClusterSource:
             scope_synced=None if self.scope is None else bool(self.scope.in_sync),
         )
         # Snapshots or node pools changed (a node-pool upgrade makes snapshots stale).
-        facts = (snapshots.view, self.reflectors["nodes"].view)
+        facts = (joined, self.reflectors["nodes"].view)
         if facts != self._snapshots_seen:
             self._snapshots_seen = facts
             for notify in self.on_snapshots:  # after the swap; listeners only set an event

@@ -1,47 +1,47 @@
-"""Origin records: what each PodSnapshot was taken from, written onto it once by the leader.
+"""Origin records: what each PodSnapshot was taken from, in a SnapshotRecord the leader writes once.
 
-When a PodSnapshot appears (GKE names its origin pod in ``podsnapshot.gke.io/origin-pod``),
-the leader builds an ``OriginRecord``: the origin pod's fingerprint and per-field digests (from
-the live pod, read once with a GET; from the pod cache if it is gone), its grouping-label values
-under the snapshot's policy, and the facts of the node it ran on (pool, machine family, instance
-type, arch, GKE node version, accelerator, GPU driver label). Unknown parts stay null. It is
-written as the annotation ``<prefix>origin`` with a JSON merge patch on metadata only (field
-manager ``snapready-origin``). Every replica reads the records back from its snapshot cache, so
-the admission path never makes an API call. Followers write nothing, and every write is
-lease-fenced (``cluster.fence``). Compare-before-write (issue 27): the leader GETs the PodSnapshot
-right before writing and leaves a good record alone, so a hand-over (the new leader's cache
-behind the old leader's write) never writes a record twice. An ``origin-pod`` value that is not a
-pod name is unknown (``kube.snapshots.is_pod_name``): the record says so, written once.
+When a PodSnapshot appears, the leader builds an ``OriginRecord``: the origin pod's fingerprint
+and per-field digests (from the live pod, read once with a GET; from the pod cache if it is
+gone), its grouping-label values under the snapshot's policy, and the facts of the node it was
+taken on. The pod and the node are GKE's word: the PodSnapshot's ``podsnapshot.gke.io/origin-pod``
+and ``podsnapshot.gke.io/origin-node`` annotations (only GKE may write a PodSnapshot; the origin
+pod's ``spec.nodeName`` only where GKE names no node), with the node's facts from the node
+cache (pool, machine family, instance type, arch, GKE node version, accelerator, GPU driver
+label) and GKE's ``gke-pod-snapshot-triggered-by`` label. Unknown parts stay null.
 
-Signed (issue 27, ``kube.signing``): with a keyring, the record goes with
-``<prefix>origin-signature``, an HMAC binding it to the PodSnapshot's uid. A record that fails the
-check (forged, copied from another snapshot, signed with a removed key) is believed by no
-replica, counted (``rejected``), logged, reported with a Warning ``SnapshotOriginRejected`` on the
-PodSnapshot, and rewritten from the live origin pod (or the pod cache), once per forged value.
-An unsigned record that snapready's own field manager wrote (a version before signing) is
-rewritten without the Event. A record signed with an older key is re-signed (a JSON Patch that
-tests the value first), so a rotated-out key can be removed once they are all re-signed.
+The record is written as a ``SnapshotRecord`` (``kube.snapshot_records``): named after the
+PodSnapshot, owned by it (garbage-collected with it), created with field manager
+``snapready-origin``. It is never written on the PodSnapshot: GKE's ValidatingAdmissionPolicy
+refuses that (domain.md section 10). Every replica reads the records from its cache, so the
+admission path never makes an API call. Followers write nothing, and every write is
+lease-fenced (``cluster.fence``). Compare-before-write: the leader GETs the record right before
+creating it and leaves one written for this PodSnapshot's uid alone, so a hand-over never
+writes a record twice. A leftover record of an earlier PodSnapshot of the same name (its uid
+differs) is deleted (with a uid precondition) and written anew.
 
-Consumed configuration (issue 25, ``kube.config_refs``): the record also names the Secrets and
-ConfigMaps the live origin pod reads, each with its resourceVersion and last change time from a
+Upgrade (records of a snapready before SnapshotRecords): a readable ``<prefix>origin``
+annotation on the PodSnapshot, last written by snapready's field manager and naming GKE's origin
+pod, is converted once into a SnapshotRecord (``convertedFrom: annotation``), so nothing
+recorded before is lost; anything else is rebuilt from the pod. A record that disappears while
+its PodSnapshot stays (deleted by hand) is written again from the one this replica believed.
+
+Consumed configuration (``kube.config_refs``): the record also names the Secrets and ConfigMaps
+the live origin pod reads, each with its resourceVersion and last change time from a
 metadata-only GET (never a value); unknown (null) when the pod is gone or the reads are refused.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
-import orjson
-
 from webhook.base.types import RawObject, mapping
-from webhook.cluster.events import Event, EventRecorder, Regarding
 from webhook.cluster.fence import NotLeader
 from webhook.cluster.syncing import Conflict, NotServed, TransportError, Worker, describe
 from webhook.kube.config_refs import ConfigMeta, config_meta, consumed, refs_of
@@ -53,7 +53,16 @@ from webhook.kube.gke import (
     MACHINE_FAMILY,
 )
 from webhook.kube.outcomes import parse_time
-from webhook.kube.signing import Keyring, Rejection, sign, verify
+from webhook.kube.snapshot_records import (
+    GROUP,
+    PLURAL,
+    RECORD_ACTIONS,
+    VERSION,
+    RecordAction,
+    record_object,
+    record_path,
+    record_view,
+)
 from webhook.kube.snapshots import ConfigRef, OriginRecord, SnapshotView, workload_of
 from webhook.kube.state import ClusterState
 from webhook.pod.distill import fingerprint
@@ -61,18 +70,18 @@ from webhook.pod.fields import field_digests
 from webhook.pod.restore import group_of
 
 log = logging.getLogger("snapready.origins")
-FIELD_MANAGER = "snapready-origin"
-SNAPSHOT_API = "podsnapshot.gke.io/v1"
+LEGACY_FIELD_MANAGER = "snapready-origin"
+"""The field manager older snapready versions patched the ``<prefix>origin`` annotation with."""
 
 
 class OriginTransport(Protocol):
-    """A GET, a JSON Patch and a JSON merge patch (RFC 6902, 7386) with a field manager."""
+    """A GET, a create and a DELETE with a uid precondition (lease-fenced in production)."""
 
     def get(self, path: str) -> RawObject: ...
 
-    def patch(self, path: str, ops: Sequence[RawObject], *, field_manager: str) -> RawObject: ...
+    def create(self, path: str, body: RawObject) -> RawObject: ...
 
-    def merge_patch(self, path: str, patch: RawObject, *, field_manager: str) -> RawObject: ...
+    def delete(self, path: str, *, uid: str = "") -> RawObject: ...
 
 
 def node_facts(state: ClusterState, node_name: str | None) -> dict[str, str | None]:
@@ -98,7 +107,11 @@ def build_record(
     config: tuple[ConfigRef, ...] | None = None,
 ) -> OriginRecord:
     """The record of ``view`` from its live origin pod (``None``: gone), the caches and the
-    consumed configuration read for it (``config``; None: not known)."""
+    consumed configuration read for it (``config``; None: not known).
+
+    The node is GKE's ``origin-node`` (``view.origin_node``) when GKE names one, else the
+    origin pod's ``spec.nodeName`` (``node_from`` says which).
+    """
     policy = next(
         (p for p in state.policies.by_namespace.get(view.namespace, ()) if p.name == view.policy),
         None,
@@ -116,31 +129,34 @@ def build_record(
         spec_hash, fields, workload = cached.spec_hash, {}, cached.owner
     else:
         labels, node, spec_hash, fields, workload = {}, None, None, {}, None
+    pod_node = node if isinstance(node, str) and node else None
+    node_name = view.origin_node or pod_node
     return OriginRecord(
         pod=view.origin_pod,
         spec_hash=spec_hash,
         fields=fields,
-        node=node_facts(state, node if isinstance(node, str) else None),
+        node=node_facts(state, node_name),
         group=group_of(policy, labels) if policy is not None else {},
         workload=workload,
         config=config if pod is not None else None,
+        node_name=node_name,
+        node_from="gke" if view.origin_node else ("pod" if pod_node else None),
+        triggered_by=view.triggered_by,
     )
 
 
 class OriginRecorder(Worker):
-    """Writes missing origin records, signed, and repairs forged ones (leader only); wakes on
-    cache changes and every minute.
+    """Writes a SnapshotRecord for every PodSnapshot without one (leader only); wakes on cache
+    changes and every minute.
 
     Args:
-        transport: GET pods, patch PodSnapshots (lease-fenced).
-        state: the current cluster state (snapshots, pods, nodes, policies).
+        transport: GET pods and PodSnapshots, create and delete SnapshotRecords (lease-fenced).
+        state: the current cluster state (snapshots with their records, pods, nodes, policies).
         snapshot_api: the served PodSnapshot API path (``/apis/podsnapshot.gke.io/v1``), or
             None while not served.
+        records_served: whether the SnapshotRecord API (``snapready.io/v1alpha1``) is served.
         is_leader: whether this replica may write now.
-        prefix: annotation prefix (``<prefix>origin``, ``<prefix>origin-signature``).
-        keyring: signs and verifies records (``kube.signing``); None: records are unsigned.
-        events: reports a rejected record (Warning ``SnapshotOriginRejected`` on the
-            PodSnapshot); None: the log line and the metric only.
+        prefix: annotation prefix (``<prefix>origin``: the annotation of older versions).
         metadata: a metadata-only GET (``KubeTransport.metadata_only``) for the Secrets and
             ConfigMaps the origin pod consumed; None: not recorded.
         mine: whether a namespace is this installation's (``outcomes.namespaces``).
@@ -152,36 +168,39 @@ class OriginRecorder(Worker):
         *,
         state: Callable[[], ClusterState],
         snapshot_api: Callable[[], str | None],
+        records_served: Callable[[], bool],
         is_leader: Callable[[], bool],
         prefix: str,
         lock: threading.Lock,
         on_change: Callable[[], None],
         recheck_seconds: float = 60.0,
-        keyring: Keyring | None = None,
-        events: EventRecorder | None = None,
         metadata: OriginTransport | None = None,
         mine: Callable[[str], bool] = lambda _namespace: True,
     ) -> None:
         super().__init__("originRecords", lock, on_change)
-        self.mine = mine
+        self.mine, self.records_served = mine, records_served
         self.transport, self.state, self.snapshot_api = transport, state, snapshot_api
         self.is_leader, self.prefix, self.recheck = is_leader, prefix, recheck_seconds
-        self.keyring, self.events, self.metadata = keyring, events, metadata
-        self.written = 0
-        self.rejected: Counter[str] = Counter()
-        """Rejected records by ``kube.signing.Rejection`` (``snapready_origin_rejected_total``)."""
+        self.metadata = metadata
+        self.actions: Counter[str] = Counter()
+        """Records by ``RecordAction`` (``snapready_snapshot_records_total``)."""
         self._handled: dict[tuple[str, str], str] = {}
-        """(namespace, name) -> the state last handled (``_token``): each is handled once."""
+        """(namespace, name) -> the PodSnapshot uid last handled: each is handled once."""
         self._known: dict[str, OriginRecord] = {}
-        """PodSnapshot uid -> the last record every replica believed (a repair restores it)."""
-        self._reported: set[tuple[str, str]] = set()
-        """(uid, rejected value's digest) already reported: one Event and count each."""
+        """PodSnapshot uid -> the last record every replica believed (a removed one is
+        written again from it)."""
         self._config_refused = False
+        self._unserved_said = False
         self._wake = threading.Event()
 
     @property
+    def written(self) -> int:
+        """Records written so far, of every action."""
+        return sum(self.actions.values())
+
+    @property
     def key(self) -> str:
-        """The record annotation; its signature is ``<key>-signature``."""
+        """The annotation older versions wrote on PodSnapshots (read to convert it)."""
         return self.prefix + "origin"
 
     def notify(self) -> None:
@@ -202,28 +221,36 @@ class OriginRecorder(Worker):
             if not self.stopping:
                 self.record_missing()
 
-    def _token(self, view: SnapshotView) -> str | None:
-        """What there is to do about ``view``, as a token handled once (None: nothing): a
-        rejected value (its mark), a missing record, a record of an older key."""
-        if view.origin_rejected is not None:
-            return "rejected:" + view.origin_mark
-        if view.origin is None:
-            return "missing"
-        if self.keyring is not None and view.origin_key != self.keyring.active:
-            return "resign:" + str(view.origin_key)
-        return None
+    def _writable(self, state: ClusterState) -> str | None:
+        """The PodSnapshot API path when this replica may write records now, else None."""
+        api = self.snapshot_api()
+        if not self.is_leader() or api is None or not state.snapshots_known:
+            return None
+        if not self.records_served():
+            if not self._unserved_said:
+                self._unserved_said = True
+                log.warning(
+                    "the SnapshotRecord API (%s/%s) is not served: origin records are not "
+                    "written (install the chart's CRD, chart/crds/)",
+                    GROUP,
+                    VERSION,
+                )
+                self.set_status("SnapshotRecord CRD not installed")
+            return None
+        return api
 
     def record_missing(self) -> int:
-        """Write a record on every snapshot without a believed one, repair forged or removed
-        ones and re-sign those of older keys (leader only); how many were written.
+        """Write a record for every snapshot of this installation without one (leader only);
+        how many were written.
 
-        Each (snapshot, state) is handled once: a forged value, re-applied or kept while its
-        repair fails for good (a 4xx such as 422: the annotations are too large), is neither
-        retried nor reported again until it changes; a transient failure (5xx, unreachable,
-        a lost Lease, 409) is retried on the next pass.
+        Each PodSnapshot (by uid) is handled once: a permanent refusal (a 4xx such as 403 or
+        422) is logged and not retried until the snapshot changes (no storm); a transient one
+        (5xx, unreachable, a lost Lease, 409) is retried on the next pass. A snapshot being
+        deleted gets no record.
         """
-        state, api = self.state(), self.snapshot_api()
-        if not self.is_leader() or api is None or not state.snapshots_known:
+        state = self.state()
+        api = self._writable(state)
+        if api is None:
             return 0
         count = 0
         present: set[str] = set()
@@ -231,17 +258,15 @@ class OriginRecorder(Worker):
             if not self.mine(namespace):
                 continue
             present.add(view.uid)
-            if view.origin is not None and view.origin_rejected is None and view.uid:
-                self._known[view.uid] = view.origin  # what snapready knows, for a repair
-            token = self._token(view)
-            if token is None:
+            if view.origin is not None:
+                self._known[view.uid] = view.origin  # what snapready knows, if it is removed
                 self._handled.pop((namespace, name), None)
                 continue
-            if self._handled.get((namespace, name)) == token:
+            if view.deleting_since or self._handled.get((namespace, name)) == view.uid:
                 continue
             if not self.is_leader():
                 break
-            self._handled[(namespace, name)] = token
+            self._handled[(namespace, name)] = view.uid
             try:
                 count += self._write(api, view, state)
             except (TransportError, NotServed) as exc:
@@ -257,7 +282,6 @@ class OriginRecorder(Worker):
                     self._handled.pop((namespace, name), None)  # retried on the next pass
         self._forget(present, state)
         if count:
-            self.written += count
             self.set_status(f"{self.written} written")
         return count
 
@@ -265,79 +289,91 @@ class OriginRecorder(Worker):
         """Drop what is kept about PodSnapshots that are gone (memory stays bounded by them)."""
         for uid in [u for u in self._known if u not in present]:
             del self._known[uid]
-        self._reported = {(uid, mark) for uid, mark in self._reported if uid in present}
         for key in [k for k in self._handled if k not in state.snapshots.by_name]:
             del self._handled[key]
 
     def _write(self, api: str, view: SnapshotView, state: ClusterState) -> int:
-        """Write (or re-sign) the record of ``view`` unless the live object has a good one;
-        1 when written. Compare-before-write: the live object decides, not the cache."""
-        path = f"{api}/namespaces/{view.namespace}/podsnapshots/{view.name}"
-        live = mapping(self.transport.get(path).get("metadata"))
-        annotations, uid = mapping(live.get("annotations")), str(live.get("uid") or "")
-        value, signature = annotations.get(self.key), annotations.get(self.key + "-signature")
-        readable = isinstance(value, str) and OriginRecord.from_json(value) is not None
-        rejected: Rejection | None = None
-        if isinstance(value, str) and self.keyring is not None:
-            key_id, rejected = verify(
-                self.keyring,
-                signature,
-                uid=uid,
-                namespace=view.namespace,
-                name=view.name,
-                value=value,
-            )
-            if rejected is None and not readable:  # signed by a newer version: leave it be
-                log.info("origin record of %s/%s is of another version", view.namespace, view.name)
+        """Create the record of ``view`` unless the live one is already this snapshot's; 1 when
+        written. Compare-before-write: the live object decides, not the cache."""
+        path = record_path(view.namespace, view.name)
+        try:
+            live: RawObject | None = self.transport.get(path)
+        except NotServed:  # 404: no record yet
+            live = None
+        if live is not None:
+            existing = record_view(live)
+            if existing is not None and existing.snapshot_uid == view.uid:
+                log.info("origin record of %s/%s already written", view.namespace, view.name)
                 return 0
-            if rejected is None:
-                if key_id == self.keyring.active:
-                    log.info("origin record of %s/%s already written", view.namespace, view.name)
-                    return 0
-                return self._resign(path, view, uid, value)
-        elif readable:
+            # A record of an earlier PodSnapshot of this name (the garbage collector has not
+            # removed it yet): replaced, never believed for this one.
+            stale_uid = str(mapping(live.get("metadata")).get("uid") or "")
+            with contextlib.suppress(NotServed):  # 404: the garbage collector was faster
+                self.transport.delete(path, uid=stale_uid)
+        action: RecordAction = "written"
+        known = self._known.get(view.uid)
+        if known is not None:
+            record, action = known, "restored"
+            log.warning(
+                "origin record of %s/%s was removed: written again from the one snapready held",
+                view.namespace,
+                view.name,
+            )
+        else:
+            record, converted = self._build(api, view, state)
+            action = "converted" if converted else "written"
+        body = record_object(
+            record, view, api.removeprefix("/apis/"), converted=action == "converted"
+        )
+        collection = f"/apis/{GROUP}/{VERSION}/namespaces/{view.namespace}/{PLURAL}"
+        try:
+            self.transport.create(collection, body)
+        except Conflict:  # created meanwhile (a predecessor's write): it stands
             log.info("origin record of %s/%s already written", view.namespace, view.name)
             return 0
-        known = self._known.get(uid)
-        if rejected is None and value is None and known is not None:
-            rejected = "removed"  # snapready's record was there and someone deleted it
-        mark = view.origin_mark or _digest(value, signature)
-        if rejected == "unknown-key":
-            # Signed with a key this replica lacks: a rotation half done (another replica
-            # holds it) or made up. Not believed here, counted and logged once, never
-            # rewritten: two replicas of different keys would otherwise rewrite each other.
-            if (uid, mark) not in self._reported:
-                self._reported.add((uid, mark))
-                self.rejected[rejected] += 1
-                log.warning(
-                    "origin record of %s/%s is signed with a key this replica does not hold: "
-                    "not believed, left as it is",
-                    view.namespace,
-                    view.name,
-                )
-            return 0
-        if rejected is not None:
-            legacy = rejected == "unsigned" and _legacy(live, self.key, str(value))
-            self._reject(view, rejected, uid=uid, mark=mark, legacy=legacy)
-        record = known if known is not None else self._rebuild(view, live, state)
-        text = record.to_json()
-        written: dict[str, str | None] = {self.key: text, self.key + "-signature": None}
-        if self.keyring is not None:
-            written[self.key + "-signature"] = sign(
-                self.keyring, uid=uid, namespace=view.namespace, name=view.name, value=text
-            )
-        # The uid makes the patch fail on a PodSnapshot re-created under the same name.
-        patch = {"metadata": {"uid": uid, "annotations": written}}
-        self.transport.merge_patch(path, patch, field_manager=FIELD_MANAGER)
-        log.info("origin record written on PodSnapshot %s/%s", view.namespace, view.name)
+        self.actions[action] += 1
+        log.info("origin record of PodSnapshot %s/%s %s", view.namespace, view.name, action)
         return 1
 
-    def _rebuild(self, view: SnapshotView, live: RawObject, state: ClusterState) -> OriginRecord:
+    def _build(
+        self, api: str, view: SnapshotView, state: ClusterState
+    ) -> tuple[OriginRecord, bool]:
+        """The record of ``view`` and whether it was converted from an older snapready's
+        annotation (read from the live PodSnapshot only when the cache saw one)."""
+        if view.legacy:
+            path = f"{api}/namespaces/{view.namespace}/podsnapshots/{view.name}"
+            metadata = mapping(self.transport.get(path).get("metadata"))
+            value = mapping(metadata.get("annotations")).get(self.key)
+            old = OriginRecord.from_json(value)
+            if (
+                old is not None
+                and metadata.get("uid") == view.uid
+                and old.pod == view.origin_pod
+                and _ours(metadata, self.key)
+            ):
+                node_name = view.origin_node or old.node_name
+                converted = replace(
+                    old,
+                    node_name=node_name,
+                    node_from="gke" if view.origin_node else old.node_from,
+                    triggered_by=view.triggered_by,
+                )
+                return converted, True
+            log.warning(
+                "the %s annotation on PodSnapshot %s/%s was not written by snapready for this "
+                "snapshot's origin pod: not converted, rebuilt from the pod",
+                self.key,
+                view.namespace,
+                view.name,
+            )
+        return self._rebuild(view, state), False
+
+    def _rebuild(self, view: SnapshotView, state: ClusterState) -> OriginRecord:
         """A record from the pod ``origin-pod`` names, if it already existed when the
         PodSnapshot was created (a pod created later, or re-created under that name, is not
-        its origin: anyone who may patch PodSnapshots could name one); else from the pod
-        cache under the same rule; else a record of an unknown origin."""
-        taken = parse_time(str(live.get("creationTimestamp") or ""))
+        its origin); else from the pod cache under the same rule; else a record of an unknown
+        origin."""
+        taken = parse_time(view.created)
         pod: RawObject | None = None
         if view.origin_pod:
             try:
@@ -365,66 +401,6 @@ class OriginRecorder(Worker):
             if cached is not None and not _before(cached.created, taken):
                 return build_record(replace(view, origin_pod=None), None, state)
         return build_record(view, pod, state, config)
-
-    def _resign(self, path: str, view: SnapshotView, uid: str, value: str) -> int:
-        """Sign a verified record again with the active key; the JSON Patch tests that the
-        record is still the one verified, so a concurrent edit is never signed."""
-        assert self.keyring is not None
-        pointer = "/metadata/annotations/" + _escape(self.key)
-        signature = sign(
-            self.keyring, uid=uid, namespace=view.namespace, name=view.name, value=value
-        )
-        ops = [
-            {"op": "test", "path": "/metadata/uid", "value": uid},
-            {"op": "test", "path": pointer, "value": value},
-            {"op": "add", "path": pointer + "-signature", "value": signature},
-        ]
-        self.transport.patch(path, ops, field_manager=FIELD_MANAGER)
-        log.info(
-            "origin record of %s/%s re-signed with key %s",
-            view.namespace,
-            view.name,
-            self.keyring.active,
-        )
-        return 1
-
-    def _reject(
-        self, view: SnapshotView, why: Rejection, *, uid: str, mark: str, legacy: bool
-    ) -> None:
-        """Count, log and report a record that fails the check, once per (snapshot, value):
-        a Warning ``SnapshotOriginRejected``, or for ``legacy`` (unsigned, without the
-        ``config`` key every signed record has, written by snapready's field manager: a
-        version before signing, or someone claiming its name) a Normal ``SnapshotOriginUnsigned``.
-        """
-        if (uid, mark) in self._reported:
-            return
-        self._reported.add((uid, mark))
-        self.rejected[why] += 1
-        regarding = Regarding(SNAPSHOT_API, "PodSnapshot", view.namespace, view.name)
-        if legacy:
-            log.info(
-                "origin record of %s/%s is unsigned (written before signing?): rewritten",
-                view.namespace,
-                view.name,
-            )
-            note = (
-                f"the origin record on PodSnapshot {view.name} is unsigned (a snapready "
-                "version before signing, or someone claiming its field manager): ignored and "
-                "rewritten, signed"
-            )
-            if self.events is not None:
-                self.events.emit(
-                    Event(regarding, "Normal", "SnapshotOriginUnsigned", "Verify", note)
-                )
-            return
-        what = "was removed" if why == "removed" else f"is not snapready's ({why})"
-        note = (
-            f"the origin record on PodSnapshot {view.name} {what}: ignored and rewritten from "
-            "what snapready knows; someone who may edit PodSnapshots in this namespace changed it"
-        )
-        log.warning("origin record of %s/%s rejected (%s)", view.namespace, view.name, why)
-        if self.events is not None:
-            self.events.emit(Event(regarding, "Warning", "SnapshotOriginRejected", "Verify", note))
 
     def _config(
         self, namespace: str, pod: RawObject, state: ClusterState
@@ -459,41 +435,18 @@ class OriginRecorder(Worker):
         return refs_of(pod, metas)
 
 
-def _escape(key: str) -> str:
-    """An annotation key as a JSON Pointer token (RFC 6901: ``~`` -> ``~0``, ``/`` -> ``~1``)."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def _legacy(metadata: RawObject, key: str, value: str) -> bool:
-    """An unsigned record written by a snapready before records were signed: without the
-    ``config`` key every signed record has, and last written by snapready's own field manager.
-    Only spares the Warning (anyone may claim a field manager's name and drop a key): the
-    record is rewritten either way."""
-    try:
-        doc = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(doc, dict) and "config" not in doc and _ours(metadata, key)
-
-
 def _ours(metadata: RawObject, key: str) -> bool:
-    """Whether ``managedFields`` says snapready's field manager last wrote annotation ``key``."""
+    """Whether ``managedFields`` says an older snapready's field manager last wrote annotation
+    ``key`` (a cheap filter: anyone who could patch PodSnapshots then could claim the name)."""
     needle = "f:" + key
     for entry in metadata.get("managedFields") or ():
-        if isinstance(entry, dict) and entry.get("manager") == FIELD_MANAGER:
+        if isinstance(entry, dict) and entry.get("manager") == LEGACY_FIELD_MANAGER:
             annotations = mapping(mapping(entry.get("fieldsV1")).get("f:metadata")).get(
                 "f:annotations"
             )
             if isinstance(annotations, dict) and needle in annotations:
                 return True
     return False
-
-
-def _digest(value: object, signature: object) -> str:
-    """16 hex digits for a (value, signature) pair, like ``SnapshotView.origin_mark``."""
-    text = (value if isinstance(value, str) else "") + "\n"
-    text += signature if isinstance(signature, str) else ""
-    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
 
 
 def _before(created: object, taken: datetime | None) -> bool:
@@ -510,3 +463,13 @@ def _permanent(exc: Exception) -> bool:
         return False
     text = str(exc)
     return text.startswith("HTTP 4") and not text.startswith("HTTP 429")
+
+
+__all__ = [
+    "RECORD_ACTIONS",
+    "OriginRecorder",
+    "OriginTransport",
+    "RecordAction",
+    "build_record",
+    "node_facts",
+]

@@ -16,7 +16,6 @@ from webhook.cluster.client import KubeTransport, api_client
 from webhook.cluster.config_watch import ConfigWatch
 from webhook.cluster.events import EventRecorder
 from webhook.cluster.fence import FencedTransport
-from webhook.cluster.keys import load_keyring
 from webhook.cluster.leader import LeaderElector, new_identity
 from webhook.cluster.lifecycle import LifecycleWorker
 from webhook.cluster.origins import OriginRecorder
@@ -50,12 +49,6 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     Raises:
         ConfigError: the client configuration cannot be loaded (see ``api_client``).
     """
-    keyring = load_keyring(settings.origin)  # before any thread: a bad key fails the start
-    if keyring is None:
-        log.warning(
-            "origin records are not signed (origin.keys_dir is empty): anyone who may edit "
-            "PodSnapshots can forge what snapready predicts from them"
-        )
     client = api_client(settings)
     transport = KubeTransport(client, settings.source.request_timeout_seconds)
     source = ClusterSource(
@@ -63,7 +56,6 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
         prefix=settings.prefix,
         timing=timing_from(settings.source),
         on_stop=client.close,
-        keyring=keyring,
     )
     elector: LeaderElector | None = None
     if settings.leader.enabled:
@@ -94,12 +86,11 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
         writes,
         state=source.state,
         snapshot_api=lambda: source.served_api("podsnapshots"),
+        records_served=lambda: source.served_api("snapshotrecords") is not None,
         is_leader=is_leader,
         prefix=settings.prefix,
         lock=source.lock,
         on_change=source.rebuild,
-        keyring=keyring,
-        events=events,
         metadata=metadata,
         mine=settings.outcomes.tracks,
     )

@@ -1,18 +1,19 @@
 """PodSnapshots, their origin records, and the snapshot pods snapready stamped: compact views.
 
 GKE creates a ``PodSnapshot`` (``podsnapshot.gke.io``) per checkpoint: ``spec.policyName``, the
-annotation ``podsnapshot.gke.io/origin-pod`` (the pod it was taken from, same namespace), the
-condition ``Ready`` and ``status.lastAccessTime`` (domain.md section 2). snapready adds the
-annotation ``<prefix>origin``: an ``OriginRecord`` in compact JSON, written once by the leader,
-saying what the snapshot was taken from (the origin pod's fingerprint and per-field digests, its
-node's facts, its grouping labels). Unknown parts are null, never guessed.
-``SnapshotIndex`` answers "which ready snapshots could this pod restore from" from memory.
-Pure module.
+annotations ``podsnapshot.gke.io/origin-pod`` (the pod it was taken from, same namespace) and
+``podsnapshot.gke.io/origin-node`` (the node), the label ``gke-pod-snapshot-triggered-by`` (a
+manual trigger's name), the condition ``Ready`` and ``status.lastAccessTime`` (domain.md
+sections 2 and 10). Only GKE may write a PodSnapshot, so these are GKE's word. snapready's
+``OriginRecord`` (what the snapshot was taken from: the origin pod's fingerprint and per-field
+digests, its node's facts, its grouping labels) lives in a ``SnapshotRecord`` of its own
+(``kube.snapshot_records``) and is folded into ``SnapshotView.origin``. Unknown parts are null,
+never guessed. ``SnapshotIndex`` answers "which ready snapshots could this pod restore from"
+from memory. Pure module.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,8 +22,7 @@ from typing import Any
 import orjson
 
 from webhook.base.types import RawObject, mapping
-from webhook.kube.gke import ORIGIN_POD
-from webhook.kube.signing import Keyring, Rejection, verify
+from webhook.kube.gke import ORIGIN_NODE, ORIGIN_POD, TRIGGERED_BY
 
 RECORD_VERSION = 1
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -104,7 +104,8 @@ class ConfigRef:
 
 @dataclass(frozen=True)
 class OriginRecord:
-    """What a snapshot was taken from (the ``<prefix>origin`` annotation).
+    """What a snapshot was taken from (a ``SnapshotRecord``'s spec; before, the
+    ``<prefix>origin`` annotation on the PodSnapshot, still read to convert it).
 
     Attributes:
         pod: origin pod name; None when GKE named none.
@@ -117,6 +118,10 @@ class OriginRecord:
         config: the Secrets and ConfigMaps the origin pod consumed (``kube.config_refs``),
             sorted; None when not recorded (the origin pod was gone, or an older record).
             Never their values: a name, a resourceVersion and a time each.
+        node_name: the node it was taken on; ``node_from``: where that came from (``gke``:
+            GKE's ``origin-node`` annotation; ``pod``: the origin pod's ``spec.nodeName``);
+            None when unknown.
+        triggered_by: the PodSnapshotManualTrigger that made it (GKE's label), if any.
     """
 
     pod: str | None
@@ -126,6 +131,9 @@ class OriginRecord:
     group: Mapping[str, str] = field(default_factory=dict)
     workload: WorkloadRef | None = None
     config: tuple[ConfigRef, ...] | None = None
+    node_name: str | None = None
+    node_from: str | None = None
+    triggered_by: str | None = None
 
     def to_json(self) -> str:
         """Compact JSON with sorted keys (the annotation value; ~1-3 KiB)."""
@@ -147,7 +155,8 @@ class OriginRecord:
 
     @classmethod
     def from_json(cls, text: Any) -> OriginRecord | None:
-        """Parse an annotation value; None when it is not a record this version can read."""
+        """Parse a ``<prefix>origin`` annotation value (written by a snapready before
+        SnapshotRecords; converted once); None when it is not a record this version can read."""
         try:
             doc = orjson.loads(text) if isinstance(text, str) else None
         except orjson.JSONDecodeError:
@@ -164,11 +173,11 @@ class OriginRecord:
             node={key: _str(node.get(key)) for key in NODE_KEYS},
             group={str(k): str(v) for k, v in group.items() if isinstance(v, str)},
             workload=_workload(doc.get("workload")),
-            config=_config(doc.get("config")),
+            config=config_refs(doc.get("config")),
         )
 
 
-def _config(value: Any) -> tuple[ConfigRef, ...] | None:
+def config_refs(value: Any) -> tuple[ConfigRef, ...] | None:
     """A record's ``config`` list (absent: None); entries of another shape are skipped."""
     if not isinstance(value, list):
         return None
@@ -207,20 +216,20 @@ class SnapshotView:
         ready: condition ``Ready`` is ``True``; ``reason``: its reason (or another condition's).
         created: ``metadata.creationTimestamp`` (RFC 3339 text, sorts by time).
         last_access: ``status.lastAccessTime`` or None.
-        origin: the parsed ``<prefix>origin`` record, None when absent or unreadable.
+        origin: its ``SnapshotRecord``'s record (``kube.snapshot_records.joined``), None while
+            there is none for this PodSnapshot's uid.
         checkpoint: the checkpoint's state from the ``Checkpoint`` condition (``CHECKPOINT``
             table in ``snapshot_view``): ``awaiting``, ``succeeded``, ``failed`` or ``""``
             (no such condition: an older GKE, or not reported yet).
         checkpoint_message: GKE's message of that condition (``runsc error: exit status 128``).
         checkpoint_at: its ``lastTransitionTime`` (RFC 3339) or None.
         deleting_since: ``metadata.deletionTimestamp`` (the snapshot is ``Deleting``), or None.
-        uid: ``metadata.uid`` (the signature binds the record to it; the precondition of a
+        uid: ``metadata.uid`` (a record is believed for this uid only; the precondition of a
             prune's DELETE; empty when unknown).
-        origin_key: the id of the key that verified ``origin`` (``kube.signing``); None when
-            records are not signed (no keyring) or there is no valid record.
-        origin_rejected: why a present ``<prefix>origin`` is not believed (``Rejection``), else
-            None; ``origin_mark``: a digest of the rejected value and signature, so that each
-            forgery is handled once.
+        origin_node: the node GKE names in ``podsnapshot.gke.io/origin-node``, or None.
+        triggered_by: GKE's label ``gke-pod-snapshot-triggered-by`` (a manual trigger), or None.
+        legacy: it carries a readable ``<prefix>origin`` annotation written by an older
+            snapready (converted to a SnapshotRecord once by the leader).
     """
 
     namespace: str
@@ -237,9 +246,9 @@ class SnapshotView:
     checkpoint_at: str | None = None
     deleting_since: str | None = None
     uid: str = ""
-    origin_key: str | None = None
-    origin_rejected: Rejection | None = None
-    origin_mark: str = ""
+    origin_node: str | None = None
+    triggered_by: str | None = None
+    legacy: bool = False
 
 
 CHECKPOINT_AWAITING = "AwaitingCheckpoint"
@@ -275,15 +284,12 @@ def checkpoint_state(conditions: Any) -> tuple[str, str, str | None]:
     return "", "", None
 
 
-def snapshot_view(
-    obj: RawObject, *, origin_annotation: str, keyring: Keyring | None = None
-) -> SnapshotView | None:
+def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | None:
     """Compact view of a PodSnapshot; None without namespace, name or ``spec.policyName``.
 
-    With a ``keyring`` the ``<origin_annotation>`` record is believed only when
-    ``<origin_annotation>-signature`` signs it for this object (``kube.signing.verify``);
-    otherwise ``origin`` is None and ``origin_rejected`` says why. Without one (records not
-    signed: file mode, or an installation without keys) every readable record is believed.
+    ``origin`` stays None: records live in SnapshotRecords (``kube.snapshot_records``).
+    ``legacy`` says whether the ``<origin_annotation>`` of an older snapready is there to
+    convert; its value is not kept (the leader reads it when it converts).
     """
     metadata, spec = mapping(obj.get("metadata")), mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
@@ -298,22 +304,11 @@ def snapshot_view(
         origin_pod = pod_name or None if where == namespace else None
     if origin_pod is not None and not is_pod_name(origin_pod):
         origin_pod = None  # it goes into a request path: anything else is unknown (issue 27)
+    origin_node = _str(annotations.get(ORIGIN_NODE))
+    if origin_node is not None and not is_pod_name(origin_node):
+        origin_node = None  # node names are DNS-1123 subdomains too
     ready, reason = _ready(status.get("conditions"))
     checkpoint, checkpoint_message, checkpoint_at = checkpoint_state(status.get("conditions"))
-    uid = _str(metadata.get("uid")) or ""
-    value = annotations.get(origin_annotation)
-    origin = OriginRecord.from_json(value)
-    key_id: str | None = None
-    rejected: Rejection | None = None
-    mark = ""
-    if keyring is not None and isinstance(value, str):
-        signature = annotations.get(origin_annotation + "-signature")
-        key_id, rejected = verify(
-            keyring, signature, uid=uid, namespace=namespace, name=name, value=value
-        )
-        if rejected is not None:
-            origin = None
-            mark = _mark(value, signature)
     return SnapshotView(
         namespace=namespace,
         name=name,
@@ -323,22 +318,15 @@ def snapshot_view(
         reason=reason,
         created=_str(metadata.get("creationTimestamp")) or "",
         last_access=_str(status.get("lastAccessTime")),
-        origin=origin,
         checkpoint=checkpoint,
         checkpoint_message=checkpoint_message,
         checkpoint_at=checkpoint_at,
         deleting_since=_str(metadata.get("deletionTimestamp")),
-        uid=uid,
-        origin_key=key_id if origin is not None else None,
-        origin_rejected=rejected,
-        origin_mark=mark,
+        uid=_str(metadata.get("uid")) or "",
+        origin_node=origin_node,
+        triggered_by=_str(mapping(metadata.get("labels")).get(TRIGGERED_BY)),
+        legacy=OriginRecord.from_json(annotations.get(origin_annotation)) is not None,
     )
-
-
-def _mark(value: str, signature: object) -> str:
-    """16 hex digits identifying one rejected (value, signature) pair."""
-    text = value + "\n" + (signature if isinstance(signature, str) else "")
-    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
 
 
 def _ready(conditions: Any) -> tuple[bool, str]:

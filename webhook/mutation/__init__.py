@@ -12,8 +12,9 @@ PodSnapshotPolicy selects. Steps:
    ``rules.gpu_driver.pin`` is on (``driver``), ``<prefix>policy``, the label ``<prefix>selected``,
    the opt-in readiness gate (``webhook.mutation.gate``), ``<prefix>spec-hash`` (the
    fingerprint of the final pod) and, in cluster mode, the
-   ``<prefix>restore-*`` prediction (``webhook.mutation.prediction``). Injection steps are
-   skipped when ``settings.injection.enabled`` is false or the pod says
+   ``<prefix>restore-*`` prediction (``webhook.mutation.prediction``), and last the removal
+   of every other ``<prefix>`` key the pod brought (``webhook.mutation.ownership``). Injection
+   steps are skipped when ``settings.injection.enabled`` is false or the pod says
    ``<prefix>inject: "false"``.
 3. The recorded operations are the patch. A pod already carrying everything (the webhook's own
    output on reinvocation) yields no operation, hence no ``patch`` in the response; a pod whose
@@ -47,6 +48,7 @@ from webhook.mutation.driver import pin_gpu_driver
 from webhook.mutation.env import inject_env
 from webhook.mutation.gate import add_readiness_gate
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
+from webhook.mutation.ownership import drop_foreign_keys
 from webhook.mutation.patch import Draft, coalesced
 from webhook.mutation.prediction import (
     PREDICTION_KEY,
@@ -84,9 +86,11 @@ MUTATORS: tuple[Step, ...] = (
     Step("readiness-gate", add_readiness_gate),
     Step("spec-hash", stamp_fingerprint),
     Step("restore-prediction", stamp_prediction),
+    Step("foreign-keys", drop_foreign_keys),
 )
 """Fixed order; ``spec-hash`` hashes everything before it; only the (unhashed) prediction
-annotations, which read the final fingerprint, come after it."""
+annotations, which read the final fingerprint, come after it; ``foreign-keys`` runs last, as
+it removes every ``<prefix>`` key that the steps before it did not set (``mutation.ownership``)."""
 
 
 def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:

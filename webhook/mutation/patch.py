@@ -108,12 +108,15 @@ class Draft:
         doc: the working copy; read it freely, edit it only through the methods below (a direct
             write would reach the original and escape the patch).
         ops: the operations so far, in order.
+        written: every ``(path, key)`` given a value through ``put``, changed or already equal
+            (what this draft's author decided, for ``mutation.ownership``).
     """
 
     def __init__(self, original: RawObject) -> None:
         """Wrap ``original`` (never modified: edited containers are copied first)."""
         self.doc: RawObject = dict(original)
         self.ops: list[JsonPatchOp] = []
+        self.written: set[tuple[Path, str]] = set()
         # id -> object: the containers this draft copied and may edit in place. Holding the
         # objects keeps their ids from being reused by new values.
         self._owned: dict[int, Any] = {id(self.doc): self.doc}
@@ -133,6 +136,7 @@ class Draft:
         Creates the map (and missing maps above it) when absent or null. Returns False, with no
         operation, when the key already holds an equal value.
         """
+        self.written.add((path, key))
         target = self._container(path, dict, {key: value})
         if target is None:
             return True

@@ -9,7 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from webhook.kube.outcomes import snapshot_state
 from webhook.kube.selection import bounded_labels
-from webhook.kube.signing import REJECTIONS
+from webhook.kube.snapshot_records import RECORD_ACTIONS
 from webhook.kube.state import ClusterState
 
 NOT_SERVED = "not served"
@@ -99,24 +99,24 @@ class SnapshotCollector:
         yield family
 
 
-class OriginRejectedCollector:
-    """``snapready_origin_rejected_total{reason}``: origin records on PodSnapshots that failed
-    the signature check (``kube.signing.REJECTIONS``: unsigned, unknown-key, mismatch; the
-    leader's ``cluster.origins.OriginRecorder.rejected``, read at scrape time). A fixed label
-    set: nothing a user writes adds a series."""
+class RecordWritesCollector:
+    """``snapready_snapshot_records_total{action}``: SnapshotRecords the leader wrote
+    (``kube.snapshot_records.RECORD_ACTIONS``: written, converted from an older snapready's
+    annotation, restored after someone removed one; ``OriginRecorder.actions``, read at scrape
+    time). A fixed label set: nothing a user writes adds a series."""
 
     def __init__(self, counts: Callable[[], Mapping[str, int]]) -> None:
         self.counts = counts
 
     def collect(self) -> Iterable[CounterMetricFamily]:
-        """One sample per reason, zeros included."""
+        """One sample per action, zeros included."""
         counts = self.counts()
         family = CounterMetricFamily(
-            "snapready_origin_rejected",
-            "Origin records that failed the signature check (forged, copied, unsigned or "
-            "signed with a removed key): ignored and rewritten by the leader.",
-            labels=["reason"],
+            "snapready_snapshot_records",
+            "SnapshotRecords written by this replica as leader, by action (written, "
+            "converted from an older annotation, restored after a removal).",
+            labels=["action"],
         )
-        for reason in REJECTIONS:
-            family.add_metric([reason], float(counts.get(reason, 0)))
+        for action in RECORD_ACTIONS:
+            family.add_metric([action], float(counts.get(action, 0)))
         yield family

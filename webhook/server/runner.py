@@ -29,7 +29,7 @@ from webhook.kube.review import AdmissionReviewRequest
 from webhook.kube.state import ClusterState
 from webhook.server import certs
 from webhook.server.app import Observer, RejectHook, create_app
-from webhook.server.collectors import OriginRejectedCollector
+from webhook.server.collectors import RecordWritesCollector
 from webhook.server.lifecycle import GracefulServer
 from webhook.server.logs import log_admission
 from webhook.server.metrics import Metrics, default_metrics, serve_metrics
@@ -211,7 +211,7 @@ def start_metrics(settings: Settings, engine: Engine, metrics: Metrics) -> Any:
         tracker.checkpoints.listeners.append(metrics.outcomes.observe_checkpoint)
     origins = getattr(source, "origins", None)
     if origins is not None:
-        metrics.registry.register(OriginRejectedCollector(lambda: origins.rejected))
+        metrics.registry.register(RecordWritesCollector(lambda: origins.actions))
     try:
         metrics.record_certificate(settings.server.cert_file)
     except (OSError, ValueError) as exc:
