@@ -72,3 +72,43 @@ def test_followers_do_not_report() -> None:
     found, events = tracker([view("stuck", DELETED_AT)], T0 + 3600, leader=False)
     found.step()
     assert events.events == []
+
+
+def test_the_warning_names_the_node_whose_agent_holds_the_finalizer() -> None:
+    """Issue 31 deliverable 5: GKE's node agent on the origin node releases the finalizer
+    (domain.md section 10); the note names that node (GKE's origin-node annotation) and says
+    when it is gone from the cluster (scaled down), and the deletion is reported once."""
+    from webhook.kube.state import NodeView  # noqa: PLC0415
+
+    stuck = SnapshotView(
+        "ns",
+        "stuck",
+        "p",
+        None,
+        True,
+        "",
+        "2026-12-01T09:00:00Z",
+        deleting_since=DELETED_AT,
+        origin_node="gke-pool-a-1",
+    )
+    state = ClusterState(
+        snapshots=SnapshotIndex.build([stuck]),
+        snapshots_known=True,
+        synced=True,
+        nodes={"gke-pool-b-7": NodeView("pool-b")},
+    )
+    events = Recorded()
+    found = RestoreTracker(
+        cast("EventRecorder", events),
+        state=lambda: state,
+        is_leader=lambda: True,
+        lock=threading.Lock(),
+        on_change=lambda: None,
+        clock=lambda: T0 + 1004,  # 16m44s, as observed on GKE
+        deletion_stuck_seconds=600,
+    )
+    found.step()
+    found.step()
+    [event] = events.events
+    assert "node gke-pool-a-1" in event.note and "is gone" in event.note
+    assert "16 min" in event.note and "lifecycle rule" in event.note

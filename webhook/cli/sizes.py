@@ -3,11 +3,15 @@
 Sources: the PodSnapshot names its policy (``spec.policyName``), the policy its storage config
 (``spec.storageConfigName``), the cluster-scoped PodSnapshotStorageConfig its bucket and
 optional path (``spec.snapshotStorageConfig.gcs.bucket`` / ``.path``; listed as ``v1``, else
-``v1alpha1``). The snapshot's objects are the ones under ``snapshot_prefix``: the
-``storage.snapshot_prefix`` template (default ``{path}/{namespace}/{name}/``) filled in and
-normalised. GKE does not document that layout: the default is an assumption (README "What
-snapshots cost"), and a Ready snapshot with no object under its prefix is named in a note.
-Sizes come from ``cluster.gcs_usage.UsageReader`` (sum of the objects' ``size``).
+``v1alpha1``). Where the snapshot's files are is GKE's own word when it gives it:
+``status.storageStatus.gcs.observedGCSPath`` (``gs://<bucket>/<path>``, the PodSnapshot CRD's
+schema; domain.md section 10), whose objects (gVisor's ``checkpoint.img``, ``pages.img``,
+``pages_meta.img``, ...) are summed. Only a snapshot without that path (not uploaded yet, or an
+older GKE) falls back to ``snapshot_prefix``: the ``storage.snapshot_prefix`` template (default
+``{path}/{namespace}/{name}/``) filled in and normalised, an assumption marked ``assumed`` in
+the output (README "What snapshots cost"); a Ready snapshot with no object under its prefix is
+named in a note. Sizes come from ``cluster.gcs_usage.UsageReader`` (sum of the objects'
+``size``).
 
 A size that cannot be read (storage configs not readable, e.g. 403; no storage config; bucket
 missing; GCS unreachable or refusing) is None, shown as ``unknown``, never 0, with one note per
@@ -57,6 +61,23 @@ def snapshot_prefix(template: str, *, path: str | None, namespace: str, name: st
     return "/".join(part for part in filled.split("/") if part) + "/"
 
 
+def observed_location(path: str | None) -> tuple[str, str] | None:
+    """``(bucket, prefix)`` of GKE's ``observedGCSPath`` (``gs://bucket/a/b``), the prefix
+    ending in ``/`` (``a/b/``; empty for the bucket's root); None when absent or not of that
+    form (the CRD's pattern ``^gs://[a-z0-9._-]+/.*``).
+
+    >>> observed_location("gs://snaps/clusters/c1/ns/snap-1")
+    ('snaps', 'clusters/c1/ns/snap-1/')
+    """
+    if not path or not path.startswith("gs://"):
+        return None
+    bucket, _, rest = path[5:].partition("/")
+    if not bucket or not all(c.islower() or c.isdigit() or c in "._-" for c in bucket):
+        return None
+    parts = [part for part in rest.split("/") if part]
+    return bucket, "/".join(parts) + "/" if parts else ""
+
+
 def read_storage_configs(
     transport: KubeTransport, page_size: int, notes: list[str]
 ) -> dict[str, StorageConfig] | None:
@@ -90,7 +111,8 @@ class SizeReading:
     Attributes:
         template: the ``storage.snapshot_prefix`` used.
         entries: per snapshot, by (namespace, name): ``name``, ``state``, ``bucket``,
-            ``prefix`` (None when the storage config is unknown), ``bytes`` (int, or None:
+            ``prefix`` (None when the storage config is unknown), ``source`` (``observed``:
+            GKE's ``observedGCSPath``; ``assumed``: the template), ``bytes`` (int, or None:
             unknown), ``objects``, ``error`` (why unknown, else None).
         notes: one per cause of unknown sizes, and the zero-object warning.
     """
@@ -114,8 +136,13 @@ def read_sizes(
     wanted: dict[str, list[tuple[SnapshotView, str]]] = defaultdict(list)
     for view in live.snapshots:
         entry: dict[str, Any] = {"name": view.name, "state": state_of(view), "bucket": None}
-        entry |= {"prefix": None, "bytes": None, "objects": 0, "error": None}
+        entry |= {"prefix": None, "source": None, "bytes": None, "objects": 0, "error": None}
         reading.entries[view.namespace, view.name] = entry
+        observed = observed_location(live.gcs_paths.get((view.namespace, view.name)))
+        if observed is not None:
+            entry |= {"bucket": observed[0], "prefix": observed[1], "source": "observed"}
+            wanted[observed[0]].append((view, observed[1]))
+            continue
         name = storage.get((view.namespace, view.policy))
         config = configs.get(name) if configs is not None and name else None
         if config is None or not config.bucket:
@@ -128,7 +155,7 @@ def read_sizes(
             name=view.name,
             uid=live.snapshot_uids.get((view.namespace, view.name), ""),
         )
-        entry |= {"bucket": config.bucket, "prefix": prefix}
+        entry |= {"bucket": config.bucket, "prefix": prefix, "source": "assumed"}
         wanted[config.bucket].append((view, prefix))
     for bucket, pairs in sorted(wanted.items()):
         found = usage.usage(bucket, [prefix for _, prefix in pairs])
@@ -161,16 +188,24 @@ def _notes(entries: Iterable[dict[str, Any]], template: str) -> list[str]:
             causes[f"{where}: {entry['error']}"] += 1
         elif entry["objects"] == 0 and entry["state"] in SIZED_STATES:
             empty.append(entry)
+    assumed = [e for e in empty if e["source"] == "assumed"]
+    observed = [e for e in empty if e["source"] == "observed"]
     notes = [
         f"cannot read the size of {count} snapshot(s){cause}: shown as unknown"
         for cause, count in sorted(causes.items())
     ]
-    if empty:
-        first = f"gs://{empty[0]['bucket']}/{empty[0]['prefix']}"
+    if assumed:
+        first = f"gs://{assumed[0]['bucket']}/{assumed[0]['prefix']}"
         notes.append(
-            f"{len(empty)} Ready snapshot(s) have no object under their prefix (e.g. {first}): "
-            f"GKE's object layout may differ from storage.snapshot_prefix ({template}); "
-            "check with `gcloud storage ls` and set it"
+            f"{len(assumed)} Ready snapshot(s) have no object under their prefix (e.g. {first}), "
+            f"assumed from storage.snapshot_prefix ({template}) as GKE reports no "
+            "observedGCSPath for them; check with `gcloud storage ls` and set it"
+        )
+    if observed:
+        first = f"gs://{observed[0]['bucket']}/{observed[0]['prefix']}"
+        notes.append(
+            f"{len(observed)} Ready snapshot(s) have no object at the path GKE reports (e.g. "
+            f"{first}): their files were removed from the bucket (a lifecycle rule?)"
         )
     return notes
 
@@ -218,7 +253,9 @@ def sizes_lines(block: dict[str, Any]) -> list[str]:
         f"  bucket     {gib_text(block['bytes'])}{unknown}" + (f": {states}" if states else "")
     ]
     for entry in block["snapshots"]:
-        where = f"gs://{entry['bucket']}/{entry['prefix']}" if entry["prefix"] else "-"
+        where = f"gs://{entry['bucket']}/{entry['prefix']}" if entry["bucket"] else "-"
+        if entry["source"] == "assumed":
+            where += " (assumed layout)"
         why = f" ({entry['error']})" if entry["error"] else ""
         lines.append(
             f"    {entry['name']} ({entry['state']}) {gib_text(entry['bytes'])}{why}  {where}"
@@ -233,5 +270,8 @@ def sizes_total_lines(total: dict[str, Any]) -> list[str]:
     for state, block in total["byState"].items():
         missing = f", {block['unknown']} unknown" if block["unknown"] else ""
         lines.append(f"  {state}: {gib_text(block['bytes'])} ({block['snapshots']}{missing})")
-    lines.append(f"  objects under {total['prefixTemplate']} (storage.snapshot_prefix)")
+    lines.append(
+        "  objects at GKE's observedGCSPath; where GKE reports none, under "
+        f"{total['prefixTemplate']} (storage.snapshot_prefix, assumed)"
+    )
     return lines

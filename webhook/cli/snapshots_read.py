@@ -33,7 +33,7 @@ from urllib.parse import quote
 from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
-from webhook.base.types import RawObject
+from webhook.base.types import RawObject, mapping
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.cluster.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
 from webhook.cluster.records import selected_label_query
@@ -146,6 +146,8 @@ class Live:
         events: GKE's ``GKEPodSnapshotting`` Events by pod (``read_gke_events``); None when
             not read or the list failed (a note says so).
         snapshot_uids: ``metadata.uid`` of each PodSnapshot by (namespace, name) (``--sizes``).
+        gcs_paths: GKE's ``status.storageStatus.gcs.observedGCSPath`` of each PodSnapshot that
+            has one, by (namespace, name) (``--sizes``).
         records: whether snapready's SnapshotRecords could be read (``read_records``);
             without them every snapshot's origin is unknown (a note says why).
         configs: the Secrets and ConfigMaps (metadata only) of the namespaces whose snapshots
@@ -163,6 +165,7 @@ class Live:
     events: PodEvents | None = None
     notes: list[str] = field(default_factory=list)
     snapshot_uids: dict[tuple[str, str], str] = field(default_factory=dict)
+    gcs_paths: dict[tuple[str, str], str] = field(default_factory=dict)
     records: bool = False
     configs: dict[str, Mapping[tuple[str, str], ConfigMeta]] = field(default_factory=dict)
 
@@ -216,6 +219,9 @@ def read_live(
             uid = (obj.get("metadata") or {}).get("uid")
             if isinstance(uid, str):
                 live.snapshot_uids[view.namespace, view.name] = uid
+            gcs = mapping(mapping(mapping(obj.get("status")).get("storageStatus")).get("gcs"))
+            if isinstance(gcs.get("observedGCSPath"), str):
+                live.gcs_paths[view.namespace, view.name] = gcs["observedGCSPath"]
     records = read_records(transport, namespace, page, live.notes) if views else []
     live.records = records is not None
     live.snapshots = join_all(views, records or [])

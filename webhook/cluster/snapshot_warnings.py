@@ -4,9 +4,14 @@
 Ready snapshot was taken on now runs only another GKE version or GPU driver, so GKE will not
 restore it there (``kube.outcomes.stale_groups``; domain.md section 3).
 ``SnapshotDeletionStuck`` (Warning, on the PodSnapshot, once per deletion): ``Deleting`` for longer
-than ``restore.deletion_stuck_seconds`` (domain.md section 9: GKE's service agent lacks object
-rights on the bucket; the snapshot hangs and its data stays). Called by the restore tracker's
-scan (``cluster.restores``), which holds the leadership check.
+than ``restore.deletion_stuck_seconds``. GKE's finalizer is released by the node agent
+(``pod-snapshot-agent``) on the node the snapshot was taken on, after it found the files through
+``spec.policyName`` -> PodSnapshotPolicy -> PodSnapshotStorageConfig (domain.md section 10): a
+deletion hangs when that node scaled down (16m44s observed) or GKE's service agent lacks object
+rights on the bucket (section 9). The note names the node (GKE's ``origin-node``, else the
+record's) and whether it is still there; snapready never deletes the snapshot again (a second
+DELETE changes nothing while the finalizer stays). Called by the restore tracker's scan
+(``cluster.restores``), which holds the leadership check.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from datetime import datetime
 
 from webhook.cluster.events import Event, EventRecorder, Regarding
 from webhook.kube.outcomes import parse_time, stale_groups
+from webhook.kube.snapshots import SnapshotView
 from webhook.kube.state import ClusterState
 
 log = logging.getLogger("snapready.restores")
@@ -62,10 +68,8 @@ class SnapshotWarnings:
                 continue
             self._stuck_sent.add(key)
             minutes = int((now - since).total_seconds() // 60)
-            note = (
-                f"PodSnapshot {view.name} has been Deleting for {minutes} min: GKE's service agent "
-                "(service-<project number>@container-engine-robot.iam.gserviceaccount.com) likely "
-                "lacks roles/storage.objectUser on the bucket; grant it, or the data stays"
+            note = f"PodSnapshot {view.name} has been Deleting for {minutes} min: " + _stuck_cause(
+                view, state
             )
             regarding = Regarding(SNAPSHOT_API, "PodSnapshot", view.namespace, view.name)
             self.events.emit(Event(regarding, "Warning", "SnapshotDeletionStuck", "Delete", note))
@@ -79,3 +83,21 @@ class SnapshotWarnings:
             regarding = Regarding(SNAPSHOT_API, "PodSnapshotPolicy", group.namespace, group.policy)
             self.events.emit(Event(regarding, "Warning", "SnapshotsStale", "Upgrade", group.note()))
             log.warning("stale snapshots: %s", group.note())
+
+
+def _stuck_cause(view: SnapshotView, state: ClusterState) -> str:
+    """Why a deletion may hang, naming the node whose agent must release GKE's finalizer."""
+    node = view.origin_node or (view.origin.node_name if view.origin is not None else None)
+    agent = (
+        "GKE's node agent releases its finalizer"
+        if node is None
+        else f"GKE's node agent on node {node} (where it was taken) releases its finalizer"
+    )
+    if node is not None and state.nodes and node not in state.nodes:
+        agent += f", and node {node} is gone (scaled down?)"
+    return (
+        f"{agent}; or GKE's service agent (service-<project number>@container-engine-robot."
+        "iam.gserviceaccount.com) lacks roles/storage.objectUser on the bucket. snapready does "
+        "not delete it again; keep its PodSnapshotPolicy until it is gone (deleting the policy "
+        "first releases it with its files left in the bucket) and keep a bucket lifecycle rule"
+    )
