@@ -21,7 +21,7 @@ fail() {
 
 STATE=$(mktemp -d)
 trap 'rm -rf "$STATE"' EXIT
-out=$("$RUNSC" --root "$STATE" --network=none --ignore-cgroups do /bin/sh -c \
+out=$("$RUNSC" --root "$STATE" --network=none --ignore-cgroups "do" /bin/sh -c \
 	'test -c /proc/gvisor/checkpoint && test -f /proc/gvisor/spec_environ && echo gvisor-ok' 2>&1) ||
 	fail "runsc do exited $?: $out"
 case $out in
