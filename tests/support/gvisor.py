@@ -58,6 +58,8 @@ def find_runsc() -> Path:
         raise RunscUnavailable("runsc needs root to start a sandbox (sudo make unit)")
     explicit = os.environ.get("SNAPREADY_RUNSC")
     if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise RunscUnavailable(f"SNAPREADY_RUNSC={explicit} is not an executable file")
         return Path(explicit)
     result = subprocess.run(
         ["bash", str(RUNSC_SCRIPT)], capture_output=True, text=True, check=False
