@@ -39,9 +39,11 @@ CACHE_ROOT=${SNAPREADY_RUNSC_CACHE:-$HOME/.cache/snapready/runsc}
 FOLDER="$CACHE_ROOT/gvisor-${GVISOR_VERSION#v}-$SUM_HASH"
 
 # The binary is complete when it runs and reports the version it was stamped with.
+# (No pipe into `grep -q`: under pipefail its early exit would fail the pipeline with SIGPIPE.)
 complete() {
 	[ -x "$1/runsc" ] || return 1
-	"$1/runsc" --version 2>/dev/null | head -n 1 | grep -qxF "runsc version $GVISOR_VERSION"
+	version=$("$1/runsc" --version 2>/dev/null) || return 1
+	[ "$(printf '%s\n' "$version" | sed -n 1p)" = "runsc version $GVISOR_VERSION" ]
 }
 
 done_with() {
