@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools envtest serve test lint typecheck unit fuzz bench bench-admit bench-cluster bench-scale manifests clean
+.PHONY: help install tools envtest runsc serve test lint typecheck unit fuzz bench bench-admit bench-cluster bench-scale manifests clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -49,10 +49,20 @@ tools: ## install busybox and dash for the helper tests when missing (apt-get, a
 envtest: ## build (once) and cache etcd + kube-apiserver + kube-controller-manager for the tests; prints KUBEBUILDER_ASSETS=...
 	@bash scripts/envtest.sh
 
+# The rehydration helpers run under real gVisor checkpoint/restore (tests/gvisor/); CI builds runsc
+# once (gvisor/go.mod pins it) and the tests reuse the cache. Where runsc cannot start (not root,
+# no go, not Linux) this only warns and those tests skip; under CI=true they fail instead.
+runsc: ## build (once) and cache gVisor's runsc for tests/gvisor, smoke-run it; prints RUNSC=...
+	@if [ "$$(uname -s)" = Linux ] && command -v go >/dev/null 2>&1 || [ "$${CI:-}" = true ]; then \
+		bash scripts/runsc.sh && bash scripts/runsc-smoke.sh; \
+	else \
+		echo "warning: go or Linux missing: runsc not built, tests/gvisor will skip"; \
+	fi
+
 unit: $(STAMP) tools ## run pytest only (PYTEST_ARGS=... to pass options)
 	$(BIN)/pytest -n 2 -m "not slow" $(PYTEST_ARGS)
 
-test: tools lint typecheck unit ## the whole suite: lint, types, tests (what CI runs)
+test: tools runsc lint typecheck unit ## the whole suite: lint, types, tests (what CI runs)
 
 fuzz: $(STAMP) ## longer hypothesis fuzzing of the admission edge
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -n 2 -m "slow or fuzz" -p no:randomly tests

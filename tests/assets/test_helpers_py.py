@@ -91,6 +91,11 @@ def test_wait_for_checkpoint_blocks_until_an_answer(
     writer.join(10)
 
 
+def test_checkpoint_now_missing_file_raises_with_a_hint(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="SNAPREADY_CHECKPOINT"):
+        rehydrate.checkpoint_now(str(tmp_path / "absent"))
+
+
 def test_wait_for_checkpoint_missing_file_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="SNAPREADY_CHECKPOINT"):
         rehydrate.wait_for_checkpoint(str(tmp_path / "absent"))

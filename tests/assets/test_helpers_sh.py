@@ -208,6 +208,12 @@ FAILURES = [
     pytest.param(Failure(("exec", "--"), 2, "usage"), id="exec-without-command-is-a-usage-error"),
     pytest.param(Failure(("env", "extra"), 2, "usage"), id="env-with-arguments-is-a-usage-error"),
     pytest.param(Failure(("wait",), 5, "does not exist"), id="wait-with-missing-file-exits-5"),
+    pytest.param(
+        Failure(("checkpoint",), 5, "does not exist"), id="checkpoint-with-missing-file-exits-5"
+    ),
+    pytest.param(
+        Failure(("checkpoint", "now"), 2, "usage"), id="checkpoint-with-arguments-is-a-usage-error"
+    ),
 ]
 
 
@@ -249,6 +255,18 @@ def test_wait_blocks_on_the_checkpoint_fifo_and_prints_the_answer(
     result = shell.run("wait", env={"SNAPREADY_CHECKPOINT": str(fifo)})
     writer.join(10)
     assert (result.stdout, result.returncode) == (printed, code)
+
+
+def test_checkpoint_exits_8_when_the_file_cannot_be_written(
+    shell: ShellRunner, tmp_path: Path
+) -> None:
+    # A folder cannot be opened for writing (EISDIR), as gVisor refuses (EPERM) the checkpoint file
+    # without dev.gvisor.internal.checkpoint.enable; tests/gvisor checks the real refusal.
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    result = shell.run("checkpoint", env={"SNAPREADY_CHECKPOINT": str(checkpoint)})
+    assert (result.returncode, result.stdout) == (8, "")
+    assert "dev.gvisor.internal.checkpoint.enable" in result.stderr
 
 
 def test_wait_reports_an_unexpected_answer(shell: ShellRunner, tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 __all__ = [
     "CHECKPOINT_ANSWERS",
+    "checkpoint_now",
     "on_restore",
     "read_spec_environ",
     "refresh_environ",
@@ -124,6 +125,49 @@ def wait_for_checkpoint(path: str | None = None) -> str:
             file_path,
         ) from None
     try:
+        data = os.read(fd, _READ_SIZE)
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace").strip("\0 \t\r\n")
+
+
+def checkpoint_now(path: str | None = None) -> str:
+    """Ask for a checkpoint of this pod now (GKE's workload trigger) and wait for its outcome.
+
+    Opens the checkpoint file for reading and writing, writes ``1`` and reads the answer on the
+    same descriptor: gVisor answers on a descriptor opened before the checkpoint. Returns
+    ``resume`` (the checkpoint is done and this is the original process, when the policy keeps
+    the pod running), ``restore`` (this process is a copy restored from that checkpoint; if
+    ``on_restore`` runs, its callback runs too) or ``error``. When the checkpoint stops the pod,
+    the original process never sees an answer: only restored copies return.
+
+    gVisor allows the write only when the pod's OCI spec has
+    ``dev.gvisor.internal.checkpoint.enable: "true"`` (GKE sets it when the PodSnapshotPolicy's
+    trigger type is ``workload``); otherwise opening for writing fails with ``EPERM``.
+
+    Raises:
+        FileNotFoundError: the file does not exist (e.g. not running in GKE Sandbox).
+        PermissionError: the sandbox refused the trigger (the message names the annotation).
+        OSError: the file cannot be opened, written or read.
+    """
+    file_path = _checkpoint_path(path)
+    try:
+        fd = os.open(file_path, os.O_RDWR)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(
+            error.errno,
+            f"{file_path} does not exist (not running in GKE Sandbox? set SNAPREADY_CHECKPOINT)",
+            file_path,
+        ) from None
+    except PermissionError as error:
+        raise PermissionError(
+            error.errno,
+            f"{file_path} refuses a checkpoint request (is the PodSnapshotPolicy trigger type "
+            "workload? dev.gvisor.internal.checkpoint.enable must be true)",
+            file_path,
+        ) from None
+    try:
+        os.write(fd, b"1")
         data = os.read(fd, _READ_SIZE)
     finally:
         os.close(fd)

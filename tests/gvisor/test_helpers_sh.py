@@ -1,0 +1,136 @@
+"""``/snapready/rehydrate`` inside real gVisor, under dash (Debian) and busybox sh, across
+``runsc checkpoint`` and ``runsc restore`` with a changed environment.
+
+The program (``programs/rehydrate_loop.sh``) loops on ``rehydrate wait`` and, after a restore,
+``eval "$(rehydrate env)"``, as the README shows; the helpers are mounted read-only at
+``/snapready`` as the injected init container leaves them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.gvisor.conftest import PROGRAMS
+from tests.gvisor.environments import (
+    BASE,
+    EXPECTED_NEW,
+    EXPECTED_THIRD,
+    NEW,
+    NEW_RAW,
+    REPORTED,
+    THIRD,
+)
+from tests.support.gvisor import (
+    Container,
+    Rootfs,
+    Runsc,
+    image_files,
+    oci_spec,
+    parse_environ,
+    parse_report,
+)
+
+IMAGE_FILES = ["checkpoint.img", "pages.img", "pages_meta.img"]
+TRIGGER = {
+    "dev.gvisor.internal.checkpoint.enable": "true",
+    "dev.gvisor.internal.checkpoint.resume": "true",
+}
+
+
+def loop_spec(
+    rootfs: Rootfs, env: list[str], mode: str = "wait", annotations: dict[str, str] | None = None
+) -> dict[str, object]:
+    args = [rootfs.shell, "/app/rehydrate_loop.sh", mode, *REPORTED]
+    return oci_spec(rootfs, args, env, app_dir=PROGRAMS, annotations=annotations)
+
+
+def restored(runsc: Runsc, image: Path, spec: dict[str, object]) -> Container:
+    container, status = runsc.restore(image, spec, NEW_RAW)
+    assert status == 0, container.stderr.read_text()
+    return container
+
+
+def assert_rehydrated(container: Container, cycle: int, expected: dict[str, bytes | None]) -> None:
+    """The shell's variables after ``eval "$(rehydrate env)"`` and the env ``exec`` passes on."""
+    container.wait_for(rf"^answer{cycle} restore 0$")
+    container.wait_for(rf"^exec{cycle} ")
+    output = container.output()
+    assert parse_report(output, f"env{cycle}") == expected
+    (exec_line,) = [line for line in output.splitlines() if line.startswith(f"exec{cycle} ")]
+    passed = dict(parse_environ(exec_line.split(" ", 1)[1]))
+    assert {name: passed.get(name) for name in expected} == expected
+    assert passed["my.var"] == b"not a shell name"  # env(1) takes any name; sh could not
+
+
+def test_restore_lays_the_restoring_pods_env_over_the_shell(
+    runsc: Runsc, shell_rootfs: Rootfs, tmp_path: Path
+) -> None:
+    original = runsc.run(loop_spec(shell_rootfs, BASE))
+    original.wait_for(r"^waiting 0$")
+    runsc.checkpoint(original, tmp_path / "image", leave_running=False)
+    assert image_files(tmp_path / "image") == IMAGE_FILES
+
+    copy = restored(runsc, tmp_path / "image", loop_spec(shell_rootfs, NEW))
+
+    assert_rehydrated(copy, 1, EXPECTED_NEW)
+    assert "skipped 'my.var'" in copy.stderr.read_text()  # env names what it cannot export
+
+
+def test_a_restored_copy_checkpoints_and_restores_again(
+    runsc: Runsc, shell_rootfs: Rootfs, tmp_path: Path
+) -> None:
+    original = runsc.run(loop_spec(shell_rootfs, BASE))
+    original.wait_for(r"^waiting 0$")
+    runsc.checkpoint(original, tmp_path / "one", leave_running=False)
+    first = restored(runsc, tmp_path / "one", loop_spec(shell_rootfs, NEW))
+    first.wait_for(r"^waiting 1$")
+
+    runsc.checkpoint(first, tmp_path / "two", leave_running=False)
+    second = restored(runsc, tmp_path / "two", loop_spec(shell_rootfs, THIRD))
+
+    assert_rehydrated(second, 2, EXPECTED_THIRD)  # cycle 2: its memory holds the first restore
+
+
+def test_leave_running_answers_resume_to_the_original(
+    runsc: Runsc, shell_rootfs: Rootfs, tmp_path: Path
+) -> None:
+    original = runsc.run(loop_spec(shell_rootfs, BASE))
+    original.wait_for(r"^waiting 0$")
+
+    runsc.checkpoint(original, tmp_path / "image", leave_running=True)
+
+    original.wait_for(r"^answer1 resume 0$")
+    original.wait_for(r"^waiting 1$")  # the original runs on and waits for the next checkpoint
+    assert "env1 " not in original.output()
+    copy = restored(runsc, tmp_path / "image", loop_spec(shell_rootfs, NEW))
+    assert_rehydrated(copy, 1, EXPECTED_NEW)
+
+
+def trigger(image: Path) -> dict[str, str]:
+    """GKE's workload trigger: the app may write ``1``; the image goes to ``image``, which runsc
+    creates its files in when the sandbox starts (it refuses a folder that already holds them)."""
+    image.mkdir()
+    return {**TRIGGER, "dev.gvisor.internal.checkpoint.path": str(image)}
+
+
+def test_workload_trigger_answers_resume_then_restore(
+    runsc: Runsc, shell_rootfs: Rootfs, tmp_path: Path
+) -> None:
+    image = tmp_path / "image"
+    original = runsc.run(loop_spec(shell_rootfs, BASE, "checkpoint", trigger(image)))
+
+    original.wait_for(r"^answer1 resume 0$")
+    assert image_files(image) == IMAGE_FILES
+    original.wait_for(r"^waiting 1$")
+    spec = loop_spec(shell_rootfs, NEW, "checkpoint", trigger(tmp_path / "next"))
+    copy = restored(runsc, image, spec)
+    assert_rehydrated(copy, 1, EXPECTED_NEW)
+
+
+def test_workload_trigger_is_refused_without_the_enable_annotation(
+    runsc: Runsc, shell_rootfs: Rootfs
+) -> None:
+    original = runsc.run(loop_spec(shell_rootfs, BASE, "checkpoint"))
+
+    original.wait_for(r"^answer1  8$")
+    assert "dev.gvisor.internal.checkpoint.enable" in original.stderr.read_text()
