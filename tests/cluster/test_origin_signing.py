@@ -377,7 +377,8 @@ def test_status_and_explain_verify_records_and_show_stale_config(
     core.patch_namespaced_secret("hf-token", env.namespace, {"stringData": {"token": "hf_new"}})
     assert env.source.stop(timeout=15)  # nobody repairs the forgery: what the CLI concludes
     other = OriginRecord(pod="origin", spec_hash="v1:sha256:" + "9" * 64).to_json()
-    client.CustomObjectsApi(env.api).patch_namespaced_custom_object(
+    # Legacy annotation record, written as GKE's controller (the guard refuses everyone else).
+    client.CustomObjectsApi(env.gke).patch_namespaced_custom_object(
         GROUP, VERSION, env.namespace, "podsnapshots", "snap-1",
         {"metadata": {"annotations": {ORIGIN: other}}},
     )  # fmt: skip
