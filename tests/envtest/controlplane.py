@@ -542,6 +542,13 @@ class ControlPlane:
         context.load_cert_chain(str(self.client_cert), str(self.client_key))
         return context
 
+    def gke_ssl_context(self) -> ssl.SSLContext:
+        """A TLS client context trusting the control plane CA, presenting GKE's controller's
+        cert (:data:`GKE_CONTROLLER`): for raw clients writing PodSnapshots as GKE would."""
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        context.load_cert_chain(str(self.gke_cert), str(self.gke_key))
+        return context
+
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
         """GET ``path`` as admin: (status, body). HTTP errors are returned, not raised."""
         request = urllib.request.Request(self.url + path)

@@ -55,7 +55,7 @@ class SnapreadyIdentity:
     Attributes:
         kubeconfig: a token kubeconfig of the ServiceAccount (default namespace: ``namespace``).
         namespace: where the ServiceAccount, its Roles and RoleBindings live.
-        release: the chart release (``snapready-<hex>``), also the ServiceAccount's name.
+        release: the chart release (default ``snapready-<hex>``, then also the ServiceAccount).
         username: ``system:serviceaccount:<namespace>:<release>``.
         lease_name: the Lease the chart's Role lets it write (the chart's own name unless the
             test gave one).
@@ -163,6 +163,7 @@ def install_identity(
     *,
     lease_name: str | None = None,
     configuration: str | None = None,
+    release: str | None = None,
 ) -> Iterator[SnapreadyIdentity]:
     """snapready's ServiceAccount in ``namespace`` with the chart's RBAC for ``values``; removed
     on exit (ClusterRole(s) and binding(s) too; the namespace is the caller's).
@@ -175,9 +176,12 @@ def install_identity(
             on podsnapshots).
         lease_name, configuration: the names the test's settings use for the leader-election
             Lease and the scope controller's webhook configurations.
+        release: the release name (default ``snapready-<hex>``; one without ``snapready`` in it
+            names the ServiceAccount ``<release>-snapready``, which the end-of-run audit check
+            does not look at: for tests that write PodSnapshots as it on purpose).
     """
     release, rendered, wanted = chart_rbac(
-        values, namespace, lease_name=lease_name, configuration=configuration
+        values, namespace, release=release, lease_name=lease_name, configuration=configuration
     )
     created: list[Obj] = []
     try:
@@ -203,7 +207,7 @@ def install_identity(
             release=release,
             username=username,
             lease_name=lease_name or str(settings["leader"]["lease_name"]),
-            configuration=configuration or release,
+            configuration=configuration or account,
             settings=settings,
             rendered=rendered,
             created=created,
@@ -234,7 +238,7 @@ def require_token(kubeconfig: Path | str) -> Path:
 
 class IdentityFactory(Protocol):
     """The ``snapready_identity`` fixture: ``(namespace, values=None, *, lease_name=None,
-    configuration=None, plane=None) -> SnapreadyIdentity``."""
+    configuration=None, plane=None, release=None) -> SnapreadyIdentity``."""
 
     def __call__(
         self,
@@ -244,6 +248,7 @@ class IdentityFactory(Protocol):
         lease_name: str | None = None,
         configuration: str | None = None,
         plane: ControlPlane | None = None,
+        release: str | None = None,
     ) -> SnapreadyIdentity:
         """Install an identity (see :func:`install_identity`)."""
         ...
@@ -265,6 +270,7 @@ def snapready_identity(
         lease_name: str | None = None,
         configuration: str | None = None,
         plane: ControlPlane | None = None,
+        release: str | None = None,
     ) -> SnapreadyIdentity:
         target = plane or control_plane
         api = target.api_client()
@@ -278,6 +284,7 @@ def snapready_identity(
                 values,
                 lease_name=lease_name,
                 configuration=configuration,
+                release=release,
             )
         )
 
