@@ -29,7 +29,7 @@ from webhook.base.config import Settings, SourceSettings
 from webhook.server import certs
 from webhook.server.runner import build_engine
 
-pytest_plugins = ["tests.envtest.plugin"]
+pytest_plugins = ["tests.envtest.plugin", "tests.support.identity"]
 
 # Application Default Credentials must never probe the GCE metadata server (169.254.169.254) from
 # tests: a PodSnapshotStorageConfig admission without STORAGE_EMULATOR_HOST looks for ADC.

@@ -36,10 +36,17 @@ PLURALS = {"PodSnapshotPolicy": "podsnapshotpolicies", "RuntimeClass": "runtimec
 
 class Api:
     """JSON requests to the API server over ``size`` keep-alive connections; connection errors,
-    429 and 5xx are retried ``retries`` times (0: a measured request is never retried)."""
+    429 and 5xx are retried ``retries`` times (0: a measured request is never retried). As admin,
+    or with ``gke`` as GKE's snapshot controller (GKE's guard lets only it write PodSnapshots)."""
 
     def __init__(
-        self, plane: ControlPlane, size: int, *, retries: int = 0, read_timeout: float = 30.0
+        self,
+        plane: ControlPlane,
+        size: int,
+        *,
+        retries: int = 0,
+        read_timeout: float = 30.0,
+        gke: bool = False,
     ) -> None:
         host, port = plane.url.removeprefix("https://").split(":")
         self.retries = retries
@@ -48,7 +55,7 @@ class Api:
             int(port),
             maxsize=size,
             block=True,
-            ssl_context=plane.ssl_context(),
+            ssl_context=plane.gke_ssl_context() if gke else plane.ssl_context(),
             retries=False,
             timeout=urllib3.Timeout(connect=5 if not retries else 10, read=read_timeout),
         )

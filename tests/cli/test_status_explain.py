@@ -38,6 +38,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.conftest import make_settings
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import service_account_token, wait_for
+from tests.support.identity import IdentityFactory, require_token
 from tests.support.kube_real import create_policy, policy
 from tests.support.ports import free_port
 from webhook.admission.engine import Engine, admit
@@ -57,7 +58,9 @@ SNAPREADY = Path(sys.executable).with_name("snapready")
 
 @dataclass
 class Scenario:
-    """One test's cluster: namespace, pool and node, the admin kubeconfig, snapready running."""
+    """One test's cluster: namespace, pool and node, the admin kubeconfig (the operator running
+    the CLI), snapready running as its ServiceAccount with the chart's RBAC, and ``gke``: GKE's
+    snapshot controller, the only identity GKE's guard lets write PodSnapshots."""
 
     api: client.ApiClient
     kubeconfig: Path
@@ -66,6 +69,7 @@ class Scenario:
     node: str
     source: ClusterSource
     engine: Engine
+    gke: client.ApiClient
 
     def pod(self, name: str, image: str = IMAGE, model: str = "m1") -> dict[str, Any]:
         """A selected gVisor L4 pod pinned to the pool."""
@@ -205,8 +209,10 @@ def scenario(
     kube_admin: client.ApiClient,
     namespace: str,
     podsnapshot_crds: list[str],
+    snapready_identity: IdentityFactory,
 ) -> Iterator[Scenario]:
-    """A pool with one node on ``OLD``, a policy grouped by ``model``, snapready as leader."""
+    """A pool with one node on ``OLD``, a policy grouped by ``model``, snapready as leader (its
+    ServiceAccount with the chart's default RBAC)."""
     suffix = secrets.token_hex(3)
     pool, node = f"l4-{suffix}", f"gke-l4-{suffix}"
     labels = {
@@ -229,19 +235,30 @@ def scenario(
     create_policy(
         kube_admin, policy("llm-policy", namespace, {"app": "llm"}, snapshotGroupingRules=grouping)
     )
+    lease = f"snapready-{namespace}"[:60]
+    identity = snapready_identity(namespace, lease_name=lease)
     settings = make_settings(
-        source={"kind": "kube", "kubeconfig": control_plane.admin_kubeconfig},
-        leader={"lease_name": f"snapready-{namespace}"[:60], "lease_namespace": namespace},
+        source={"kind": "kube", "kubeconfig": require_token(identity.kubeconfig)},
+        leader={"lease_name": lease, "lease_namespace": namespace},
     )
     source = open_cluster_source(settings)
+    gke = control_plane.gke_client()
     try:
         wait_for("synced", source.synced, timeout=30)
         engine = Engine(settings=settings, state=source.state)
         yield Scenario(
-            kube_admin, control_plane.admin_kubeconfig, namespace, pool, node, source, engine
+            kube_admin,
+            control_plane.admin_kubeconfig,
+            namespace,
+            pool,
+            node,
+            source,
+            engine,
+            gke,
         )
     finally:
         source.stop()
+        gke.close()  # type: ignore[no-untyped-call]
         with contextlib.suppress(ApiException):
             core.delete_node(node)
 
@@ -268,7 +285,7 @@ def take_snapshot(
     env.create(env.pod(origin), node=env.node)
     key = f"{env.namespace}/{origin}"
     wait_for("origin pod cached", lambda: key in env.source.state().pods, timeout=10)
-    custom = client.CustomObjectsApi(env.api)
+    custom = client.CustomObjectsApi(env.gke)  # as GKE's controller
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "PodSnapshot",

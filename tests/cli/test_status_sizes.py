@@ -43,16 +43,19 @@ FAILED = [
 
 @dataclass
 class Sized:
-    """One test's namespace, storage config and bucket."""
+    """One test's namespace, storage config and bucket; ``gke`` creates PodSnapshots (GKE's
+    snapshot controller: GKE's guard refuses everyone else)."""
 
     api: client.ApiClient
     kubeconfig: Path
     namespace: str
     config: str
     bucket: str
+    gke: client.ApiClient
 
     def snapshot(self, name: str, conditions: list[dict[str, Any]] | None) -> None:
-        custom = client.CustomObjectsApi(self.api)
+        """A PodSnapshot ``name`` with ``conditions`` (none: status left empty), as GKE."""
+        custom = client.CustomObjectsApi(self.gke)
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "PodSnapshot",
@@ -83,9 +86,11 @@ def sized(
         GROUP, VERSION, "podsnapshotstorageconfigs", storage_config(config, bucket)
     )
     create_policy(kube_admin, policy("sized", namespace, {"app": "llm"}, storageConfigName=config))
+    gke = control_plane.gke_client()
     try:
-        yield Sized(kube_admin, control_plane.admin_kubeconfig, namespace, config, bucket)
+        yield Sized(kube_admin, control_plane.admin_kubeconfig, namespace, config, bucket, gke)
     finally:
+        gke.close()  # type: ignore[no-untyped-call]
         with contextlib.suppress(ApiException):
             custom.delete_cluster_custom_object(GROUP, VERSION, "podsnapshotstorageconfigs", config)
 

@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import make_settings
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
+from tests.support.identity import IdentityFactory, require_token
 from tests.support.kube_real import SelectedRule, SpyTransport, spied_source
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings
@@ -26,10 +27,11 @@ def kube_settings(kubeconfig: Path, **source: Any) -> Settings:
     """Cluster-mode settings for ``kubeconfig`` (fast backoff; ``source`` overrides).
 
     No leader election: these tests are about the caches, and must not take the shared control
-    plane's default Lease.
+    plane's default Lease. ``kubeconfig`` must be a ServiceAccount's (``require_token``): snapready
+    never runs as admin in a real-API test.
     """
     return make_settings(
-        source={"kind": "kube", "kubeconfig": kubeconfig, **FAST, **source},
+        source={"kind": "kube", "kubeconfig": require_token(kubeconfig), **FAST, **source},
         leader={"enabled": False},
         # Without election every such source writes: track outcomes in no test's namespace.
         outcomes={"namespaces": ["t-untracked"]},
@@ -57,16 +59,24 @@ StartCluster = Callable[..., Running]
 
 
 @pytest.fixture
-def start_cluster(control_plane: ControlPlane) -> Iterator[StartCluster]:
-    """Start ``ClusterSource``s on a real API server (default: the shared one, as admin).
+def start_cluster(
+    control_plane: ControlPlane, namespace: str, snapready_identity: IdentityFactory
+) -> Iterator[StartCluster]:
+    """Start ``ClusterSource``s on a real API server (default: the shared one, as snapready's
+    ServiceAccount in the test's namespace with the chart's default RBAC).
 
     ``start_cluster(kubeconfig=None, wait=True, **source_settings)``; the engine's only rule is
     ``SelectedRule``. Every source is stopped after the test (held watches released first).
     """
     started: list[Running] = []
+    default: list[Path] = []
 
     def factory(kubeconfig: Path | None = None, wait: bool = True, **source: Any) -> Running:
-        settings = kube_settings(kubeconfig or control_plane.admin_kubeconfig, **source)
+        if kubeconfig is None:
+            if not default:
+                default.append(snapready_identity(namespace).kubeconfig)
+            kubeconfig = default[0]
+        settings = kube_settings(kubeconfig, **source)
         cluster_source, spy = spied_source(settings)
         engine = Engine(settings=settings, state=cluster_source.state, rules=(SelectedRule(),))
         running = Running(cluster_source, spy, engine)

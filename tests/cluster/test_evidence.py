@@ -59,7 +59,7 @@ def admit_and_create(env: Env, name: str, **changes: Any) -> dict[str, Any]:
     client.CoreV1Api(env.api).create_namespaced_pod(
         env.namespace, client.V1Pod.model_validate(admitted)
     )
-    GkeAgent(env.api, env.namespace).scheduled(name)
+    GkeAgent(env.api, env.namespace, env.gke).scheduled(name)
     return admitted
 
 
@@ -98,7 +98,7 @@ def test_a_restore_whose_podrestored_comes_30s_after_ready_is_restored(evidence:
     """Google's measured timeline: Ready first, PodRestored ~28-30 s later. No missed-restore
     alarm at Ready, then ``restored`` with a restore time of at least 30 s from PodScheduled;
     and alongside, a pod GKE said nothing about is only decided after the settle time."""
-    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace)
+    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace, evidence.gke)
     seen = listen(env)
     take_snapshot(env)
     assert env.annotations(env.pod("probe"))["snapready.io/restore-prediction"] == "hit"
@@ -132,7 +132,7 @@ def test_a_restore_whose_podrestored_comes_30s_after_ready_is_restored(evidence:
 
 
 def test_gke_fallback_warning_is_quoted_within_seconds(evidence: Env) -> None:
-    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace)
+    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace, evidence.gke)
     seen = listen(env)
     take_snapshot(env)
     admit_and_create(env, "landed-new")
@@ -151,7 +151,7 @@ def test_gke_fallback_warning_is_quoted_within_seconds(evidence: Env) -> None:
 
 
 def test_a_crashed_restore_gets_snapshot_restore_failed(evidence: Env) -> None:
-    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace)
+    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace, evidence.gke)
     seen = listen(env)
     take_snapshot(env)
     admit_and_create(env, "db")
@@ -167,7 +167,7 @@ def test_a_crashed_restore_gets_snapshot_restore_failed(evidence: Env) -> None:
 
 def test_a_failed_checkpoint_names_the_driver(evidence: Env) -> None:
     """The env's node runs GKE's default GPU driver branch (535): exit status 128."""
-    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace)
+    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace, evidence.gke)
     checkpoints: list[tuple[str, str]] = []
     env.source.restores.checkpoints.listeners.append(
         lambda v, o, s: checkpoints.append((v.name, o))
@@ -190,7 +190,7 @@ def test_a_failed_checkpoint_names_the_driver(evidence: Env) -> None:
 
 
 def test_a_checkpoint_awaiting_too_long_is_stalled(evidence: Env) -> None:
-    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace)
+    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace, evidence.gke)
     admit_and_create(env, "origin-slow")
     agent.new_snapshot("snap-slow", "origin-slow")
     stalled = wait_for("stalled", lambda: events(env, "SnapshotCheckpointStalled"), timeout=45)
@@ -213,7 +213,7 @@ def test_the_readiness_gate_holds_a_checkpointing_origin_and_a_restoring_replica
 ) -> None:
     with make_env(control_plane, kube_admin, namespace, restore={"readiness_gate": True}) as env:
         wait_for("leader", lambda: env.source.state().details.get("leader") == "leader", 20)
-        agent = GkeAgent(env.api, env.namespace)
+        agent = GkeAgent(env.api, env.namespace, env.gke)
         origin = admit_and_create(env, "origin")
         gates = origin["spec"]["readinessGates"]
         assert gates == [{"conditionType": "snapready.io/restore-settled"}]
@@ -263,7 +263,7 @@ def _settled(env: Env, pod: str) -> str | None:
 def test_a_new_leader_reports_what_happened_while_nobody_led_and_nothing_twice(
     control_plane: ControlPlane, evidence: Env
 ) -> None:
-    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace)
+    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace, evidence.gke)
     take_snapshot(env)
     admit_and_create(env, "before")
     agent.containers_ready("before")
@@ -304,7 +304,7 @@ def test_a_restore_event_without_podrestored_is_not_a_restore(evidence: Env) -> 
     """An Event can be written by anyone who may create Events in the namespace (a fresh-user
     test forged one); PodRestored only through pods/status. A Normal "Successfully restored"
     without PodRestored, and a fallback Warning that names no uid, decide nothing."""
-    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace)
+    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace, evidence.gke)
     seen = listen(env)
     take_snapshot(env)
     admit_and_create(env, "claimed")

@@ -21,8 +21,8 @@ from kubernetes import client
 from tests.cluster.test_evidence import events, recorded_outcome
 from tests.cluster.test_restores import create_admitted, turn_ready
 from tests.cluster.test_snapshots import GROUP, VERSION, Env, env, take_snapshot
-from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
+from tests.support.identity import IdentityFactory, require_token
 from tests.support.snapready_proc import SnapreadyProcess, generate_certs, start_snapready
 
 __all__ = ["env"]
@@ -45,8 +45,8 @@ def lease_holder(api: client.ApiClient, namespace: str, name: str) -> str:
 
 
 def snapshot(env: Env, name: str, origin: str) -> None:
-    """A Ready PodSnapshot of ``llm-policy`` naming ``origin`` (created as GKE's agent would)."""
-    custom = client.CustomObjectsApi(env.api)
+    """A Ready PodSnapshot of ``llm-policy`` naming ``origin`` (created as GKE's controller)."""
+    custom = client.CustomObjectsApi(env.gke)
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "PodSnapshot",
@@ -82,7 +82,7 @@ def writes(process: SnapreadyProcess, name: str) -> int:
 
 
 def test_one_writer_and_the_follower_takes_over_after_a_kill(
-    env: Env, control_plane: ControlPlane, tmp_path: Path
+    env: Env, snapready_identity: IdentityFactory, tmp_path: Path
 ) -> None:
     lease = f"failover-{env.namespace}"[:60]
     settings = {
@@ -93,7 +93,7 @@ def test_one_writer_and_the_follower_takes_over_after_a_kill(
         "SNAPREADY_OUTCOMES__NAMESPACES": f'["{env.namespace}"]',
     }
     certs = generate_certs(tmp_path / "certs")
-    kubeconfig = control_plane.admin_kubeconfig
+    kubeconfig = require_token(snapready_identity(env.namespace, lease_name=lease).kubeconfig)
     first = start_snapready(tmp_path / "a", certs, kubeconfig=kubeconfig, env=settings)
     second = start_snapready(tmp_path / "b", certs, kubeconfig=kubeconfig, env=settings)
     try:
@@ -140,7 +140,7 @@ FREEZE_SECONDS = 30
 
 
 def test_a_leader_frozen_30s_writes_nothing_after_it_wakes_and_nothing_is_written_twice(
-    env: Env, control_plane: ControlPlane, tmp_path: Path
+    env: Env, snapready_identity: IdentityFactory, tmp_path: Path
 ) -> None:
     """Issue 27: the leader is stopped (SIGSTOP) with four pods about to be decided (Ready, no
     restore evidence: ``missed`` once the 6 s settle time ends, during the freeze) and two new
@@ -164,7 +164,7 @@ def test_a_leader_frozen_30s_writes_nothing_after_it_wakes_and_nothing_is_writte
     wait_for("snapshot ready in the engine's cache", ready, timeout=10)
     env.source.stop()  # the test's own source must not write: only the two processes do
     certs = generate_certs(tmp_path / "certs")
-    kubeconfig = control_plane.admin_kubeconfig
+    kubeconfig = require_token(snapready_identity(env.namespace, lease_name=lease).kubeconfig)
     first = start_snapready(tmp_path / "a", certs, kubeconfig=kubeconfig, env=settings)
     second = start_snapready(tmp_path / "b", certs, kubeconfig=kubeconfig, env=settings)
     try:

@@ -155,7 +155,7 @@ def test_refresh_on_triggers_one_cold_pod_of_the_upgraded_pool_once(
             assert len(events(env, "SnapshotRefreshTriggered")) == 1
             assert second.lifecycle.created == 0
             # GKE checkpoints the target: the group has a usable snapshot, nothing more to do.
-            GkeAgent(kube_admin, namespace).serve_trigger(name, "snap-refreshed")
+            GkeAgent(kube_admin, namespace, env.gke).serve_trigger(name, "snap-refreshed")
             wait_for(
                 "refreshed snapshot cached",
                 lambda: second.state().snapshots.named(namespace, "snap-refreshed") is not None,

@@ -35,6 +35,7 @@ from tests.conftest import (
 )
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import service_account_token, unique_name, wait_for
+from tests.support.identity import IdentityFactory
 from tests.support.kube_real import (
     ALL_CACHES,
     COMPUTE_CLASSES,
@@ -567,9 +568,11 @@ def test_version_poller_reads_the_real_version(
     assert "gpu-whole-node" in rules_of(validate(before_gate, review)), "the control case"
 
 
-def test_stop_ends_every_cache_thread_with_watches_open(control_plane: ControlPlane) -> None:
+def test_stop_ends_every_cache_thread_with_watches_open(
+    namespace: str, snapready_identity: IdentityFactory
+) -> None:
     # The production wiring (open_cluster_source), with 5-10 min watches.
-    source = open_cluster_source(kube_settings(control_plane.admin_kubeconfig))
+    source = open_cluster_source(kube_settings(snapready_identity(namespace).kubeconfig))
     try:
         wait_for("every cache synced", source.synced, timeout=20)
         time.sleep(0.2)  # let every reflector open its watch after the list

@@ -19,6 +19,7 @@ from kubernetes import client
 from tests.cluster.conftest import StartCluster
 from tests.envtest.controlplane import ControlPlane, start
 from tests.envtest.plugin import CRDS, install_crds, wait_for
+from tests.support.identity import IdentityFactory
 from tests.support.kube_real import COMPUTE_CLASSES, POLICIES_V1ALPHA1, create_policy, policy
 from webhook.server.metrics import Metrics
 
@@ -90,6 +91,7 @@ def served_metric(metrics: Metrics) -> dict[str, float]:
 def test_apis_installed_deleted_and_recreated_while_running(
     private_plane: ControlPlane,
     start_cluster: StartCluster,
+    snapready_identity: IdentityFactory,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -102,7 +104,8 @@ def test_apis_installed_deleted_and_recreated_while_running(
     )
     create_policy(admin, policy("first", "snap", {"app": "llm"}))
     # Re-check not-served APIs every 0.5 s (also the /version interval; watches last 1-2 s).
-    cluster = start_cluster(kubeconfig=private_plane.admin_kubeconfig, resync_seconds=0.5)
+    identity = snapready_identity("snap", plane=private_plane)
+    cluster = start_cluster(kubeconfig=identity.kubeconfig, resync_seconds=0.5)
     metrics = Metrics()
     metrics.watch_state(cluster.source.state)
 

@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.envtest.controlplane import ControlPlane, free_port
 from tests.envtest.plugin import unique_name, wait_for, wait_for_service_account
 from tests.support import helm_support
+from tests.support.identity import IdentityFactory, require_token
 from webhook.base.config import LeaderSettings, ScopeSettings, Settings, SourceSettings
 from webhook.base.tracking import OutcomeSettings
 from webhook.cluster.caches import ClusterSource
@@ -99,11 +100,15 @@ def configurations(
 
 
 def settings(
-    control_plane: ControlPlane, name: str, lease_namespace: str, mode: str = "dynamic"
+    identities: IdentityFactory, name: str, lease_namespace: str, mode: str = "dynamic"
 ) -> Settings:
-    """Cluster mode as admin, scope reconciled on configuration ``name``, a fast recheck."""
+    """Cluster mode as snapready's ServiceAccount with the chart's RBAC (its Lease and webhook
+    configuration grants re-targeted to this test's), scope reconciled on configuration
+    ``name``, a fast recheck."""
+    lease = f"lease-{name}"[:60]
+    identity = identities(lease_namespace, lease_name=lease, configuration=name)
     return Settings(
-        source=SourceSettings(kind="kube", kubeconfig=control_plane.admin_kubeconfig),
+        source=SourceSettings(kind="kube", kubeconfig=require_token(identity.kubeconfig)),
         scope=ScopeSettings.model_validate(
             {
                 "mode": mode,
@@ -112,7 +117,7 @@ def settings(
                 "recheck_seconds": 1.0,
             }
         ),
-        leader=LeaderSettings(lease_name=f"lease-{name}"[:60], lease_namespace=lease_namespace),
+        leader=LeaderSettings(lease_name=lease, lease_namespace=lease_namespace),
         outcomes=OutcomeSettings(namespaces=["t-untracked"]),  # the scope is what is tested
     )
 
@@ -177,14 +182,14 @@ def create_pod(api: client.ApiClient, namespace: str, labels: dict[str, str]) ->
 
 
 def test_with_snapready_stopped_only_selected_pods_are_refused(
-    control_plane: ControlPlane,
+    snapready_identity: IdentityFactory,
     kube_admin: client.ApiClient,
     namespaces: list[str],
     configurations: str,
 ) -> None:
     with_policy, without = namespaces
     create_policy(kube_admin, with_policy, "llm-policy", {"app": "llm"})
-    with running(settings(control_plane, configurations, with_policy)) as source:
+    with running(settings(snapready_identity, configurations, with_policy)) as source:
         wait_for("scope synced", lambda: source.state().synced, timeout=30)
         assert source.state().scope_synced is True
         assert scope_mentions(kube_admin, configurations, with_policy)
@@ -197,14 +202,14 @@ def test_with_snapready_stopped_only_selected_pods_are_refused(
 
 
 def test_policies_added_changed_deleted_while_running_are_covered_within_5s(
-    control_plane: ControlPlane,
+    snapready_identity: IdentityFactory,
     kube_admin: client.ApiClient,
     namespaces: list[str],
     configurations: str,
 ) -> None:
     with_policy, _ = namespaces
     custom = client.CustomObjectsApi(kube_admin)
-    with running(settings(control_plane, configurations, with_policy)) as source:
+    with running(settings(snapready_identity, configurations, with_policy)) as source:
         wait_for("scope synced", lambda: source.state().synced, timeout=30)
         assert create_pod(kube_admin, with_policy, {"app": "llm"}) is None  # no policy yet
 
@@ -231,7 +236,7 @@ def test_policies_added_changed_deleted_while_running_are_covered_within_5s(
 
 
 def test_two_replicas_elect_one_leader_and_both_are_ready_once_the_scope_is_written(
-    control_plane: ControlPlane,
+    snapready_identity: IdentityFactory,
     kube_admin: client.ApiClient,
     namespaces: list[str],
     configurations: str,
@@ -240,7 +245,7 @@ def test_two_replicas_elect_one_leader_and_both_are_ready_once_the_scope_is_writ
     other writes (outcomes, Events, records), and both turn ready once the scope is written."""
     with_policy, _ = namespaces
     create_policy(kube_admin, with_policy, "llm-policy", {"app": "llm"})
-    config = settings(control_plane, configurations, with_policy)
+    config = settings(snapready_identity, configurations, with_policy)
     with running(config) as first, running(config) as second:
         wait_for("both synced", lambda: first.state().synced and second.state().synced, 30)
         leaders = [s.state().details.get("leader", "") for s in (first, second)]
@@ -254,22 +259,22 @@ def test_two_replicas_elect_one_leader_and_both_are_ready_once_the_scope_is_writ
 
 
 def test_not_ready_until_the_configuration_exists(
-    control_plane: ControlPlane, kube_admin: client.ApiClient, namespaces: list[str]
+    snapready_identity: IdentityFactory, kube_admin: client.ApiClient, namespaces: list[str]
 ) -> None:
     name = unique_name("missing", prefix="sr")
-    with running(settings(control_plane, name, namespaces[0])) as source:
+    with running(settings(snapready_identity, name, namespaces[0])) as source:
         wait_for("status", lambda: "error" in source.state().details.get("webhookScope", ""), 30)
         assert not source.state().synced
         assert source.state().scope_synced is False
 
 
 def test_static_mode_removes_a_leftover_scope_and_does_not_gate_readiness(
-    control_plane: ControlPlane,
+    snapready_identity: IdentityFactory,
     kube_admin: client.ApiClient,
     namespaces: list[str],
     configurations: str,
 ) -> None:
-    with running(settings(control_plane, configurations, namespaces[0], "static")) as source:
+    with running(settings(snapready_identity, configurations, namespaces[0], "static")) as source:
         wait_for("synced", lambda: source.state().synced, timeout=30)
         wait_for("no condition", lambda: conditions(kube_admin, configurations) == [[], []], 10)
 
@@ -280,16 +285,18 @@ def test_a_failed_write_keeps_the_last_conditions(
     namespaces: list[str],
     configurations: str,
     tmp_path: Path,
+    *,
+    snapready_identity: IdentityFactory,
 ) -> None:
     with_policy, _ = namespaces
     create_policy(kube_admin, with_policy, "llm-policy", {"app": "llm"})
-    with running(settings(control_plane, configurations, with_policy)) as source:
+    with running(settings(snapready_identity, configurations, with_policy)) as source:
         wait_for("scope synced", lambda: source.state().synced, timeout=30)
     before = conditions(kube_admin, configurations)
     # A replica that may read but not write: leader of its own lease, no patch permission.
     token_config = read_only_kubeconfig(control_plane, kube_admin, with_policy, tmp_path)
     create_policy(kube_admin, with_policy, "web-policy", {"app": "web"})
-    config = settings(control_plane, configurations, with_policy)
+    config = settings(snapready_identity, configurations, with_policy)
     config.source.kubeconfig = token_config
     with running(config) as source:
         wait_for("error", lambda: "error" in source.state().details.get("webhookScope", ""), 30)
@@ -374,7 +381,7 @@ def test_retries_back_off_and_a_repeated_error_is_warned_once(
 
 
 def test_with_the_leader_killed_a_new_policy_is_covered_within_seconds(
-    control_plane: ControlPlane,
+    snapready_identity: IdentityFactory,
     kube_admin: client.ApiClient,
     namespaces: list[str],
     configurations: str,
@@ -395,7 +402,10 @@ def test_with_the_leader_killed_a_new_policy_is_covered_within_seconds(
         "SNAPREADY_LEADER__LEASE_NAMESPACE": with_policy,
     }
     certs = generate_certs(tmp_path / "certs")
-    kubeconfig = control_plane.admin_kubeconfig
+    identity = snapready_identity(
+        with_policy, lease_name=f"kill-{configurations}"[:60], configuration=configurations
+    )
+    kubeconfig = require_token(identity.kubeconfig)
     replicas = [start_snapready(tmp_path / n, certs, kubeconfig=kubeconfig, env=env) for n in "ab"]
     try:
 

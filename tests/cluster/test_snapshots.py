@@ -5,6 +5,10 @@ GKE's agent is simulated the way it acts on a cluster: Node objects with GKE lab
 on a node; a PodSnapshot naming it (``podsnapshot.gke.io/origin-pod``) turned Ready through the
 status subresource. snapready (a real cluster source with leader election) must write the origin
 record on the PodSnapshot, and predict ``hit``/``miss``/``none`` for later pods from memory.
+
+Identities: snapready runs as its ServiceAccount with the chart's RBAC (``tests/support/identity``);
+PodSnapshots are created and turned Ready as GKE's snapshot controller (``Env.gke``), the only
+identity GKE's guard lets write them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.conftest import make_settings
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
+from tests.support.identity import SnapreadyIdentity, chart_values, install_identity, require_token
 from tests.support.kube_real import create_policy, policy
 from webhook.admission.engine import Engine, admit
 from webhook.base.config import Settings
@@ -40,7 +45,10 @@ IMAGE = "registry.example/llm@sha256:" + "ab" * 32
 
 @dataclass
 class Env:
-    """One test's cluster: namespace, node pool, source, engine and the Ready snapshot."""
+    """One test's cluster: namespace, node pool, source, engine and the Ready snapshot.
+
+    ``api`` is admin (test setup); ``gke`` is GKE's snapshot controller (PodSnapshot writes);
+    ``identity`` is snapready's ServiceAccount, which ``source`` runs as."""
 
     api: client.ApiClient
     namespace: str
@@ -48,6 +56,8 @@ class Env:
     node: str
     source: ClusterSource
     engine: Engine
+    gke: client.ApiClient
+    identity: SnapreadyIdentity
     snapshot: str = ""
     origin_hash: str = ""
 
@@ -97,11 +107,13 @@ class Env:
         return dict(admitted["metadata"]["annotations"])
 
 
-def kube_settings(plane: ControlPlane, namespace: str, **overrides: Any) -> Settings:
-    """Cluster mode as admin; this test's own Lease."""
+def kube_settings(identity: SnapreadyIdentity, namespace: str, **overrides: Any) -> Settings:
+    """Cluster mode as snapready's ServiceAccount (``identity``, never admin: ``require_token``);
+    this test's own Lease (the one the chart's Role lets it write)."""
+    kubeconfig = require_token(identity.kubeconfig)
     return make_settings(
-        source={"kind": "kube", "kubeconfig": plane.admin_kubeconfig, "backoff_max_seconds": 0.5},
-        leader={"lease_name": f"snapready-{namespace}"[:60], "lease_namespace": namespace},
+        source={"kind": "kube", "kubeconfig": kubeconfig, "backoff_max_seconds": 0.5},
+        leader={"lease_name": identity.lease_name, "lease_namespace": namespace},
         **overrides,
     )
 
@@ -132,7 +144,7 @@ def make_env(
 ) -> Iterator[Env]:
     """A pool with one node on the old version, a grouped policy (trigger type ``trigger``),
     snapready running with ``overrides`` of its settings (``outcomes={"settle_seconds": 2}``,
-    ...)."""
+    ...) as its ServiceAccount with the chart's RBAC for those settings (``chart_values``)."""
     suffix = secrets.token_hex(3)
     pool, node = f"l4-{suffix}", f"gke-l4-{suffix}"
     labels = {
@@ -158,14 +170,28 @@ def make_env(
         create_policy(api, body)
     # Many snapready sources share the test API server: this one tracks only its namespace.
     overrides["outcomes"] = {"namespaces": [namespace], **overrides.get("outcomes", {})}
-    settings = kube_settings(control_plane, namespace, **overrides)
-    source = open_cluster_source(settings)
+    stack = contextlib.ExitStack()
     try:
+        identity = stack.enter_context(
+            install_identity(
+                control_plane,
+                api,
+                control_plane.directory / "identities",
+                namespace,
+                chart_values(overrides),
+                lease_name=f"snapready-{namespace}"[:60],
+            )
+        )
+        gke = control_plane.gke_client()
+        stack.callback(gke.close)
+        settings = kube_settings(identity, namespace, **overrides)
+        source = open_cluster_source(settings)
+        stack.callback(source.stop)
         wait_for("synced", source.synced, timeout=30)
         engine = Engine(settings=settings, state=source.state)
-        yield Env(api, namespace, pool, node, source, engine)
+        yield Env(api, namespace, pool, node, source, engine, gke, identity)
     finally:
-        source.stop()
+        stack.close()
         with contextlib.suppress(ApiException):
             core.delete_node(node)
 
@@ -198,7 +224,7 @@ def take_snapshot(
         "origin pod cached", lambda: f"{env.namespace}/{origin}" in env.source.state().pods, 10
     )
     env.origin_hash = admitted["metadata"]["annotations"]["snapready.io/spec-hash"]
-    custom = client.CustomObjectsApi(env.api)
+    custom = client.CustomObjectsApi(env.gke)  # GKE creates PodSnapshots, no one else may
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "PodSnapshot",
@@ -341,7 +367,7 @@ def test_on_miss_deny_refuses_a_pod_that_would_cold_start(
     env: Env, control_plane: ControlPlane
 ) -> None:
     take_snapshot(env)
-    settings = kube_settings(control_plane, env.namespace, restore={"on_miss": "deny"})
+    settings = kube_settings(env.identity, env.namespace, restore={"on_miss": "deny"})
     strict = Engine(settings=settings, state=env.source.state)
     decision = env.mutate(env.pod("image", container={"image": "registry.example/llm:v2"}), strict)
     assert not decision.allowed
@@ -429,7 +455,7 @@ def test_hit_from_another_workloads_snapshot_is_warned(env: Env) -> None:
 
     origin = wait_for("a replica of decode cached", replica, timeout=20)
     assert origin is not None
-    custom = client.CustomObjectsApi(env.api)
+    custom = client.CustomObjectsApi(env.gke)  # as GKE
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "PodSnapshot",

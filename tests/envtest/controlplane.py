@@ -51,11 +51,43 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 SERVICE_CIDR = "10.0.0.0/24"
 SERVICE_IP = "10.0.0.1"  # first address of SERVICE_CIDR: the ``kubernetes`` Service
 ISSUER = "https://kubernetes.default.svc.cluster.local"
+GUARD = ROOT / "tests" / "data" / "gke" / "pod-snapshot-guard.yaml"
+"""GKE's ValidatingAdmissionPolicy (+ binding) on PodSnapshots, installed by :func:`start`."""
+GKE_CONTROLLER = "system:pod-snapshot-controller"
+"""GKE's snapshot controller's username: with its node agent, the only writer of PodSnapshots."""
+GKE_AGENT = "system:serviceaccount:gke-managed-pod-snapshots:pod-snapshot-agent"
+"""GKE's node agent (DaemonSet ``pod-snapshot-agent``): the guard's other allowed writer."""
+GKE_USERS = frozenset({GKE_CONTROLLER, GKE_AGENT})
+GKE_ROLE = "snapready-envtest:pod-snapshot-controller"
+"""ClusterRole (and binding) of :data:`GKE_CONTROLLER`: everything in ``podsnapshot.gke.io``."""
+AUDITED_WRITES = ("create", "update", "patch", "delete", "deletecollection")
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "verbs": list(AUDITED_WRITES),
+            "resources": [
+                {"group": "podsnapshot.gke.io", "resources": ["podsnapshots", "podsnapshots/*"]},
+                {"group": "snapready.io", "resources": ["snapshotrecords", "snapshotrecords/*"]},
+            ],
+        },
+        {"level": "None"},
+    ],
+}
+"""What the API server's audit log keeps: writes to PodSnapshots and snapready's own records
+(Metadata level: who, which verb, which object, the answer's code; never a body)."""
 PATH_FIELDS = (
     "ca_file",
     "admin_kubeconfig",
     "client_cert",
     "client_key",
+    "gke_kubeconfig",
+    "gke_cert",
+    "gke_key",
+    "audit_log",
     "assets",
     "directory",
     "descriptor",
@@ -148,12 +180,16 @@ class Pki:
     sa_pub: Path
     admin_cert: Path
     admin_key: Path
+    gke_cert: Path
+    gke_key: Path
     kcm_cert: Path
     kcm_key: Path
 
 
 def generate_pki(directory: Path) -> Pki:
-    """A CA, the apiserver serving cert, a service-account key pair and two client certs."""
+    """A CA, the apiserver serving cert, a service-account key pair and three client certs:
+    admin (``system:masters``), GKE's snapshot controller (:data:`GKE_CONTROLLER`, no group: its
+    rights come from RBAC) and the controller-manager."""
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     not_before, not_after = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=7)
@@ -234,6 +270,9 @@ def generate_pki(directory: Path) -> Pki:
         "apiserver", _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, serving_sans
     )
     admin = leaf("admin", _name("admin", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH)
+    gke = leaf(
+        "gke-pod-snapshot-controller", _name(GKE_CONTROLLER), ExtendedKeyUsageOID.CLIENT_AUTH
+    )
     kcm = leaf(
         "controller-manager",
         _name("system:kube-controller-manager"),
@@ -256,6 +295,8 @@ def generate_pki(directory: Path) -> Pki:
         sa_pub=directory / "sa.pub",
         admin_cert=admin[0],
         admin_key=admin[1],
+        gke_cert=gke[0],
+        gke_key=gke[1],
         kcm_cert=kcm[0],
         kcm_key=kcm[1],
     )
@@ -405,7 +446,10 @@ class ControlPlane:
     """A running control plane as tests see it (also its JSON descriptor on disk).
 
     ``url`` is ``https://127.0.0.1:PORT``; ``admin_kubeconfig`` and ``client_cert``/``client_key``
-    authenticate as ``admin`` in ``system:masters``.
+    authenticate as ``admin`` in ``system:masters``; ``gke_kubeconfig`` and ``gke_cert``/``gke_key``
+    as GKE's snapshot controller (:data:`GKE_CONTROLLER`), the only identity besides GKE's agent
+    that GKE's guard (:data:`GUARD`) lets write PodSnapshots. ``audit_log`` is the API server's
+    audit log of writes to PodSnapshots (:data:`AUDIT_POLICY`, :meth:`audit_events`).
     """
 
     url: str
@@ -413,6 +457,10 @@ class ControlPlane:
     admin_kubeconfig: Path
     client_cert: Path
     client_key: Path
+    gke_kubeconfig: Path
+    gke_cert: Path
+    gke_key: Path
+    audit_log: Path
     assets: Path
     directory: Path
     descriptor: Path
@@ -435,6 +483,35 @@ class ControlPlane:
         configuration.key_file = str(self.client_key)
         configuration.verify_ssl = True
         return kubernetes.client.ApiClient(configuration)
+
+    def gke_client(self) -> kubernetes.client.ApiClient:
+        """A ``kubernetes.client.ApiClient`` authenticated as GKE's snapshot controller
+        (:data:`GKE_CONTROLLER`): what GKE writes (PodSnapshots, their status) is written so."""
+        import kubernetes.client  # noqa: PLC0415
+
+        configuration = kubernetes.client.Configuration()
+        configuration.host = self.url
+        configuration.ssl_ca_cert = str(self.ca_file)
+        configuration.cert_file = str(self.gke_cert)
+        configuration.key_file = str(self.gke_key)
+        configuration.verify_ssl = True
+        return kubernetes.client.ApiClient(configuration)
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The API server's audit events so far (``audit.k8s.io/v1`` Event objects, in order):
+        every write to PodSnapshots and SnapshotRecords (:data:`AUDIT_POLICY`). A line being
+        written (the last, without its newline) is left out."""
+        try:
+            text = self.audit_log.read_text(errors="replace")
+        except FileNotFoundError:
+            return []
+        events: list[dict[str, Any]] = []
+        for line in text.splitlines(keepends=True):
+            if not line.endswith("\n") or not line.strip():
+                continue
+            with contextlib.suppress(ValueError):
+                events.append(json.loads(line))
+        return events
 
     def token_kubeconfig(
         self, path: Path, token: str, *, namespace: str = "default", user: str = "token"
@@ -463,6 +540,13 @@ class ControlPlane:
         """A TLS client context trusting the control plane CA, presenting the admin cert."""
         context = ssl.create_default_context(cafile=str(self.ca_file))
         context.load_cert_chain(str(self.client_cert), str(self.client_key))
+        return context
+
+    def gke_ssl_context(self) -> ssl.SSLContext:
+        """A TLS client context trusting the control plane CA, presenting GKE's controller's
+        cert (:data:`GKE_CONTROLLER`): for raw clients writing PodSnapshots as GKE would."""
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        context.load_cert_chain(str(self.gke_cert), str(self.gke_key))
         return context
 
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
@@ -599,6 +683,95 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
         return False
 
 
+def _request(
+    plane: ControlPlane, method: str, path: str, body: dict[str, Any] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``method`` ``path`` as admin with a JSON ``body``: (status, parsed answer); HTTP errors are
+    returned, not raised."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        plane.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, context=plane.ssl_context(), timeout=10) as answer:
+            return answer.status, json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+_COLLECTIONS = {
+    "ValidatingAdmissionPolicy": f"{_ADMISSION}/validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": f"{_ADMISSION}/validatingadmissionpolicybindings",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+}
+
+
+def gke_objects() -> list[dict[str, Any]]:
+    """What :func:`start` installs for GKE: the guard (:data:`GUARD`) and the RBAC of GKE's
+    snapshot controller (:data:`GKE_ROLE`: every verb on ``podsnapshot.gke.io``)."""
+    guard = [doc for doc in yaml.safe_load_all(GUARD.read_text()) if doc]
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": GKE_ROLE},
+        "rules": [{"apiGroups": ["podsnapshot.gke.io"], "resources": ["*"], "verbs": ["*"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": GKE_ROLE},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": GKE_ROLE,
+        },
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": GKE_CONTROLLER}
+        ],
+    }
+    return [*guard, role, binding]
+
+
+def install_gke(plane: ControlPlane, deadline: float) -> None:
+    """Create :func:`gke_objects` as admin; wait until RBAC lets GKE's controller write
+    PodSnapshots (a SubjectAccessReview). The guard's binding takes effect a moment later, and
+    only on a PodSnapshot CRD: ``wait_for_guard`` in ``tests/envtest/plugin.py`` waits for it.
+
+    Raises:
+        ControlPlaneError: an object was refused, or RBAC did not allow it before ``deadline``.
+    """
+    for obj in gke_objects():
+        status, answer = _request(plane, "POST", _COLLECTIONS[obj["kind"]], obj)
+        if status not in {201, 409}:
+            raise ControlPlaneError(f"creating {obj['kind']} {obj['metadata']['name']}: {answer}")
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": GKE_CONTROLLER,
+            "resourceAttributes": {
+                "group": "podsnapshot.gke.io",
+                "resource": "podsnapshots",
+                "verb": "patch",
+                "namespace": "default",
+            },
+        },
+    }
+
+    def allowed() -> bool:
+        status, answer = _request(
+            plane, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review
+        )
+        return status == 201 and bool(answer.get("status", {}).get("allowed"))
+
+    while not allowed():
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"RBAC never allowed {GKE_CONTROLLER}:\n{plane.logs()}")
+        time.sleep(0.1)
+
+
 def start(
     assets: Path,
     directory: Path,
@@ -610,8 +783,10 @@ def start(
 ) -> ControlPlane:
     """Start etcd, kube-apiserver and kube-controller-manager in ``directory``; wait until usable.
 
-    Usable means: etcd healthy, the apiserver's ``/readyz`` is ok, and the controller-manager's
-    serviceaccount controller created ``default/default``. The ``descriptor`` file is kept current
+    Usable means: etcd healthy, the apiserver's ``/readyz`` is ok, GKE's guard on PodSnapshots
+    and its controller's RBAC are installed (:func:`install_gke`), and the controller-manager's
+    serviceaccount controller created ``default/default``. The API server keeps an audit log of
+    PodSnapshot writes (:meth:`ControlPlane.audit_events`). The ``descriptor`` file is kept current
     from the first spawned process on. A watchdog stops everything (and removes ``orphan_dir``,
     default ``directory``) when ``owner_pid`` (default: this process) exits without calling
     :meth:`ControlPlane.stop`.
@@ -633,6 +808,15 @@ def start(
         {"client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key)},
         user_name="admin",
     )
+    gke_kubeconfig = write_kubeconfig(
+        directory / "gke-pod-snapshot-controller.kubeconfig",
+        url,
+        pki.ca_cert,
+        {"client-certificate": str(pki.gke_cert), "client-key": str(pki.gke_key)},
+        user_name=GKE_CONTROLLER,
+    )
+    audit_policy = directory / "audit-policy.yaml"
+    audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
     kcm_kubeconfig = write_kubeconfig(
         directory / "controller-manager.kubeconfig",
         url,
@@ -647,6 +831,10 @@ def start(
         admin_kubeconfig=admin_kubeconfig,
         client_cert=pki.admin_cert,
         client_key=pki.admin_key,
+        gke_kubeconfig=gke_kubeconfig,
+        gke_cert=pki.gke_cert,
+        gke_key=pki.gke_key,
+        audit_log=directory / "audit.log",
         assets=assets,
         directory=directory,
         descriptor=descriptor,
@@ -714,6 +902,10 @@ def start(
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
                 "--profiling=false",
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={plane.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",  # written before the response: no lag to wait out
             ],
         )
         context = plane.ssl_context()
@@ -724,6 +916,7 @@ def start(
             {"etcd": etcd, "kube-apiserver": apiserver},
             deadline,
         )
+        install_gke(plane, deadline)
 
         controller_manager = _spawn(
             plane,

@@ -1,7 +1,13 @@
 """pytest plugin: one real Kubernetes control plane per test run (see ``controlplane.py``).
 
-Fixtures: ``control_plane`` (session), ``kube_admin`` (an admin ``ApiClient``), ``namespace`` (a
-fresh namespace per test) and ``podsnapshot_crds`` (GKE's Pod snapshot CRDs, installed once).
+Fixtures: ``control_plane`` (session), ``kube_admin`` (an admin ``ApiClient``), ``kube_gke`` (an
+``ApiClient`` as GKE's snapshot controller, the only test identity GKE's guard lets write
+PodSnapshots), ``namespace`` (a fresh namespace per test) and ``podsnapshot_crds`` (GKE's Pod
+snapshot CRDs, installed once; returns once GKE's guard refuses admin's PodSnapshot writes).
+
+At the end of the run the owner reads the API server's audit log: any create, update or patch of
+a PodSnapshot by one of snapready's test ServiceAccounts (:func:`snapready_writes`) fails the run,
+refused or not. On GKE every such write is refused, so snapready must not depend on one.
 
 The control plane starts only when a test asks for it, once per run, also under pytest-xdist:
 
@@ -41,6 +47,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.envtest.controlplane import (
+    GKE_USERS,
     ROOT,
     ControlPlane,
     ControlPlaneError,
@@ -51,6 +58,14 @@ from tests.envtest.controlplane import (
 
 CRDS = ROOT / "tests" / "data" / "crds" / "podsnapshot.gke.io.yaml"
 FIELD_MANAGER = "snapready-envtest"
+GUARD_MESSAGE = (
+    "PodSnapshot objects can only be modified by GKE's pod snapshot controller and agent"
+)
+"""The message of GKE's guard (``tests/data/gke/pod-snapshot-guard.yaml``) in a refusal."""
+SNAPREADY_ACCOUNT_PREFIX = "snapready"
+"""snapready's test ServiceAccounts are named so (``system:serviceaccount:<ns>:snapready...``):
+the audit check at the end of the run looks for their PodSnapshot writes."""
+GUARDED_VERBS = frozenset({"create", "update", "patch"})
 _DIR_KEY = "snapready_envtest_dir"
 _OWNER_KEY = "snapready_envtest_owner"
 T = TypeVar("T")
@@ -98,6 +113,62 @@ def pytest_configure_node(node: Any) -> None:
     _become_subreaper()
     node.workerinput[_DIR_KEY] = str(_owner_dir())
     node.workerinput[_OWNER_KEY] = os.getpid()
+
+
+def snapready_writes(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The audit events of a create, update or patch of a PodSnapshot (or its status) by one of
+    snapready's test ServiceAccounts (:data:`SNAPREADY_ACCOUNT_PREFIX`), refused or not."""
+    found: list[dict[str, Any]] = []
+    for event in events:
+        user = str((event.get("user") or {}).get("username", ""))
+        target = event.get("objectRef") or {}
+        parts = user.split(":")
+        snapready = (
+            len(parts) == 4
+            and parts[:2] == ["system", "serviceaccount"]
+            and parts[3].startswith(SNAPREADY_ACCOUNT_PREFIX)
+        )
+        if (
+            snapready
+            and user not in GKE_USERS
+            and event.get("verb") in GUARDED_VERBS
+            and target.get("apiGroup") == "podsnapshot.gke.io"
+            and target.get("resource") == "podsnapshots"
+        ):
+            found.append(event)
+    return found
+
+
+def describe_write(event: dict[str, Any]) -> str:
+    """One line of an audit event: user, verb, object, answer."""
+    target = event.get("objectRef") or {}
+    name = f"{target.get('namespace', '')}/{target.get('name', '')}"
+    sub = f"/{target['subresource']}" if target.get("subresource") else ""
+    code = (event.get("responseStatus") or {}).get("code", "?")
+    return (
+        f"{event.get('requestReceivedTimestamp', '')} {event.get('user', {}).get('username')} "
+        f"{event.get('verb')} podsnapshots{sub} {name} -> {code}"
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The owner fails the run when snapready's test ServiceAccounts wrote PodSnapshots (the
+    audit log of the run's control plane; before ``pytest_unconfigure`` stops it)."""
+    if _is_worker(session.config):
+        return
+    plane = ControlPlane.load(_owner_dir() / "controlplane.json")
+    if plane is None:
+        return
+    offending = snapready_writes(plane.audit_events())
+    if not offending:
+        return
+    lines = "\n".join(describe_write(event) for event in offending)
+    sys.stderr.write(
+        "\nsnapready envtest: FAILED: snapready wrote PodSnapshots (GKE's guard refuses every "
+        f"such write on a real cluster), {len(offending)} time(s), audit log {plane.audit_log}:\n"
+        f"{lines}\n"
+    )
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -279,6 +350,15 @@ def kube_admin(control_plane: ControlPlane) -> Iterator[client.ApiClient]:
 
 
 @pytest.fixture
+def kube_gke(control_plane: ControlPlane) -> Iterator[client.ApiClient]:
+    """A ``kubernetes.client.ApiClient`` as GKE's snapshot controller: every PodSnapshot a test
+    creates or edits (as GKE would) goes through it; GKE's guard refuses everyone else."""
+    api_client = control_plane.gke_client()
+    yield api_client
+    api_client.close()  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture
 def namespace(kube_admin: client.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace (its ``default`` ServiceAccount exists); deleted after, without waiting."""
     core = client.CoreV1Api(kube_admin)
@@ -293,12 +373,45 @@ def namespace(kube_admin: client.ApiClient, request: pytest.FixtureRequest) -> I
         core.delete_namespace(name, propagation_policy="Background")
 
 
+def guard_refusal(api_client: client.ApiClient, namespace: str = "default") -> str:
+    """The message with which GKE's guard refuses a dry-run PodSnapshot create by
+    ``api_client``'s identity, or "" when it was not refused by the guard."""
+    body = {
+        "apiVersion": "podsnapshot.gke.io/v1",
+        "kind": "PodSnapshot",
+        "metadata": {"generateName": "guard-probe-"},
+        "spec": {"policyName": "guard-probe"},
+    }
+    try:
+        client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+            "podsnapshot.gke.io", "v1", namespace, "podsnapshots", body, dry_run="All"
+        )
+    except ApiException as error:
+        if error.status in {403, 422} and GUARD_MESSAGE in str(error.body):
+            return str(error.body)
+        if error.status == 404:  # the CRD's REST handler is not there yet
+            return ""
+        raise
+    return ""
+
+
+def wait_for_guard(api_client: client.ApiClient, timeout: float = 30.0) -> str:
+    """Wait until GKE's guard refuses a dry-run PodSnapshot create by ``api_client`` (admin: the
+    policy binding is in effect; it takes effect asynchronously); the refusal."""
+    return wait_for(
+        "GKE's guard on PodSnapshots in effect", lambda: guard_refusal(api_client), timeout
+    )
+
+
 @pytest.fixture(scope="session")
 def podsnapshot_crds(control_plane: ControlPlane) -> list[str]:
-    """GKE's Pod snapshot CRDs (``tests/data/crds/``), installed and Established; their names."""
+    """GKE's Pod snapshot CRDs (``tests/data/crds/``), installed and Established, with GKE's guard
+    in effect on PodSnapshots (admin's dry-run create is refused); their names."""
     api_client = control_plane.api_client()
     try:
-        return install_crds(api_client)
+        names = install_crds(api_client)
+        wait_for_guard(api_client)
+        return names
     finally:
         api_client.close()  # type: ignore[no-untyped-call]
 
@@ -307,13 +420,17 @@ __all__ = [
     "CRDS",
     "ControlPlane",
     "control_plane",
+    "guard_refusal",
     "install_crds",
     "kube_admin",
+    "kube_gke",
     "namespace",
     "podsnapshot_crds",
     "service_account_token",
     "shared_control_plane",
+    "snapready_writes",
     "unique_name",
     "wait_for",
+    "wait_for_guard",
     "wait_for_service_account",
 ]

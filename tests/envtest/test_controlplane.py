@@ -18,8 +18,15 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.envtest.controlplane import ROOT, ControlPlane
-from tests.envtest.plugin import install_crds, service_account_token, wait_for
+from tests.envtest.controlplane import GKE_CONTROLLER, ROOT, ControlPlane
+from tests.envtest.plugin import (
+    GUARD_MESSAGE,
+    install_crds,
+    service_account_token,
+    snapready_writes,
+    wait_for,
+)
+from tests.support.identity import IdentityFactory
 
 K8S_VERSION = "v1.36.3"
 GROUP, VERSION = "podsnapshot.gke.io", "v1"
@@ -374,3 +381,153 @@ def test_apiserver_calls_admission_webhooks_on_loopback(
         admission.delete_validating_webhook_configuration(name)
         server.shutdown()
         server.server_close()
+
+
+# --------------------------------------------------------------------------------------------
+# GKE's guard on PodSnapshots, GKE's identity and the audit log
+
+
+def snapshot_body(name: str) -> dict[str, Any]:
+    """A PodSnapshot as GKE's controller creates it."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PodSnapshot",
+        "metadata": {"name": name, "annotations": {"podsnapshot.gke.io/origin-pod": "origin"}},
+        "spec": {"policyName": "llm-policy"},
+    }
+
+
+def refusal(call: Any, *args: Any, **kwargs: Any) -> tuple[int, str]:
+    """(status, message) of an API call expected to be refused."""
+    with pytest.raises(ApiException) as caught:
+        call(*args, **kwargs)
+    return caught.value.status, str(json.loads(str(caught.value.body))["message"])
+
+
+def chart_grants_patch_on_podsnapshots(rendered: list[dict[str, Any]]) -> bool:
+    """Whether the chart's ClusterRole (as rendered now) grants patch on podsnapshots."""
+    return any(
+        GROUP in rule.get("apiGroups", [])
+        and "podsnapshots" in rule.get("resources", [])
+        and "patch" in rule.get("verbs", [])
+        for role in rendered
+        if role["kind"] == "ClusterRole"
+        for rule in role["rules"]
+    )
+
+
+def test_gke_guard_lets_only_gke_write_podsnapshots(
+    podsnapshot_crds: list[str],
+    kube_admin: client.ApiClient,
+    kube_gke: client.ApiClient,
+    namespace: str,
+    snapready_identity: IdentityFactory,
+) -> None:
+    """GKE's ValidatingAdmissionPolicy: create, update, patch (metadata or status) of a
+    PodSnapshot are refused to everyone but GKE's controller, admin included; DELETE is not
+    guarded. snapready's ServiceAccount with the chart's RBAC is refused too: by RBAC when the
+    chart does not grant patch, else by the guard."""
+    admin = client.CustomObjectsApi(kube_admin)
+    gke = client.CustomObjectsApi(kube_gke)
+    status, message = refusal(
+        admin.create_namespaced_custom_object,
+        GROUP, VERSION, namespace, "podsnapshots", snapshot_body("by-admin"),
+    )  # fmt: skip
+    assert status == 422 and GUARD_MESSAGE in message
+    assert "gke-pod-snapshot-validating-admission-policy" in message
+
+    gke.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "podsnapshots", snapshot_body("snap")
+    )
+    ready = {"type": "Ready", "status": "True", "reason": "AllSnapshotsAvailable"}
+    ready |= {"lastTransitionTime": "2026-12-01T10:00:00Z", "message": ""}
+    gke.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "podsnapshots", "snap", {"status": {"conditions": [ready]}}
+    )
+    finalizer = {"metadata": {"finalizers": ["podsnapshot.gke.io/cleanup"]}}
+    gke.patch_namespaced_custom_object(GROUP, VERSION, namespace, "podsnapshots", "snap", finalizer)
+
+    annotation = {"metadata": {"annotations": {"snapready.io/origin": "{}"}}}
+    for call, body in (
+        (admin.patch_namespaced_custom_object, annotation),
+        (admin.patch_namespaced_custom_object_status, {"status": {"conditions": []}}),
+        (admin.patch_namespaced_custom_object, {"metadata": {"finalizers": []}}),
+    ):
+        status, message = refusal(call, GROUP, VERSION, namespace, "podsnapshots", "snap", body)
+        assert status == 422 and GUARD_MESSAGE in message
+
+    identity = snapready_identity(namespace, release=f"guard-probe-{namespace[-6:]}")
+    probe = ControlPlane.client_from_kubeconfig(identity.kubeconfig)
+    try:
+        as_snapready = client.CustomObjectsApi(probe)
+        expected = 422 if chart_grants_patch_on_podsnapshots(identity.rendered) else 403
+        status, message = refusal(
+            as_snapready.patch_namespaced_custom_object,
+            GROUP, VERSION, namespace, "podsnapshots", "snap", annotation,
+        )  # fmt: skip
+        assert status == expected, message
+        assert (GUARD_MESSAGE in message) == (expected == 422)
+        listed = cast(
+            "dict[str, Any]",
+            as_snapready.list_namespaced_custom_object(GROUP, VERSION, namespace, "podsnapshots"),
+        )
+        assert [item["metadata"]["name"] for item in listed["items"]] == ["snap"]
+    finally:
+        probe.close()  # type: ignore[no-untyped-call]
+
+    obj = cast(
+        "dict[str, Any]",
+        gke.get_namespaced_custom_object(GROUP, VERSION, namespace, "podsnapshots", "snap"),
+    )
+    assert "snapready.io/origin" not in (obj["metadata"].get("annotations") or {})
+    assert obj["metadata"]["finalizers"] == ["podsnapshot.gke.io/cleanup"]
+    # DELETE is not guarded (GKE's cleanup advice deletes as a user); GKE releases the finalizer.
+    admin.delete_namespaced_custom_object(GROUP, VERSION, namespace, "podsnapshots", "snap")
+    gke.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, "podsnapshots", "snap", {"metadata": {"finalizers": None}}
+    )
+
+
+def test_audit_log_records_podsnapshot_writes_and_flags_snapready(
+    control_plane: ControlPlane,
+    podsnapshot_crds: list[str],
+    kube_admin: client.ApiClient,
+    kube_gke: client.ApiClient,
+    namespace: str,
+) -> None:
+    """Every write to a PodSnapshot is in the audit log with its user and answer; the
+    end-of-run check flags only snapready's test ServiceAccounts' create/update/patch."""
+    gke = client.CustomObjectsApi(kube_gke)
+    gke.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "podsnapshots", snapshot_body("audited")
+    )
+    with pytest.raises(ApiException):
+        client.CustomObjectsApi(kube_admin).patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            "podsnapshots",
+            "audited",
+            {"metadata": {"labels": {"a": "b"}}},
+        )
+
+    def mine() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in control_plane.audit_events()
+            if (e.get("objectRef") or {}).get("namespace") == namespace
+        ]
+
+    events = wait_for("both writes audited", lambda: mine() if len(mine()) >= 2 else [])
+    seen = {(e["user"]["username"], e["verb"], e["responseStatus"]["code"]) for e in events}
+    assert (GKE_CONTROLLER, "create", 201) in seen
+    assert ("admin", "patch", 422) in seen
+    assert snapready_writes(events) == []
+
+    flagged = [
+        {**events[0], "user": {"username": f"system:serviceaccount:{namespace}:snapready-abc"}},
+        {**events[0], "user": {"username": f"system:serviceaccount:{namespace}:tenant"}},
+        {**events[0], "user": {"username": f"system:serviceaccount:{namespace}:snapready-abc"}}
+        | {"verb": "delete"},
+    ]
+    assert snapready_writes(flagged) == flagged[:1]

@@ -18,6 +18,12 @@ What it writes, through the same subresources GKE uses:
   ``Failed`` with GKE's message.
 The exact message texts are GKE's as quoted in domain.md; GKE's event source component is not
 documented there, so it is left empty (snapready does not read it).
+
+Identities: everything written to ``podsnapshot.gke.io`` objects (PodSnapshots, their status, a
+manual trigger's status) goes through ``gke``, a client authenticated as GKE's snapshot controller
+(``ControlPlane.gke_client()``, fixture ``kube_gke``): GKE's guard on the control plane refuses
+PodSnapshot writes by anyone else, admin included (domain.md section 10). Pod status and Events
+go through ``api``.
 """
 
 from __future__ import annotations
@@ -44,10 +50,10 @@ def now() -> str:
 class GkeAgent:
     """Writes what GKE would, for the pods and snapshots of one namespace."""
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self.api, self.namespace = api, namespace
+    def __init__(self, api: client.ApiClient, namespace: str, gke: client.ApiClient) -> None:
+        self.api, self.namespace, self.gke = api, namespace, gke
         self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+        self.custom = client.CustomObjectsApi(gke)  # as GKE's snapshot controller
 
     def conditions(self, pod: str, *entries: tuple[str, str, str | None]) -> None:
         """Set pod conditions ``(type, status, message)``, now, merged by type."""
