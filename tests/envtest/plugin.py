@@ -57,6 +57,8 @@ from tests.envtest.controlplane import (
 )
 
 CRDS = ROOT / "tests" / "data" / "crds" / "podsnapshot.gke.io.yaml"
+SNAPREADY_CRDS = tuple(sorted((ROOT / "chart" / "crds").glob("*.yaml")))
+"""snapready's own CRDs (the SnapshotRecord), shipped in the chart's ``crds/``."""
 FIELD_MANAGER = "snapready-envtest"
 GUARD_MESSAGE = (
     "PodSnapshot objects can only be modified by GKE's pod snapshot controller and agent"
@@ -406,10 +408,13 @@ def wait_for_guard(api_client: client.ApiClient, timeout: float = 30.0) -> str:
 @pytest.fixture(scope="session")
 def podsnapshot_crds(control_plane: ControlPlane) -> list[str]:
     """GKE's Pod snapshot CRDs (``tests/data/crds/``), installed and Established, with GKE's guard
-    in effect on PodSnapshots (admin's dry-run create is refused); their names."""
+    in effect on PodSnapshots (admin's dry-run create is refused), and snapready's own CRDs
+    (``chart/crds/``, as ``helm install`` applies them); the names of GKE's."""
     api_client = control_plane.api_client()
     try:
         names = install_crds(api_client)
+        for path in SNAPREADY_CRDS:
+            install_crds(api_client, path)
         wait_for_guard(api_client)
         return names
     finally:
@@ -418,6 +423,7 @@ def podsnapshot_crds(control_plane: ControlPlane) -> list[str]:
 
 __all__ = [
     "CRDS",
+    "SNAPREADY_CRDS",
     "ControlPlane",
     "control_plane",
     "guard_refusal",
