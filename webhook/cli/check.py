@@ -5,17 +5,19 @@ endpoint) and answered by the same engine as the server (``offline_engine`` +
 ``admission.admit``): pods and pod-controller templates get the readiness rules, PodSnapshotPolicy
 and PodSnapshotStorageConfig objects get governance, anything else is allowed untouched.
 
-Exit codes, the worst of all inputs: 0 nothing would be denied, 1 at least one object would be
-denied, 2 an input that could not be read (one ``errors[]`` row each: file, line, reason; every
-other input is still judged), no objects at all, invalid settings or policies, or an object that
-could not be judged (an unexpected error: reported as that object's ``error`` row, never a
-traceback). ``--format json`` prints exactly one document in every case. The objects are judged
-in the cluster ``check_input.checked_state`` describes (the policy directory plus the input's own
-policies, storage configs, ComputeClasses and Nodes). Notes on stderr: the embedded example
-policies are in use (no ``--policies``), or no PodSnapshotPolicy is known (nothing can be
-selected). The JSON shape
-(``--format json``) is documented in README "snapready check" and versioned by
-``CHECK_FORMAT_VERSION``.
+Exit codes (``EXIT_CODES``; what fails the run is ``--fail-on``, default ``deny,unreadable``):
+0 nothing the run fails on; 1 an object would be denied (or warned, with ``warn``); 2 an input
+could not be read (one ``errors[]`` row each: file, line, reason; every other input is still
+judged) or an object could not be judged (an unexpected error: that object's ``error`` row,
+never a traceback), and also no objects at all, invalid settings or policies, or bad usage; 3
+both 1 and 2, so an unreadable file never hides a denial. ``--format json`` prints exactly one
+document in every case, ``sarif`` and ``junit`` (``check_formats``) one log. The objects are
+judged in the cluster ``check_input.checked_state`` describes (the policy directory plus the
+input's own policies, storage configs, ComputeClasses and Nodes). Notes on stderr: the embedded
+example policies are in use (no ``--policies``), or no PodSnapshotPolicy is known (nothing can
+be selected). The JSON shape (``--format json``) is documented in README "snapready check" and
+versioned by ``CHECK_FORMAT_VERSION``; each result and finding carries the ``file``,
+``document`` index and ``line`` of its object.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from webhook.base.config import DEFAULT_POLICY_DIR, Settings
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import Finding, Mode, RawObject
+from webhook.cli.check_formats import junit, sarif
 from webhook.cli.check_input import checked_state, read_inputs
 from webhook.cli.check_report import CHECK_FORMAT_VERSION, build_report, render_text, summarize
 from webhook.cli.check_shared import shared_fingerprints
@@ -71,6 +74,29 @@ CLUSTER_SCOPED = frozenset(
 objects): Kubernetes' own cluster-scoped kinds a manifest repository holds, GKE's
 PodSnapshotStorageConfig and ComputeClass."""
 _OUTCOME: dict[Mode, str] = {"enforce": "deny", "warn": "warn", "audit": "audit"}
+FAIL_ON_CHOICES = ("deny", "warn", "unreadable")
+FAIL_ON_DEFAULT = frozenset({"deny", "unreadable"})
+EXIT_CODES = """exit status (what counts is --fail-on):
+  0  nothing the run fails on
+  1  an object would be denied (with --fail-on warn: or allowed with warnings)
+  2  an input could not be read or an object could not be checked (error rows; the rest is
+     still judged), or nothing could be judged: no objects, invalid settings or policies, usage
+  3  both 1 and 2: an unreadable input never hides a denial
+"""
+
+
+def fail_on(text: str) -> frozenset[str]:
+    """argparse type of ``--fail-on``: comma-separated ``deny``, ``warn``, ``unreadable``, or
+    ``none``."""
+    values = {part.strip() for part in text.split(",") if part.strip()}
+    if values == {"none"}:
+        return frozenset()
+    unknown = values - set(FAIL_ON_CHOICES)
+    if unknown or not values:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use a comma-separated list of {', '.join(FAIL_ON_CHOICES)}, or none"
+        )
+    return frozenset(values)
 
 
 def register(subparsers: Any) -> None:
@@ -78,6 +104,10 @@ def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "check",
         help="admit manifests offline against policy files (exit 1 if anything would be denied)",
+        description="Admit manifests offline against policy files, as the webhook would. Only "
+        "the report is printed on stdout (notes go to stderr).",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "files", nargs="+", metavar="FILE", help="YAML/JSON manifests or directories; - is stdin"
@@ -91,7 +121,22 @@ def register(subparsers: Any) -> None:
         "`kubectl apply -n` (default: default)",
     )
     parser.add_argument("--gke-version", help="cluster version for version-gated rules")
-    parser.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    parser.add_argument(
+        "--format",
+        choices=["text", "json", "sarif", "junit"],
+        default="text",
+        help="output format: text, json (README \"snapready check\"), sarif (SARIF 2.1.0: code "
+        "scanning), junit (JUnit XML: GitLab and Jenkins test reports); default text",
+    )
+    parser.add_argument(
+        "--fail-on",
+        type=fail_on,
+        default=FAIL_ON_DEFAULT,
+        metavar="LIST",
+        help="what fails the run (comma-separated): deny (an object would be denied: exit 1), "
+        "warn (allowed with warnings: exit 1), unreadable (an input could not be read or an "
+        "object checked: exit 2), or none; default deny,unreadable",
+    )
     parser.set_defaults(func=run)
 
 
@@ -129,13 +174,30 @@ def _run(args: argparse.Namespace) -> int:
     ]
     shared_fingerprints(objects, results, engine, args.namespace)
     report = build_report(results, errors)
+    _print(args, report)
+    return exit_code(report["summary"], args.fail_on)
+
+
+def exit_code(summary: dict[str, int], fail_on: frozenset[str]) -> int:
+    """``EXIT_CODES``: 1 for objects the run fails on, 2 for unreadable inputs (and objects not
+    checked) when ``unreadable`` is in ``fail_on``, 3 for both."""
+    failed = ("deny" in fail_on and summary["denied"] > 0) or (
+        "warn" in fail_on and summary["warned"] > 0
+    )
+    broken = "unreadable" in fail_on and (summary["errors"] > 0 or summary["unreadable"] > 0)
+    return (1 if failed else 0) | (2 if broken else 0)
+
+
+def _print(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    """The report on stdout in ``args.format``."""
     if args.format == "json":
         print_json(report)
+    elif args.format == "sarif":
+        print_json(sarif(report))
+    elif args.format == "junit":
+        sys.stdout.write(junit(report, args.fail_on))
     else:
         sys.stdout.write(render_text(report))
-    if report["summary"]["errors"] or report["summary"]["unreadable"]:
-        return 2
-    return 1 if report["summary"]["denied"] else 0
 
 
 def offline_engine(settings: Settings, state: ClusterState) -> Engine:
@@ -151,11 +213,12 @@ def offline_engine(settings: Settings, state: ClusterState) -> Engine:
 
 
 def _fatal(args: argparse.Namespace, message: str) -> int:
-    """Nothing could be judged: the message on stderr, and with ``--format json`` still one
-    document (no results, the message as its one error row) so a pipeline can parse it."""
-    if args.format == "json":
-        print_json(
-            build_report([], [{"source": None, "line": None, "reason": message, "hint": None}])
+    """Nothing could be judged: the message on stderr, and in every format but text still one
+    report (no results, the message as its one error row) so a pipeline can parse it."""
+    if args.format != "text":
+        _print(
+            args,
+            build_report([], [{"source": None, "line": None, "reason": message, "hint": None}]),
         )
     return fail(message)
 
@@ -237,8 +300,14 @@ def synthetic_request(item: LoadedObject, namespace: str, index: int) -> Admissi
     )
 
 
-def _finding_json(finding: Finding, outcome: Mode) -> dict[str, Any]:
+def _place(item: LoadedObject) -> dict[str, Any]:
+    """Where ``item`` is: ``file``, ``document`` index and 1-based ``line`` (None if unknown)."""
+    return {"file": item.file or None, "document": item.document, "line": item.line}
+
+
+def _finding_json(finding: Finding, outcome: Mode, item: LoadedObject) -> dict[str, Any]:
     return {
+        **_place(item),
         "rule": finding.rule,
         "path": finding.path,
         "message": finding.message,
@@ -265,6 +334,7 @@ def check_object(item: LoadedObject, engine: Engine, namespace: str, index: int)
         scoped = item.kind not in CLUSTER_SCOPED
         return {
             "source": item.source,
+            **_place(item),
             "kind": item.kind,
             "namespace": (item.namespace or namespace) if scoped else None,
             "name": item.name,
@@ -287,6 +357,7 @@ def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> di
     policy_text = audit.get("policy")
     return {
         "source": item.source,
+        **_place(item),
         "kind": item.kind,
         "namespace": request.namespace,
         "name": item.name,
@@ -297,5 +368,7 @@ def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> di
         "decision": _decision_name(decision),
         "message": decision.message,
         "warnings": list(decision.warnings),
-        "findings": [_finding_json(f, o) for f, o in zip(findings, outcomes, strict=True)],
+        "findings": [
+            _finding_json(f, o, item) for f, o in zip(findings, outcomes, strict=True)
+        ],
     }
