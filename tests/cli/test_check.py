@@ -295,7 +295,7 @@ def test_snapshot_policy_objects_go_through_the_same_engine(
         pytest.param(
             lambda tmp: [str(write_text(tmp / "x.yaml", "just: a mapping\n"))],
             "not a Kubernetes object",
-            None,
+            1,  # the document's first line (the YAML parser's mark)
             id="document-without-kind",
         ),
         pytest.param(
