@@ -38,7 +38,7 @@ from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import RawObject
 from webhook.kube.workloads import metadata_of
-from webhook.kube.yaml_bounds import Budget, DocumentRefused, check_document
+from webhook.kube.yaml_bounds import Budget, DocumentRefused, check_document, check_nesting
 
 
 class ManifestError(ConfigError):
@@ -217,7 +217,9 @@ def _decoded(data: bytes, source: str) -> Iterator[tuple[_Where, Any] | Manifest
 
 
 def _yaml_documents(text: str, source: str) -> Iterator[tuple[_Where, Any] | ManifestError]:
-    """``_decoded`` for YAML text. The cyclic garbage collector is paused meanwhile: composing
+    """``_decoded`` for YAML text. Documents with an anchor (``&``: there is no alias without
+    one) are walked by ``check_document``, the others only by ``check_nesting``. The cyclic
+    garbage collector is paused meanwhile: composing
     makes millions of small objects that it would traverse again and again (a 20 MB input took
     several times longer with it)."""
     loader = _KubeYamlLoader(text)
@@ -230,7 +232,10 @@ def _yaml_documents(text: str, source: str) -> Iterator[tuple[_Where, Any] | Man
             node = loader.get_node()
             where = _Where(source, index, node.start_mark.line + 1, node)
             try:
-                check_document(node, budget)
+                if "&" in text[node.start_mark.index : node.end_mark.index]:
+                    check_document(node, budget)
+                else:
+                    check_nesting(node)
             except DocumentRefused as exc:
                 yield ManifestError(f"{source}#{index}", exc.reason, exc.line)
             else:

@@ -117,18 +117,49 @@ def check_document(root: yaml.Node, budget: Budget) -> None:
         budget.remaining -= max(0, expanded[id(root)][0] - own)
 
 
+def check_nesting(root: yaml.Node) -> None:
+    """Refuse ``root`` nested deeper than ``MAX_DEPTH``: the whole check of a document without
+    anchors (no node is shared, so nothing else can grow), about six times cheaper than
+    ``check_document``. libyaml stops text nesting at 1,000 levels, beyond what the consumers
+    recurse through (Python's 1,000 frames, orjson's 254 levels).
+
+    Raises:
+        DocumentRefused: the ``nesting`` bound exceeded.
+    """
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()
+        if depth > MAX_DEPTH:
+            raise _too_deep(node)
+        depth += 1
+        if node.__class__ is yaml.MappingNode:
+            for key, value in node.value:
+                if key.__class__ is not yaml.ScalarNode:
+                    push((key, depth))
+                if value.__class__ is not yaml.ScalarNode:
+                    push((value, depth))
+        elif node.__class__ is yaml.SequenceNode:
+            push_all = [(item, depth) for item in node.value if item.__class__ is not yaml.ScalarNode]
+            stack.extend(push_all)
+
+
+def _too_deep(node: yaml.Node) -> DocumentRefused:
+    return DocumentRefused(
+        "nesting",
+        f"refused: values nest more than {MAX_DEPTH} levels deep (YAML aliases expanded; bound: "
+        f"nesting, at most {MAX_DEPTH})",
+        _line(node),
+    )
+
+
 def _check_figures(node: yaml.Node, added: int, depth: int, budget: Budget) -> None:
     """Refuse as soon as a node's expansion exceeds a bound. ``added`` is the node's expanded
     units less every distinct unit seen so far in the document, so it never exceeds what the
     aliases really add (each distinct node below was counted before the node is left): a refusal
     is never early, and a bomb is refused at the first level that passes the bound."""
     if depth > MAX_DEPTH:
-        raise DocumentRefused(
-            "nesting",
-            f"refused: values nest more than {MAX_DEPTH} levels deep once YAML aliases are "
-            f"expanded (bound: nesting, at most {MAX_DEPTH})",
-            _line(node),
-        )
+        raise _too_deep(node)
     if added > budget.remaining:
         raise DocumentRefused(
             "aliases",
