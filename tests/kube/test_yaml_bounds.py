@@ -5,10 +5,14 @@ its file, document index and line."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import orjson
 import pytest
 import yaml
 
-from webhook.kube.manifests import ManifestError, parse_documents, parse_lenient
+from webhook.kube.manifests import _KubeYamlLoader, ManifestError, parse_documents, parse_lenient
 from webhook.kube.yaml_bounds import (
     ALIAS_EXPANSION_LIMIT,
     MAX_DEPTH,
@@ -160,3 +164,42 @@ def test_a_deep_document_without_anchors_is_refused_by_the_reader() -> None:
     (error,) = errors
     assert "nest more than 200" in error.reason
     assert error.line == 3
+
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def _pyyaml_documents(data: bytes) -> list[Any]:
+    return list(yaml.load_all(data.decode("utf-8-sig"), Loader=_KubeYamlLoader))
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in DATA.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()),
+    ids=lambda p: str(p.relative_to(DATA)),
+)
+def test_the_fast_builder_reads_every_manifest_as_pyyaml_does(path: Path) -> None:
+    """``yaml_build.build`` (anchor-free documents) against PyYAML's own constructor, over every
+    YAML file of tests/data (field and real manifests, policies, settings): same values, same
+    types (``True`` is not ``1``), same key order."""
+    data = path.read_bytes()
+    try:
+        expected = _pyyaml_documents(data)
+    except yaml.YAMLError:
+        pytest.skip("not valid YAML (a Helm template or a broken fixture)")
+    objects, errors = parse_lenient(data, "x")
+    documents = [d for d in expected if d is not None]
+    built = [o.obj for o in objects] if not errors else None
+    if built is None or len(built) != len(documents):
+        pytest.skip("documents that are not single Kubernetes objects")
+    assert orjson.dumps(built) == orjson.dumps(documents)
+    assert repr(built) == repr(documents)
+
+
+def test_tags_outside_the_plain_subset_are_built_by_pyyaml() -> None:
+    text = b"kind: X\nbin: !!binary aGk=\nbase: {a: 1}\nm:\n  <<: {b: 2}\n  c: 3\nf: 1.5\nn: ~\nt: yes\n"
+    (loaded,) = parse_documents(text, "x.yaml")
+    assert loaded.obj == {
+        "kind": "X", "bin": b"hi", "base": {"a": 1}, "m": {"b": 2, "c": 3}, "f": 1.5, "n": None,
+        "t": True,
+    }  # fmt: skip

@@ -23,6 +23,7 @@ versioned by ``CHECK_FORMAT_VERSION``; each result and finding carries the ``fil
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -150,8 +151,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """The run, with the objects read kept out of the cyclic garbage collector's passes: they
+    live until the report is printed, and re-traversing 24,000 of them on every collection
+    slowed judging a 20 MB input."""
+    gc.freeze()
+    try:
+        return _judge_all(args)
+    finally:
+        gc.unfreeze()
+
+
+def _judge_all(args: argparse.Namespace) -> int:
     """1. settings and engine; 2. inputs read leniently; 3. the cluster they describe; 4. judge
-    every object; 5. one report (text, or exactly one JSON document) whatever failed."""
+    every object; 5. one report (in ``--format``) whatever failed."""
     extra = {"rules": {"gke_version": args.gke_version}} if args.gke_version else {}
     try:
         settings = settings_from(args, **extra)

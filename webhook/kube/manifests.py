@@ -39,6 +39,7 @@ from webhook.base.text import clip
 from webhook.base.types import RawObject
 from webhook.kube.workloads import metadata_of
 from webhook.kube.yaml_bounds import Budget, DocumentRefused, check_document, check_nesting
+from webhook.kube.yaml_build import NotPlain, build
 
 
 class ManifestError(ConfigError):
@@ -217,11 +218,14 @@ def _decoded(data: bytes, source: str) -> Iterator[tuple[_Where, Any] | Manifest
 
 
 def _yaml_documents(text: str, source: str) -> Iterator[tuple[_Where, Any] | ManifestError]:
-    """``_decoded`` for YAML text. Documents with an anchor (``&``: there is no alias without
-    one) are walked by ``check_document``, the others only by ``check_nesting``. The cyclic
-    garbage collector is paused meanwhile: composing
-    makes millions of small objects that it would traverse again and again (a 20 MB input took
-    several times longer with it)."""
+    """``_decoded`` for YAML text, one document at a time: composed, checked, then built.
+
+    Documents with an anchor (``&``: no alias without one) are walked by ``check_document`` and
+    built by PyYAML; the others are only checked by ``check_nesting`` and built by
+    ``yaml_build.build`` (PyYAML again when it cannot). The cyclic garbage collector is paused
+    meanwhile: composing makes millions of small objects that it would traverse again and again
+    (a 20 MB input took several times longer with it).
+    """
     loader = _KubeYamlLoader(text)
     budget = Budget()
     collecting = gc.isenabled()
@@ -232,14 +236,11 @@ def _yaml_documents(text: str, source: str) -> Iterator[tuple[_Where, Any] | Man
             node = loader.get_node()
             where = _Where(source, index, node.start_mark.line + 1, node)
             try:
-                if "&" in text[node.start_mark.index : node.end_mark.index]:
-                    check_document(node, budget)
-                else:
-                    check_nesting(node)
+                value = _checked_value(loader, node, text, budget)
             except DocumentRefused as exc:
                 yield ManifestError(f"{source}#{index}", exc.reason, exc.line)
             else:
-                yield where, loader.construct_document(node)
+                yield where, value
             index += 1
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
@@ -252,6 +253,23 @@ def _yaml_documents(text: str, source: str) -> Iterator[tuple[_Where, Any] | Man
         loader.dispose()
         if collecting:
             gc.enable()
+
+
+def _checked_value(loader: _KubeYamlLoader, node: yaml.Node, text: str, budget: Budget) -> Any:
+    """The value of one composed document once within the bounds.
+
+    Raises:
+        DocumentRefused: beyond a bound of ``yaml_bounds``.
+        yaml.YAMLError: what PyYAML's constructor refuses (an unhashable key...).
+    """
+    if "&" in text[node.start_mark.index : node.end_mark.index]:
+        check_document(node, budget)
+        return loader.construct_document(node)
+    check_nesting(node)
+    try:
+        return build(node, loader)
+    except NotPlain:
+        return loader.construct_document(node)
 
 
 def parse_lenient(data: bytes, source: str) -> tuple[list[LoadedObject], list[ManifestError]]:
