@@ -154,7 +154,6 @@ def _run(args: argparse.Namespace) -> int:
     """The run, with the objects read kept out of the cyclic garbage collector's passes: they
     live until the report is printed, and re-traversing 24,000 of them on every collection
     slowed judging a 20 MB input."""
-    gc.freeze()
     try:
         return _judge_all(args)
     finally:
@@ -171,6 +170,7 @@ def _judge_all(args: argparse.Namespace) -> int:
         source = settings.source.model_copy(update={"kind": "files"})
         settings = settings.model_copy(update={"source": source})
         objects, errors = read_inputs(args.files)
+        gc.freeze()  # the objects read, until ``_run`` ends
         state, refused = checked_state(settings, objects, args.namespace)
         engine = offline_engine(settings, state)
     except ConfigError as exc:
