@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools envtest serve test lint typecheck unit fuzz bench bench-admit bench-cluster bench-scale manifests clean
+.PHONY: help install tools envtest serve test lint typecheck unit fuzz bench bench-admit bench-cluster bench-scale bench-cli manifests clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -68,6 +68,9 @@ bench-cluster: $(STAMP) ## pod CREATE latency through a real kube-apiserver: non
 
 bench-scale: $(STAMP) ## caches at scale (2,000 nodes, 20,000 pods, 5,000 PodSnapshots): sync time, RSS, admission p99
 	$(BIN)/python -m bench.scale $(BENCH_ARGS)
+
+bench-cli: $(STAMP) ## the CLI on hostile and large input: YAML alias bombs, check of 20 MB / 24,000 objects (seconds, peak MiB)
+	$(BIN)/python -m bench.cli $(BENCH_ARGS)
 
 manifests: $(STAMP) ## regenerate manifests/install.yaml from the chart
 	$(BIN)/python scripts/render_manifests.py

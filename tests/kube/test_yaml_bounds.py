@@ -12,7 +12,7 @@ import orjson
 import pytest
 import yaml
 
-from webhook.kube.manifests import _KubeYamlLoader, ManifestError, parse_documents, parse_lenient
+from webhook.kube.manifests import ManifestError, _KubeYamlLoader, parse_documents, parse_lenient
 from webhook.kube.yaml_bounds import (
     ALIAS_EXPANSION_LIMIT,
     MAX_DEPTH,
@@ -77,7 +77,12 @@ def test_the_bomb_is_one_error_row_with_its_line_and_the_next_document_is_still_
     assert error.line == 9  # the `args:` line, where the aliases are expanded
     assert "alias expansion" in error.reason and "1,000,000" in error.reason
     (service,) = objects
-    assert (service.kind, service.file, service.document, service.line) == ("Service", "pr.yaml", 1, 11)
+    assert (service.kind, service.file, service.document, service.line) == (
+        "Service",
+        "pr.yaml",
+        1,
+        11,
+    )
 
 
 def test_the_strict_reader_raises_the_refusal() -> None:
@@ -124,7 +129,9 @@ spec:
 """
     (loaded,) = parse_documents(text.encode(), "web.yaml")
     first, second = loaded.obj["spec"]["template"]["spec"]["containers"]
-    assert second["env"] == first["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert (
+        second["env"] == first["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    )
     assert second["resources"] == {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}}
 
 
@@ -144,7 +151,9 @@ def test_bounds_leave_room_for_deep_real_objects() -> None:
     [
         pytest.param("# header\n\nkind: Pod\n---\n\nkind: Service\n", [3, 6], id="documents"),
         pytest.param(
-            "kind: List\nitems:\n- kind: Pod\n  metadata: {name: a}\n- kind: Pod\n", [3, 5], id="list"
+            "kind: List\nitems:\n- kind: Pod\n  metadata: {name: a}\n- kind: Pod\n",
+            [3, 5],
+            id="list",
         ),
         pytest.param('\n\n{"kind": "Pod"}\n', [3], id="json"),
     ],
@@ -197,7 +206,10 @@ def test_the_fast_builder_reads_every_manifest_as_pyyaml_does(path: Path) -> Non
 
 
 def test_tags_outside_the_plain_subset_are_built_by_pyyaml() -> None:
-    text = b"kind: X\nbin: !!binary aGk=\nbase: {a: 1}\nm:\n  <<: {b: 2}\n  c: 3\nf: 1.5\nn: ~\nt: yes\n"
+    text = (
+        b"kind: X\nbin: !!binary aGk=\nbase: {a: 1}\nm:\n  <<: {b: 2}\n  c: 3\n"
+        b"f: 1.5\nn: ~\nt: yes\n"
+    )
     (loaded,) = parse_documents(text, "x.yaml")
     assert loaded.obj == {
         "kind": "X", "bin": b"hi", "base": {"a": 1}, "m": {"b": 2, "c": 3}, "f": 1.5, "n": None,

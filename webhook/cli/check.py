@@ -126,7 +126,7 @@ def register(subparsers: Any) -> None:
         "--format",
         choices=["text", "json", "sarif", "junit"],
         default="text",
-        help="output format: text, json (README \"snapready check\"), sarif (SARIF 2.1.0: code "
+        help='output format: text, json (README "snapready check"), sarif (SARIF 2.1.0: code '
         "scanning), junit (JUnit XML: GitLab and Jenkins test reports); default text",
     )
     parser.add_argument(
@@ -380,7 +380,5 @@ def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> di
         "decision": _decision_name(decision),
         "message": decision.message,
         "warnings": list(decision.warnings),
-        "findings": [
-            _finding_json(f, o, item) for f, o in zip(findings, outcomes, strict=True)
-        ],
+        "findings": [_finding_json(f, o, item) for f, o in zip(findings, outcomes, strict=True)],
     }

@@ -43,8 +43,7 @@ RULE_SUMMARIES: Final[dict[str, str]] = {
     "node.",
     "gpu-mig": "MIG partitions are not supported by Pod snapshots.",
     "gpu-sharing": "GPU time-sharing or MPS.",
-    "gpu-driver": "A GPU pod may land on a driver branch older than 570, which cannot "
-    "checkpoint.",
+    "gpu-driver": "A GPU pod may land on a driver branch older than 570, which cannot checkpoint.",
     "tpu": "TPUs are not supported by Pod snapshots.",
     "gcsfuse": "Cloud Storage FUSE is not supported by Pod snapshots.",
     "sandbox-compat": "Features GKE Sandbox does not support (privileged, hostPath, host "
@@ -54,8 +53,7 @@ RULE_SUMMARIES: Final[dict[str, str]] = {
     "stale-state": "PVC-backed volumes are not snapshotted and env from Secrets is stale after "
     "restore.",
     "hash-drift": "A later mutating webhook changed fingerprinted fields.",
-    "restore-from-policy": "podsnapshot.gke.io/restore-from-policy stops a pod's first "
-    "checkpoint.",
+    "restore-from-policy": "podsnapshot.gke.io/restore-from-policy stops a pod's first checkpoint.",
     "checkpoint-window": "The source workload needs a PodDisruptionBudget allowing 0 "
     "disruptions while it checkpoints.",
     "shared-fingerprint": "Two workloads with equal fingerprints under one policy and group "

@@ -234,6 +234,8 @@ def _yaml_documents(text: str, source: str) -> Iterator[tuple[_Where, Any] | Man
         index = 0
         while loader.check_node():
             node = loader.get_node()
+            if node is None:  # check_node said a document follows; get_node always composes it
+                break
             where = _Where(source, index, node.start_mark.line + 1, node)
             try:
                 value = _checked_value(loader, node, text, budget)

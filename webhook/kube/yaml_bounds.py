@@ -140,7 +140,9 @@ def check_nesting(root: yaml.Node) -> None:
                 if value.__class__ is not yaml.ScalarNode:
                     push((value, depth))
         elif node.__class__ is yaml.SequenceNode:
-            push_all = [(item, depth) for item in node.value if item.__class__ is not yaml.ScalarNode]
+            push_all = [
+                (item, depth) for item in node.value if item.__class__ is not yaml.ScalarNode
+            ]
             stack.extend(push_all)
 
 

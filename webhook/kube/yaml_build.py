@@ -26,7 +26,7 @@ _SCALARS: Final = frozenset(
 )  # fmt: skip
 
 
-class NotPlain(Exception):  # noqa: N818 - a signal, not an error shown to anyone
+class NotPlain(Exception):
     """The document needs PyYAML's constructor (a tag or key outside the plain subset)."""
 
 
