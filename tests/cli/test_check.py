@@ -247,7 +247,7 @@ def test_text_output_is_a_readable_table(
     code, out, _ = run_check(capsys, str(manifest))
     assert code == 1
     first, *rest = out.splitlines()
-    assert first.startswith("DENY  Pod/snap/mig-a100-1g5gb  (policy snap/llm-policy;")
+    assert first == f"DENY  Pod/snap/mig-a100-1g5gb  (policy snap/llm-policy; {manifest}#0:1)"
     assert any(line.split()[:2] == ["deny", "gpu-mig"] for line in rest)
     assert any(line.startswith("WARN  Deployment/snap/ready") for line in rest)  # no PDB
     assert rest[-1] == "2 object(s): 1 denied, 1 allowed with warnings, 0 allowed"

@@ -38,7 +38,8 @@ def summarize(
 
 
 def render_text(report: dict[str, Any]) -> str:
-    """A readable table: one line per object, then its findings (or the decision message)."""
+    """A readable table: one line per object (with its ``file#document:line``), then its
+    findings (or the decision message)."""
     lines: list[str] = []
     for error in report.get("errors", ()):
         where = error["source"] or "snapready"
@@ -49,9 +50,8 @@ def render_text(report: dict[str, Any]) -> str:
     for result in report["results"]:
         ref = "/".join(p for p in (result["kind"], result["namespace"], result["name"]) if p)
         policies = ",".join(result["policies"]) or "-"
-        lines.append(
-            f"{result['decision'].upper():<5} {ref}  (policy {policies}; {result['source']})"
-        )
+        where = result["source"] + (f":{result['line']}" if result.get("line") else "")
+        lines.append(f"{result['decision'].upper():<5} {ref}  (policy {policies}; {where})")
         for finding in result["findings"]:
             lines.append(f"  {finding['outcome']:<5} {finding['rule']:<16} {finding['path']}")
             lines.append(f"        {finding['message']}")
