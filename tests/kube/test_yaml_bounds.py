@@ -215,3 +215,14 @@ def test_tags_outside_the_plain_subset_are_built_by_pyyaml() -> None:
         "kind": "X", "bin": b"hi", "base": {"a": 1}, "m": {"b": 2, "c": 3}, "f": 1.5, "n": None,
         "t": True,
     }  # fmt: skip
+
+
+def test_deep_json_is_refused_too() -> None:
+    deep = b'\n{"kind": "Pod", "spec": ' + b"[" * 300 + b"]" * 300 + b"}"
+    objects, errors = parse_lenient(deep, "deep.json")
+    assert objects == []
+    (error,) = errors
+    assert (error.source, error.line) == ("deep.json#0", 2)
+    assert "nest more than 200" in error.reason
+    (pod,) = parse_documents(b'{"kind": "Pod", "spec": ' + b"[" * 150 + b"]" * 150 + b"}", "ok")
+    assert pod.kind == "Pod"

@@ -38,7 +38,13 @@ from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import RawObject
 from webhook.kube.workloads import metadata_of
-from webhook.kube.yaml_bounds import Budget, DocumentRefused, check_document, check_nesting
+from webhook.kube.yaml_bounds import (
+    Budget,
+    DocumentRefused,
+    check_document,
+    check_nesting,
+    check_value_nesting,
+)
 from webhook.kube.yaml_build import NotPlain, build
 
 
@@ -207,7 +213,12 @@ def _decoded(data: bytes, source: str) -> Iterator[tuple[_Where, Any] | Manifest
             pass  # e.g. a YAML flow mapping, or JSON followed by more YAML documents
         else:
             line = data[: len(data) - len(stripped)].count(b"\n") + 1
-            yield _Where(source, 0, line), document
+            try:
+                check_value_nesting(document, line)
+            except DocumentRefused as exc:
+                yield ManifestError(f"{source}#0", exc.reason, exc.line)
+            else:
+                yield _Where(source, 0, line), document
             return
     try:
         text = data.decode("utf-8-sig")

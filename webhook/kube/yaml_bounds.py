@@ -22,7 +22,7 @@ once (linear in the document) and refuses, naming the bound:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import yaml
 
@@ -146,13 +146,29 @@ def check_nesting(root: yaml.Node) -> None:
             stack.extend(push_all)
 
 
+def check_value_nesting(value: Any, line: int) -> None:
+    """``check_nesting`` for a decoded JSON value (orjson accepts 1,024 levels).
+
+    Raises:
+        DocumentRefused: the ``nesting`` bound exceeded (``line``: where the document starts).
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise DocumentRefused("nesting", _TOO_DEEP, line)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+
+
+_TOO_DEEP: Final = (
+    f"refused: values nest more than {MAX_DEPTH} levels deep (YAML aliases expanded; bound: "
+    f"nesting, at most {MAX_DEPTH})"
+)
+
+
 def _too_deep(node: yaml.Node) -> DocumentRefused:
-    return DocumentRefused(
-        "nesting",
-        f"refused: values nest more than {MAX_DEPTH} levels deep (YAML aliases expanded; bound: "
-        f"nesting, at most {MAX_DEPTH})",
-        _line(node),
-    )
+    return DocumentRefused("nesting", _TOO_DEEP, _line(node))
 
 
 def _check_figures(node: yaml.Node, added: int, depth: int, budget: Budget) -> None:
