@@ -17,6 +17,10 @@ once (linear in the document) and refuses, naming the bound:
   stops nesting as written at 1,000 levels; a chain of aliases nests without it);
 - ``recursive alias``: an alias inside the node it names (PyYAML builds a self-containing list;
   JSON and Kubernetes have none).
+
+A document without anchors shares no node, so only its nesting can be too large:
+``check_nesting`` walks it alone, several times cheaper; ``check_value_nesting`` does the same for
+a decoded JSON value. ``webhook.kube.manifests`` applies them to every document it reads.
 """
 
 from __future__ import annotations
