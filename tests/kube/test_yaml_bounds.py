@@ -226,3 +226,13 @@ def test_deep_json_is_refused_too() -> None:
     assert "nest more than 200" in error.reason
     (pod,) = parse_documents(b'{"kind": "Pod", "spec": ' + b"[" * 150 + b"]" * 150 + b"}", "ok")
     assert pod.kind == "Pod"
+
+
+def test_aliases_of_one_long_scalar_count_every_time_they_expand() -> None:
+    # 400 KB of `*s` naming a 10,000-character string: a gigabyte once written out (JSON, the
+    # fingerprint), though the parser shares one string.
+    text = "kind: X\ns: &s " + "x" * 10_000 + "\nv: [" + ", ".join(["*s"] * 100_000) + "]\n"
+    with pytest.raises(DocumentRefused, match="alias expansion"):
+        check_document(_compose(text), Budget())
+    few = "kind: X\ns: &s " + "x" * 10_000 + "\nv: [" + ", ".join(["*s"] * 50) + "]\n"
+    check_document(_compose(few), Budget())

@@ -75,21 +75,22 @@ def _line(node: yaml.Node) -> int:
 
 def check_document(root: yaml.Node, budget: Budget) -> None:
     """Refuse ``root`` (one composed document) beyond a bound; charge its alias expansion to
-    ``budget``. Linear in the distinct nodes: an iterative walk with per-node memo.
+    ``budget``. Linear in the distinct nodes: an iterative walk with per-node memo. A scalar
+    counts once as written however many aliases name it (``[*big, *big, ...]`` expands too).
 
     Raises:
         DocumentRefused: the bound exceeded, with a message that names it and the figures.
     """
+    if isinstance(root, yaml.ScalarNode):
+        return
     expanded: dict[int, tuple[int, int]] = {}  # id(collection node) -> (units, depth)
+    scalars: set[int] = set()  # id(scalar node) already counted as written
     on_path: set[int] = set()
     own = 0
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, leaving = stack.pop()
         key = id(node)
-        if isinstance(node, yaml.ScalarNode):
-            own += 1 + len(node.value)
-            continue
         if leaving:
             on_path.discard(key)
             units, depth = 1, 0
@@ -114,11 +115,14 @@ def check_document(root: yaml.Node, budget: Budget) -> None:
         on_path.add(key)
         own += 1
         stack.append((node, True))
-        stack.extend(
-            (child, False) for child in reversed(_children(node)) if id(child) not in expanded
-        )
-    if not isinstance(root, yaml.ScalarNode):
-        budget.remaining -= max(0, expanded[id(root)][0] - own)
+        for child in reversed(_children(node)):
+            if not isinstance(child, yaml.ScalarNode):
+                if id(child) not in expanded:
+                    stack.append((child, False))
+            elif id(child) not in scalars:
+                scalars.add(id(child))
+                own += 1 + len(child.value)
+    budget.remaining -= max(0, expanded[id(root)][0] - own)
 
 
 def check_nesting(root: yaml.Node) -> None:
