@@ -36,7 +36,16 @@ from webhook.base.text import clip
 from webhook.base.types import Finding, Mode, RawObject
 from webhook.cli.check_formats import junit, sarif
 from webhook.cli.check_input import checked_state, read_inputs
-from webhook.cli.check_report import CHECK_FORMAT_VERSION, build_report, render_text, summarize
+from webhook.cli.check_report import (
+    CHECK_FORMAT_VERSION,
+    EXIT_CODES,
+    FAIL_ON_DEFAULT,
+    build_report,
+    exit_code,
+    fail_on,
+    render_text,
+    summarize,
+)
 from webhook.cli.check_shared import shared_fingerprints
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
 from webhook.kube.facts import compute_class_facts
@@ -75,29 +84,6 @@ CLUSTER_SCOPED = frozenset(
 objects): Kubernetes' own cluster-scoped kinds a manifest repository holds, GKE's
 PodSnapshotStorageConfig and ComputeClass."""
 _OUTCOME: dict[Mode, str] = {"enforce": "deny", "warn": "warn", "audit": "audit"}
-FAIL_ON_CHOICES = ("deny", "warn", "unreadable")
-FAIL_ON_DEFAULT = frozenset({"deny", "unreadable"})
-EXIT_CODES = """exit status (what counts is --fail-on):
-  0  nothing the run fails on
-  1  an object would be denied (with --fail-on warn: or allowed with warnings)
-  2  an input could not be read or an object could not be checked (error rows; the rest is
-     still judged), or nothing could be judged: no objects, invalid settings or policies, usage
-  3  both 1 and 2: an unreadable input never hides a denial
-"""
-
-
-def fail_on(text: str) -> frozenset[str]:
-    """argparse type of ``--fail-on``: comma-separated ``deny``, ``warn``, ``unreadable``, or
-    ``none``."""
-    values = {part.strip() for part in text.split(",") if part.strip()}
-    if values == {"none"}:
-        return frozenset()
-    unknown = values - set(FAIL_ON_CHOICES)
-    if unknown or not values:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: use a comma-separated list of {', '.join(FAIL_ON_CHOICES)}, or none"
-        )
-    return frozenset(values)
 
 
 def register(subparsers: Any) -> None:
@@ -188,16 +174,6 @@ def _judge_all(args: argparse.Namespace) -> int:
     report = build_report(results, errors)
     _print(args, report)
     return exit_code(report["summary"], args.fail_on)
-
-
-def exit_code(summary: dict[str, int], fail_on: frozenset[str]) -> int:
-    """``EXIT_CODES``: 1 for objects the run fails on, 2 for unreadable inputs (and objects not
-    checked) when ``unreadable`` is in ``fail_on``, 3 for both."""
-    failed = ("deny" in fail_on and summary["denied"] > 0) or (
-        "warn" in fail_on and summary["warned"] > 0
-    )
-    broken = "unreadable" in fail_on and (summary["errors"] > 0 or summary["unreadable"] > 0)
-    return (1 if failed else 0) | (2 if broken else 0)
 
 
 def _print(args: argparse.Namespace, report: dict[str, Any]) -> None:
