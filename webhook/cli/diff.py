@@ -49,7 +49,11 @@ def register(subparsers: Any) -> None:
         "diff",
         help="distilled fields that differ between two pod/workload manifests",
         description="Compare the snapready spec fingerprints of two pods or pod templates and list "
-        "the distilled fields that differ. Exit 0 equal, 1 different, 2 bad input.",
+        "the distilled fields that differ.",
+        epilog="exit status:\n  0  the fingerprints are equal\n  1  they differ\n"
+        "  2  bad input or settings, or a document that could not be read (one stderr line "
+        "each; the rest is still compared)\n  3  both 1 and 2",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("a", metavar="A", help="first manifest (e.g. the snapshotted pod), or -")
     parser.add_argument("b", metavar="B", help="second manifest (e.g. the new pod), or -")

@@ -55,6 +55,8 @@ def register(subparsers: Any) -> None:
         "of its first replica's pod (each replica N gets its own claim volumes, claimName "
         "<template>-<set>-N, so each hashes differently; see --ordinal); an Indexed Job prints "
         "its template's value (each index hashes differently). Both come with a note on stderr.",
+        epilog="Exit status: 0 every input hashed; 2 bad settings, no pod spec found, or a "
+        "document that could not be read (one stderr line each, every other one is hashed).",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifest file, or - for stdin")
     parser.add_argument("--json", dest="as_json", action="store_true", help="JSON list output")

@@ -19,7 +19,12 @@ from webhook.kube.review import api_version_hint, parse_review
 def register(subparsers: Any) -> None:
     """Add the ``review`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "review", help="answer one AdmissionReview file in-process (debugging)"
+        "review",
+        help="answer one AdmissionReview file in-process (debugging)",
+        epilog="exit status:\n  0  the answer allows the object\n  1  the answer denies it\n"
+        "  2  the input cannot be read or parsed, or (after the answer) the review is malformed "
+        "and answered with a 400",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("file", help="AdmissionReview JSON file, or - for stdin")
     parser.add_argument(
