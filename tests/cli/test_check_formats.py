@@ -353,3 +353,19 @@ def test_diff_of_a_huge_file_says_so_in_one_short_line(
     assert "found 3000 (Deployment/snap/web-0, Deployment/snap/web-1" in err
     assert "+2997 more" in err
     assert len(err) < 400
+
+
+def test_an_alias_bomb_in_the_policy_directory_is_refused(tmp_path: Path) -> None:
+    """In CI the policy directory can come from the same pull request as the manifests."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "00-examples.yaml").write_text((EXAMPLES / "policies.yaml").read_text())
+    bomb = ALIAS_BOMB.replace("kind: Pod", "kind: PodSnapshotPolicy")
+    write_text(policies / "zz-bomb.yaml", bomb)
+    pod = write(tmp_path / "pod.yaml", mig_pod())
+    result = limited_snapready("check", str(pod), "--policies", str(policies), "--format", "json")
+    assert result.returncode == 2
+    assert "MemoryError" not in result.stderr and "Traceback" not in result.stderr
+    (row,) = json.loads(result.stdout)["errors"]
+    assert row["reason"].startswith(f"{policies / 'zz-bomb.yaml'}#0:12: refused: ")
+    assert "bound: alias expansion" in row["reason"]

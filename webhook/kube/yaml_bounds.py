@@ -38,6 +38,10 @@ MAX_DEPTH: Final = 200
 inside its AdmissionReview, refuses more than 254; Kubernetes objects nest a few dozen."""
 
 
+REFUSED: Final = "refused: "
+"""How the reason of every refusal starts (error rows, stderr lines)."""
+
+
 class DocumentRefused(ValueError):
     """A document beyond a bound. ``bound`` is ``aliases``, ``nesting`` or ``recursive alias``;
     ``line`` the 1-based line where the offending node starts."""
