@@ -100,7 +100,7 @@ def sarif(report: dict[str, Any]) -> dict[str, Any]:
             location = _location(result.get("file"), result.get("line"))
             location["logicalLocations"] = [
                 {"fullyQualifiedName": _ref(result), "kind": "object"},
-                {"fullyQualifiedName": f"{_ref(result)}:{finding['path']}", "kind": "member"},
+                {"fullyQualifiedName": f"{_ref(result)}:{finding['path']}", "kind": "property"},
             ]
             results.append(
                 {
