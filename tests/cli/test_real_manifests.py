@@ -76,7 +76,8 @@ def test_the_whole_corpus_is_one_json_document_with_every_object_judged(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, report = check(capsys, CORPUS, "--policies", POLICIES)
-    assert code == 2  # the invalid file
+    assert code == 3  # the invalid file (2), and the corpus holds denied objects (1)
+    assert report["summary"]["denied"] > 0
     sources = {Path(e["source"].partition("#")[0]) for e in report["errors"]}
     assert INVALID in sources
     # The experiment variants redefine objects of the main directories with other content: a

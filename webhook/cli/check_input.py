@@ -19,8 +19,9 @@ from typing import Any
 from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
 from webhook.cluster.files import ClusterObjects, gather, policy_dir_objects
-from webhook.kube.manifests import LoadedObject, ManifestError, read_lenient
+from webhook.kube.manifests import LoadedObject, ManifestError, parse_lenient, read_lenient
 from webhook.kube.state import ClusterState
+from webhook.kube.yaml_bounds import REFUSED
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 HELM_HINT = (
@@ -91,12 +92,34 @@ def checked_state(
         ConfigError: the policy directory cannot be loaded (its problems are not the input's).
     """
     directory = settings.source.policy_dir
+    refuse_hostile_policies(directory)
     gathered: ClusterObjects = policy_dir_objects(
         directory, prefix=settings.prefix, namespace=namespace
     )
     refused = gather(gathered, ((item.source, item.obj) for item in objects))
     rows = [_config_row(exc) for exc in refused]
     return gathered.state(source=f"files:{directory} + checked input"), rows
+
+
+def refuse_hostile_policies(directory: Path) -> None:
+    """Read the policy files (``*.yaml``, ``*.yml``, ``*.json`` of ``directory``, as
+    ``policy_dir_objects`` does) with the bounds of ``webhook.kube.yaml_bounds`` first: in CI the
+    policy directory may come from the same pull request as the manifests, and a YAML alias bomb
+    in a policy file must be refused, not expanded by the policy loader.
+
+    Raises:
+        ConfigError: a document beyond a bound (``file#document:line: refused: ...``).
+    """
+    if not directory.is_dir():
+        return  # policy_dir_objects says so
+    for path in sorted(p for p in directory.iterdir() if p.suffix in MANIFEST_SUFFIXES):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue  # policy_dir_objects reports it
+        for exc in parse_lenient(data, str(path))[1]:
+            if exc.reason.startswith(REFUSED):
+                raise ConfigError(f"{exc.source}:{exc.line}: {exc.reason}")
 
 
 def _config_row(exc: ConfigError) -> dict[str, Any]:

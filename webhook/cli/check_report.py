@@ -1,13 +1,50 @@
 """The report of ``snapready check``: its JSON shape (``build_report``, versioned by
-``CHECK_FORMAT_VERSION``; README "snapready check"), the summary counts and the text table."""
+``CHECK_FORMAT_VERSION``; README "snapready check"), the summary counts, the exit code they give
+under ``--fail-on`` (``exit_code``, ``EXIT_CODES``) and the text table."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from typing import Any
 
 CHECK_FORMAT_VERSION = 1
 """Bumped only on an incompatible change of the JSON output."""
+
+
+FAIL_ON_CHOICES = ("deny", "warn", "unreadable")
+FAIL_ON_DEFAULT = frozenset({"deny", "unreadable"})
+EXIT_CODES = """exit status (what counts is --fail-on):
+  0  nothing the run fails on
+  1  an object would be denied (with --fail-on warn: or allowed with warnings)
+  2  an input could not be read or an object could not be checked (error rows; the rest is
+     still judged), or nothing could be judged: no objects, invalid settings or policies, usage
+  3  both 1 and 2: an unreadable input never hides a denial
+"""
+
+
+def fail_on(text: str) -> frozenset[str]:
+    """argparse type of ``--fail-on``: comma-separated ``deny``, ``warn``, ``unreadable``, or
+    ``none``."""
+    values = {part.strip() for part in text.split(",") if part.strip()}
+    if values == {"none"}:
+        return frozenset()
+    unknown = values - set(FAIL_ON_CHOICES)
+    if unknown or not values:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use a comma-separated list of {', '.join(FAIL_ON_CHOICES)}, or none"
+        )
+    return frozenset(values)
+
+
+def exit_code(summary: dict[str, int], fail_on: frozenset[str]) -> int:
+    """``EXIT_CODES``: 1 for objects the run fails on, 2 for unreadable inputs (and objects not
+    checked) when ``unreadable`` is in ``fail_on``, 3 for both."""
+    failed = ("deny" in fail_on and summary["denied"] > 0) or (
+        "warn" in fail_on and summary["warned"] > 0
+    )
+    broken = "unreadable" in fail_on and (summary["errors"] > 0 or summary["unreadable"] > 0)
+    return (1 if failed else 0) | (2 if broken else 0)
 
 
 def build_report(results: list[dict[str, Any]], errors: list[dict[str, Any]]) -> dict[str, Any]:
@@ -38,7 +75,8 @@ def summarize(
 
 
 def render_text(report: dict[str, Any]) -> str:
-    """A readable table: one line per object, then its findings (or the decision message)."""
+    """A readable table: one line per object (with its ``file#document:line``), then its
+    findings (or the decision message)."""
     lines: list[str] = []
     for error in report.get("errors", ()):
         where = error["source"] or "snapready"
@@ -49,9 +87,8 @@ def render_text(report: dict[str, Any]) -> str:
     for result in report["results"]:
         ref = "/".join(p for p in (result["kind"], result["namespace"], result["name"]) if p)
         policies = ",".join(result["policies"]) or "-"
-        lines.append(
-            f"{result['decision'].upper():<5} {ref}  (policy {policies}; {result['source']})"
-        )
+        where = result["source"] + (f":{result['line']}" if result.get("line") else "")
+        lines.append(f"{result['decision'].upper():<5} {ref}  (policy {policies}; {where})")
         for finding in result["findings"]:
             lines.append(f"  {finding['outcome']:<5} {finding['rule']:<16} {finding['path']}")
             lines.append(f"        {finding['message']}")

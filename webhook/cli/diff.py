@@ -10,7 +10,8 @@ already has the helpers), so a manifest and its live pod differ only where the u
 ``--no-inject`` compares the manifests as written. A StatefulSet with ``volumeClaimTemplates``
 stands for the pod of its first replica (``--ordinal N``: replica N), claim volumes included, as
 in ``hash``. Exit 0 when the fingerprints are equal, 1 when they differ, 2 on bad input or
-invalid settings.
+invalid settings; a document that cannot be read (a refused YAML alias bomb included) is one
+stderr line and the rest is compared, as in ``check``: then 2 (equal) or 3 (different).
 """
 
 from __future__ import annotations
@@ -22,17 +23,20 @@ from typing import Any
 import orjson
 
 from webhook.base.errors import ConfigError
+from webhook.base.text import clip, clip_all
 from webhook.cli.common import fail, print_json, settings_from
 from webhook.cli.hash import (
+    PROBLEM_WIDTH,
     add_injection_arguments,
     add_ordinal_argument,
     entry_for,
     injection_settings,
+    problem_line,
     shaped,
 )
 from webhook.kube.custom_views import Workloads, workload_views, workloads_from
 from webhook.kube.custom_workloads import BUILTIN
-from webhook.kube.manifests import LoadedObject, load_objects
+from webhook.kube.manifests import LoadedObject, read_lenient
 from webhook.kube.workloads import PodView
 from webhook.pod.diff import changed_paths
 
@@ -45,7 +49,11 @@ def register(subparsers: Any) -> None:
         "diff",
         help="distilled fields that differ between two pod/workload manifests",
         description="Compare the snapready spec fingerprints of two pods or pod templates and list "
-        "the distilled fields that differ. Exit 0 equal, 1 different, 2 bad input.",
+        "the distilled fields that differ.",
+        epilog="exit status:\n  0  the fingerprints are equal\n  1  they differ\n"
+        "  2  bad input or settings, or a document that could not be read (one stderr line "
+        "each; the rest is still compared)\n  3  both 1 and 2",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("a", metavar="A", help="first manifest (e.g. the snapshotted pod), or -")
     parser.add_argument("b", metavar="B", help="second manifest (e.g. the new pod), or -")
@@ -56,18 +64,25 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Compare the single pod view of ``args.a`` with that of ``args.b``."""
+    """Compare the single pod view of ``args.a`` with that of ``args.b``. Documents that cannot
+    be read are each one stderr line (as in ``check`` and ``hash``); the comparison still runs
+    when each input holds its one pod view, and the exit status then adds 2 (3: different)."""
     if args.a == "-" and args.b == "-":
         return fail("only one of A and B can be - (stdin)")
+    problems: list[str] = []
     try:
         settings = injection_settings(args)
         workloads = workloads_from(settings or settings_from(args))
-        loaded_a, view_a = single_view(args.a, args.ordinal, workloads)
-        loaded_b, view_b = single_view(args.b, args.ordinal, workloads)
+        loaded_a, view_a = single_view(args.a, args.ordinal, workloads, problems)
+        loaded_b, view_b = single_view(args.b, args.ordinal, workloads, problems)
         pod_a, pod_b = shaped(view_a, settings), shaped(view_b, settings)
         entry_a, entry_b = entry_for(loaded_a, view_a, pod_a), entry_for(loaded_b, view_b, pod_b)
     except (ConfigError, ValueError) as exc:
-        return fail(str(exc))
+        for problem in problems:
+            fail(problem)
+        return fail(clip(str(exc), PROBLEM_WIDTH))
+    for problem in problems:
+        fail(problem)
     changes = changed_paths(pod_a, pod_b)
     equal = entry_a["fingerprint"] == entry_b["fingerprint"]
     if args.as_json:
@@ -75,25 +90,36 @@ def run(args: argparse.Namespace) -> int:
         print_json({"equal": equal, "a": entry_a, "b": entry_b, "changes": rows})
     else:
         _print_text(entry_a, entry_b, changes)
-    return 0 if equal else 1
+    return (0 if equal else 1) | (2 if problems else 0)
 
 
 def single_view(
-    name: str, ordinal: int | None = None, workloads: Workloads = BUILTIN
+    name: str,
+    ordinal: int | None = None,
+    workloads: Workloads = BUILTIN,
+    problems: list[str] | None = None,
 ) -> tuple[LoadedObject, PodView]:
     """The one object with a pod spec in file ``name`` (other objects are ignored); a
     StatefulSet with claim templates stands for its replica ``ordinal`` (default: the first).
+    Documents that cannot be read are added to ``problems`` (one line each) when given, else
+    the first one raises.
 
     Raises:
-        ConfigError: unreadable input, or not exactly one Pod/pod template in it.
+        ConfigError: unreadable input, or not exactly one Pod/pod template in it (the message
+            names at most three of them, however many the file holds).
     """
+    objects, failed = read_lenient([name])
+    if failed and problems is None:
+        raise failed[0]
+    if problems is not None:
+        problems.extend(problem_line(exc) for exc in failed)
     found = [
         (loaded, view)
-        for loaded in load_objects([name])
+        for loaded in objects
         for view in workload_views(loaded.obj, ordinal, workloads)
     ]
     if len(found) != 1:
-        refs = ", ".join(loaded.ref for loaded, _ in found) or "none"
+        refs = clip_all((loaded.ref for loaded, _ in found), limit=3, width=80) or "none"
         raise ConfigError(
             f"{name}: diff needs exactly one Pod or pod template per input, found {len(found)} "
             f"({refs})"

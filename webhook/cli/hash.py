@@ -11,7 +11,9 @@ of ``--config`` (the chart's ConfigMap) / ``SNAPREADY_INJECTION__ENABLED``; by d
 chart installs (``injectHelpers: false``), so the value equals the installed webhook's stamp.
 ``--no-inject`` hashes the manifest as written whatever the settings say.
 Objects without a pod spec (Services, ConfigMaps...) are skipped with a note on stderr. Exit 0 on
-success, 2 on unreadable input, invalid settings or when no pod spec was found.
+success, 2 on invalid settings, when no pod spec was found, or when a document could not be read
+(refused YAML alias bombs included: ``webhook.kube.yaml_bounds``): as in ``check``, each such
+document is one line on stderr (``file#document:line: reason``) and every other one is hashed.
 
 Pods that differ from their template by controller-added hashed fields get a note: an Indexed
 Job's pods carry their completion index label; a StatefulSet with ``volumeClaimTemplates`` gives
@@ -31,11 +33,12 @@ from typing import Any
 
 from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
+from webhook.base.text import clip
 from webhook.base.types import RawObject
 from webhook.cli.common import fail, print_json, settings_from
 from webhook.kube.custom_views import Workloads, workload_views, workloads_from
 from webhook.kube.custom_workloads import BUILTIN
-from webhook.kube.manifests import LoadedObject, load_objects
+from webhook.kube.manifests import LoadedObject, ManifestError, read_lenient
 from webhook.kube.workloads import INDEXED_JOB_LABEL, PodView
 from webhook.mutation import as_admitted
 from webhook.pod.distill import distill, fingerprint
@@ -52,6 +55,8 @@ def register(subparsers: Any) -> None:
         "of its first replica's pod (each replica N gets its own claim volumes, claimName "
         "<template>-<set>-N, so each hashes differently; see --ordinal); an Indexed Job prints "
         "its template's value (each index hashes differently). Both come with a note on stderr.",
+        epilog="Exit status: 0 every input hashed; 2 bad settings, no pod spec found, or a "
+        "document that could not be read (one stderr line each, every other one is hashed).",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifest file, or - for stdin")
     parser.add_argument("--json", dest="as_json", action="store_true", help="JSON list output")
@@ -147,17 +152,29 @@ def shaped(view: PodView, settings: Settings | None) -> RawObject:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Fingerprint every pod view of every object in ``args.files``."""
+    """Fingerprint every pod view of every object in ``args.files``. Like ``check``, a document
+    that cannot be read (or an object that cannot be fingerprinted) is one ``snapready:
+    file#document:line: reason`` line on stderr and the others are still hashed; exit 2 then."""
     try:
         settings = injection_settings(args)
         workloads = workloads_from(settings or settings_from(args))
-        objects = load_objects(args.files)
-        entries = list(
-            fingerprint_entries(objects, settings, args.distilled, args.ordinal, workloads)
-        )
     except (ConfigError, ValueError) as exc:
         return fail(str(exc))
+    objects, failed = read_lenient(args.files)
+    problems = [problem_line(exc) for exc in failed]
+    entries: list[dict[str, Any]] = []
+    for loaded in objects:
+        try:
+            entries.extend(
+                fingerprint_entries([loaded], settings, args.distilled, args.ordinal, workloads)
+            )
+        except ValueError as exc:
+            problems.append(clip(str(exc), PROBLEM_WIDTH))
+    for problem in problems:
+        fail(problem)
     if not entries:
+        if problems:
+            return 2
         return fail("no Pod or pod template (Deployment, StatefulSet, DaemonSet, ...) in the input")
     if settings is not None and any(entry["injected"] for entry in entries):
         # Injection is simulated (--inject or the settings): say with which image.
@@ -168,12 +185,23 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.as_json or args.distilled:
         print_json(entries)
-        return 0
-    for entry in entries:
-        sys.stdout.write(f"{entry['ref']}  {entry['fingerprint']}\n")
-        for note in entry["notes"]:
-            sys.stderr.write(f"snapready: note: {note}\n")
-    return 0
+    else:
+        for entry in entries:
+            sys.stdout.write(f"{entry['ref']}  {entry['fingerprint']}\n")
+            for note in entry["notes"]:
+                sys.stderr.write(f"snapready: note: {note}\n")
+    return 2 if problems else 0
+
+
+PROBLEM_WIDTH = 400
+"""Characters of one problem line on stderr: messages name the source and quote clipped values;
+the cap keeps any line short whatever the input held."""
+
+
+def problem_line(exc: ManifestError) -> str:
+    """``file#document:line: reason`` of an input that could not be read (as ``check``'s rows)."""
+    where = exc.source + (f":{exc.line}" if exc.line else "")
+    return clip(f"{where}: {exc.reason}", PROBLEM_WIDTH)
 
 
 def fingerprint_entries(

@@ -19,7 +19,12 @@ from webhook.kube.review import api_version_hint, parse_review
 def register(subparsers: Any) -> None:
     """Add the ``review`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "review", help="answer one AdmissionReview file in-process (debugging)"
+        "review",
+        help="answer one AdmissionReview file in-process (debugging)",
+        epilog="exit status:\n  0  the answer allows the object\n  1  the answer denies it\n"
+        "  2  the input cannot be read or parsed, or (after the answer) the review is malformed "
+        "and answered with a 400",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("file", help="AdmissionReview JSON file, or - for stdin")
     parser.add_argument(
@@ -35,7 +40,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the response review; the decoded patch is added as ``response.patchDecoded``.
 
-    Exit status: 0 for an answer (allowed or denied); 2 when the input cannot be read or parsed
+    Exit status: 0 when the answer allows the object, 1 when it denies it (as ``check`` and the
+    other subcommands: 1 is a finding, so a CI step running ``review`` fails on a denial); 2
+    when the input cannot be read or parsed
     (a message on stderr), and also 2, after printing the answer, when the review is malformed
     but its uid is known, so the server answers with a 400 denial (``request.object`` not an
     object or contradicting ``request.kind``, an unknown operation...): the printed answer is
@@ -62,4 +69,6 @@ def run(args: argparse.Namespace) -> int:
     if "patch" in response:
         response["patchDecoded"] = orjson.loads(base64.b64decode(response["patch"]))
     print_json(wire)
-    return 2 if decision.code == HTTP_BAD_REQUEST else 0
+    if decision.code == HTTP_BAD_REQUEST:
+        return 2
+    return 0 if decision.allowed else 1

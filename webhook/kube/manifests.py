@@ -13,6 +13,10 @@ Owns the offline input side of the CLI (``hash``, ``diff``, ``check``):
 
 YAML is read like Kubernetes reads it (``sigs.k8s.io/yaml``): YAML 1.1 scalars, except that
 unquoted timestamps stay strings (the API server's YAML-to-JSON step never produces dates).
+Each object keeps its file, document index and the line where it starts (the YAML parser's
+marks), so reports point at it. Every YAML document is composed and checked against the bounds of
+``webhook.kube.yaml_bounds`` (alias expansion, nesting, recursive aliases) before any value is
+built: an alias bomb is refused as that document's error, in milliseconds.
 Errors raise ``ManifestError`` (a ``webhook.base.errors.ConfigError``) with the source label and,
 for YAML, line and column. ``read_lenient(names)`` is the CI form (``check``): every input that can
 be read is returned, and each one that cannot is one ``ManifestError`` (file, line, reason).
@@ -20,9 +24,10 @@ be read is returned, and each one that cannot is one ``ManifestError`` (file, li
 
 from __future__ import annotations
 
+import gc
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +35,17 @@ import orjson
 import yaml
 
 from webhook.base.errors import ConfigError
+from webhook.base.text import clip
 from webhook.base.types import RawObject
 from webhook.kube.workloads import metadata_of
+from webhook.kube.yaml_bounds import (
+    Budget,
+    DocumentRefused,
+    check_document,
+    check_nesting,
+    check_value_nesting,
+)
+from webhook.kube.yaml_build import NotPlain, build
 
 
 class ManifestError(ConfigError):
@@ -72,10 +86,17 @@ class LoadedObject:
         source: where it came from: ``file.yaml#0`` (document index in the stream, counting empty
             documents), ``-#2`` for stdin, plus ``.items[i]`` / ``.request.object`` when expanded.
         obj: the object exactly as decoded (a JSON-shaped dict with at least a string ``kind``).
+        file: the input it was read from (``-`` for stdin).
+        document: index of its document in that input (counting empty documents).
+        line: 1-based line where the object starts (its YAML node's start mark; for JSON the
+            line of the opening bracket), None when unknown.
     """
 
     source: str
     obj: RawObject
+    file: str = ""
+    document: int = 0
+    line: int | None = None
 
     @property
     def kind(self) -> str:
@@ -139,66 +160,148 @@ def parse_documents(data: bytes, source: str) -> list[LoadedObject]:
     """The objects of one YAML or JSON stream; ``source`` names it in labels and errors.
 
     Raises:
-        ConfigError: invalid YAML/JSON or a document that is not a Kubernetes object.
+        ConfigError: invalid YAML/JSON, a document beyond the bounds of
+            ``webhook.kube.yaml_bounds`` (an alias bomb), or a document that is not a Kubernetes
+            object: the first such problem.
     """
-    objects: list[LoadedObject] = []
-    for index, document in enumerate(_documents(data, source)):
-        if document is None:  # an empty document (e.g. a trailing ``---``)
-            continue
-        objects.extend(_expand(document, f"{source}#{index}"))
+    objects, errors = parse_lenient(data, source)
+    if errors:
+        raise errors[0]
     return objects
 
 
-def _documents(data: bytes, source: str) -> list[Any]:
-    """Decoded documents; JSON first (fast, exact), else YAML (a superset for our purposes)."""
-    documents, error = _documents_until_error(data, source)
-    if error is not None:
-        raise error
-    return documents
+@dataclass(frozen=True)
+class _Where:
+    """Where a decoded value starts: its file, document index, node (YAML, while composing) and
+    line (1-based)."""
+
+    file: str
+    document: int
+    line: int | None
+    node: yaml.Node | None = None
+
+    def key(self, name: str) -> _Where:
+        """The value of key ``name`` when the node is a mapping that has it, else this place."""
+        if isinstance(self.node, yaml.MappingNode):
+            for key, value in self.node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == name:
+                    return self.at(value)
+        return replace(self, node=None)
+
+    def item(self, index: int) -> _Where:
+        """Item ``index`` when the node is a sequence that long, else this place."""
+        if isinstance(self.node, yaml.SequenceNode) and index < len(self.node.value):
+            return self.at(self.node.value[index])
+        return replace(self, node=None)
+
+    def at(self, node: yaml.Node) -> _Where:
+        """``node``'s place (its start mark's line)."""
+        mark = node.start_mark
+        return replace(self, node=node, line=mark.line + 1 if mark is not None else self.line)
 
 
-def _documents_until_error(data: bytes, source: str) -> tuple[list[Any], ManifestError | None]:
-    """The documents decoded before the first syntax error, and that error (None if none)."""
+def _decoded(data: bytes, source: str) -> Iterator[tuple[_Where, Any] | ManifestError]:
+    """Each document of ``data`` with its place, or the ``ManifestError`` of a document refused
+    by ``yaml_bounds``; a syntax error ends the stream as its last item. JSON first (fast,
+    exact), else YAML (a superset for our purposes), composed one document at a time so that
+    the bounds are checked before any value is built."""
     stripped = data.lstrip()
     if stripped[:1] in (b"{", b"["):
         try:
-            return [orjson.loads(stripped)], None
+            document = orjson.loads(stripped)
         except orjson.JSONDecodeError:
             pass  # e.g. a YAML flow mapping, or JSON followed by more YAML documents
-    documents: list[Any] = []
+        else:
+            line = data[: len(data) - len(stripped)].count(b"\n") + 1
+            try:
+                check_value_nesting(document, line)
+            except DocumentRefused as exc:
+                yield ManifestError(f"{source}#0", exc.reason, exc.line)
+            else:
+                yield _Where(source, 0, line), document
+            return
     try:
         text = data.decode("utf-8-sig")
-        for document in yaml.load_all(text, Loader=_KubeYamlLoader):
-            documents.append(document)
     except UnicodeDecodeError as exc:
-        reason = f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-        return documents, ManifestError(source, reason)
+        yield ManifestError(source, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return
+    yield from _yaml_documents(text, source)
+
+
+def _yaml_documents(text: str, source: str) -> Iterator[tuple[_Where, Any] | ManifestError]:
+    """``_decoded`` for YAML text, one document at a time: composed, checked, then built.
+
+    Documents with an anchor (``&``: no alias without one) are walked by ``check_document`` and
+    built by PyYAML; the others are only checked by ``check_nesting`` and built by
+    ``yaml_build.build`` (PyYAML again when it cannot). The cyclic garbage collector is paused
+    meanwhile: composing makes millions of small objects that it would traverse again and again
+    (a 20 MB input took several times longer with it).
+    """
+    loader = _KubeYamlLoader(text)
+    budget = Budget()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        index = 0
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:  # check_node said a document follows; get_node always composes it
+                break
+            where = _Where(source, index, node.start_mark.line + 1, node)
+            try:
+                value = _checked_value(loader, node, text, budget)
+            except DocumentRefused as exc:
+                yield ManifestError(f"{source}#{index}", exc.reason, exc.line)
+            else:
+                yield where, value
+            index += 1
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        where_text = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         line = mark.line + 1 if mark else None
-        return documents, ManifestError(source, f"invalid YAML{where}: {exc.problem}", line)
+        yield ManifestError(source, f"invalid YAML{where_text}: {exc.problem}", line)
     except yaml.YAMLError as exc:
-        return documents, ManifestError(source, f"invalid YAML: {exc}")
-    return documents, None
+        yield ManifestError(source, f"invalid YAML: {clip(str(exc), 300)}")
+    finally:
+        loader.dispose()
+        if collecting:
+            gc.enable()
+
+
+def _checked_value(loader: _KubeYamlLoader, node: yaml.Node, text: str, budget: Budget) -> Any:
+    """The value of one composed document once within the bounds.
+
+    Raises:
+        DocumentRefused: beyond a bound of ``yaml_bounds``.
+        yaml.YAMLError: what PyYAML's constructor refuses (an unhashable key...).
+    """
+    if "&" in text[node.start_mark.index : node.end_mark.index]:
+        check_document(node, budget)
+        return loader.construct_document(node)
+    check_nesting(node)
+    try:
+        return build(node, loader)
+    except NotPlain:
+        return loader.construct_document(node)
 
 
 def parse_lenient(data: bytes, source: str) -> tuple[list[LoadedObject], list[ManifestError]]:
     """Like ``parse_documents`` but never raises: the objects of every readable document (those
-    before a YAML syntax error included) and one ``ManifestError`` per unreadable document or
-    syntax error."""
-    documents, error = _documents_until_error(data, source)
+    before a YAML syntax error included) and one ``ManifestError`` per unreadable or refused
+    document or syntax error, in input order."""
     objects: list[LoadedObject] = []
     errors: list[ManifestError] = []
-    for index, document in enumerate(documents):
-        if document is None:
+    for item in _decoded(data, source):
+        if isinstance(item, ManifestError):
+            errors.append(item)
+            continue
+        where, document = item
+        if document is None:  # an empty document (e.g. a trailing ``---``)
             continue
         try:
-            objects.extend(_expand(document, f"{source}#{index}"))
+            objects.extend(_expand(document, f"{source}#{where.document}", where))
         except ManifestError as exc:
             errors.append(exc)
-    if error is not None:
-        errors.append(error)
     return objects, errors
 
 
@@ -219,25 +322,31 @@ def read_lenient(names: Sequence[str]) -> tuple[list[LoadedObject], list[Manifes
     return objects, errors
 
 
-def _expand(document: Any, label: str) -> Iterable[LoadedObject]:
-    """One document as objects: Lists and JSON arrays expanded, AdmissionReviews unwrapped."""
+def _expand(document: Any, label: str, where: _Where) -> Iterable[LoadedObject]:
+    """One document as objects: Lists and JSON arrays expanded, AdmissionReviews unwrapped;
+    each object keeps the line where it starts (``where`` follows the YAML nodes)."""
     if isinstance(document, list):
         for i, item in enumerate(document):
-            yield from _expand(item, f"{label}[{i}]")
+            yield from _expand(item, f"{label}[{i}]", where.item(i))
         return
     if not isinstance(document, dict) or not isinstance(document.get("kind"), str):
-        raise ManifestError(label, "not a Kubernetes object (need a mapping with a 'kind')")
+        raise ManifestError(
+            label, "not a Kubernetes object (need a mapping with a 'kind')", where.line
+        )
     kind: str = document["kind"]
     items = document.get("items")
     if kind.endswith("List") and isinstance(items, list):
+        inside = where.key("items")
         for i, item in enumerate(items):
-            yield from _expand(item, f"{label}.items[{i}]")
+            yield from _expand(item, f"{label}.items[{i}]", inside.item(i))
         return
     if kind == "AdmissionReview":
         request = document.get("request")
         inner = request.get("object") if isinstance(request, dict) else None
         if inner is None:
-            raise ManifestError(label, "AdmissionReview without request.object")
-        yield from _expand(inner, f"{label}.request.object")
+            raise ManifestError(label, "AdmissionReview without request.object", where.line)
+        yield from _expand(inner, f"{label}.request.object", where.key("request").key("object"))
         return
-    yield LoadedObject(source=label, obj=document)
+    yield LoadedObject(
+        source=label, obj=document, file=where.file, document=where.document, line=where.line
+    )
