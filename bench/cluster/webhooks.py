@@ -30,7 +30,7 @@ from bench.harness.servers import (
 from tests.envtest.controlplane import ControlPlane, free_port
 from tests.support.helm_support import settings_of
 from tests.support.snapready_proc import ca_bundle
-from tests.support.webhooks import WEBHOOK_KINDS, mount_origin_keys, point_at, render_chart
+from tests.support.webhooks import WEBHOOK_KINDS, point_at, render_chart
 
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 INJECT_DIGEST = "sha256:" + "5e" * 32
@@ -180,8 +180,6 @@ def settings_file(
         drain_seconds=0,
     )
     settings["source"].update(kind="kube", kubeconfig=str(kubeconfig))
-    # The chart's origin-keys volume, as the kubelet writes it (signed origin records).
-    mount_origin_keys(objs, settings, path.with_suffix(".origin-keys"))
     if scope_mode:
         settings.setdefault("scope", {})["mode"] = scope_mode
     path.write_text(yaml.safe_dump(settings))

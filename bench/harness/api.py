@@ -30,6 +30,7 @@ GROUPS = {
     "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1",
     "Role": "/apis/rbac.authorization.k8s.io/v1",
     "RoleBinding": "/apis/rbac.authorization.k8s.io/v1",
+    "SnapshotRecord": "/apis/snapready.io/v1alpha1",
 }
 PLURALS = {"PodSnapshotPolicy": "podsnapshotpolicies", "RuntimeClass": "runtimeclasses"}
 

@@ -19,6 +19,7 @@ Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 REVIEWS = ROOT / "tests" / "data" / "reviews"
 CRDS = ROOT / "tests" / "data" / "crds" / "podsnapshot.gke.io.yaml"
+SNAPREADY_CRDS = ROOT / "chart" / "crds"
 EXAMPLES = ROOT / "manifests" / "examples"
 EXAMPLE_POLICIES = EXAMPLES / "policies.yaml"
 
@@ -62,8 +63,10 @@ def review(prefix: str) -> Obj:
 
 
 def crds() -> list[Obj]:
-    """GKE's Pod snapshot CustomResourceDefinitions."""
-    return [doc for doc in yaml.safe_load_all(CRDS.read_text()) if doc]
+    """GKE's Pod snapshot CustomResourceDefinitions and snapready's own (``chart/crds/``: the
+    SnapshotRecord, as ``helm install`` applies it)."""
+    texts = [CRDS.read_text(), *(p.read_text() for p in sorted(SNAPREADY_CRDS.glob("*.yaml")))]
+    return [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
 
 
 def example_policies() -> list[Obj]:

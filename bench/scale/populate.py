@@ -17,47 +17,84 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import urllib3
 
-from bench.harness.api import Api, create, install_crds, wait_service_accounts
+from bench.harness.api import SNAPSHOT_API, Api, create, install_crds, wait_service_accounts
 from bench.harness.objects import Obj
 from bench.harness.plane import BenchError, stop_named
 from bench.scale.nodes import Pool, stamp, suffix
 from bench.scale.workload import POLICY, PREFIX, Plan
 from tests.envtest.controlplane import ControlPlane
-from webhook.kube.snapshots import OriginRecord
+from webhook.kube.snapshot_records import record_object
+from webhook.kube.snapshots import OriginRecord, SnapshotView
 
 STORAGE_CONFIG = "snapshots-us-central1"
 BUCKET = "snapready-snapshots-us-central1"
 
 
-def snapshot_objects(index: int, plan: Plan, pool_of: dict[str, Pool]) -> tuple[Obj, Obj]:
-    """(PodSnapshot as created, merge patch of its status): a random origin pod; 19 in 20
-    Ready; 9 in 10 with snapready's origin record (seeded by ``index``: the same every run)."""
+def _pick(index: int, plan: Plan) -> tuple[random.Random, str, Any, str, bool, bool, str]:
+    """The random choices of snapshot ``index`` (seeded by it: the same every run): the
+    generator, origin pod, template, node, Ready (19 in 20), recorded (9 in 10), name."""
     rng = random.Random(index)  # noqa: S311 - reproducible test data, not security
     name, template, node = plan.pods[rng.randrange(len(plan.pods))]
     ready, recorded = rng.random() >= 0.05, rng.random() < 0.9
-    snapshot = f"{POLICY}-{suffix(name, index, length=8)}"
-    annotations = {"podsnapshot.gke.io/origin-pod": name}
-    if recorded:
-        pool = pool_of.get(node)
-        record = OriginRecord(
-            pod=name,
-            spec_hash=template.spec_hash,
-            fields=template.digests,
-            node={
-                "pool": pool.name if pool else None,
-                "family": pool.family if pool else None,
-                "instanceType": pool.instance_type if pool else None,
-                "arch": pool.arch if pool else None,
-                "version": pool.version.removeprefix("v") if pool else None,
-                "accelerator": (pool.accelerator or None) if pool else None,
-                "gpuDriver": pool.driver if pool and pool.gpus else None,
-            },
-            group={"model": template.model.name},
-        )
-        annotations[PREFIX + "origin"] = record.to_json()
+    return rng, name, template, node, ready, recorded, f"{POLICY}-{suffix(name, index, length=8)}"
+
+
+def record_objects(
+    index: int, plan: Plan, pool_of: dict[str, Pool], uids: dict[tuple[str, str], str]
+) -> tuple[Obj, None] | None:
+    """(SnapshotRecord, no status) of snapshot ``index`` as snapready's leader writes it (9 in
+    10 snapshots; ``uids``: each PodSnapshot's uid by namespace and name); None for the rest."""
+    _, name, template, node, _, recorded, snapshot = _pick(index, plan)
+    if not recorded:
+        return None
+    pool = pool_of.get(node)
+    record = OriginRecord(
+        pod=name,
+        spec_hash=template.spec_hash,
+        fields=template.digests,
+        node={
+            "pool": pool.name if pool else None,
+            "family": pool.family if pool else None,
+            "instanceType": pool.instance_type if pool else None,
+            "arch": pool.arch if pool else None,
+            "version": pool.version.removeprefix("v") if pool else None,
+            "accelerator": (pool.accelerator or None) if pool else None,
+            "gpuDriver": pool.driver if pool and pool.gpus else None,
+        },
+        group={"model": template.model.name},
+        node_name=node,
+        node_from="gke",
+    )
+    view = SnapshotView(
+        template.namespace, snapshot, POLICY, name, True, "", "",
+        uid=uids[template.namespace, snapshot],
+    )  # fmt: skip
+    return record_object(record, view, "podsnapshot.gke.io/v1", converted=False), None
+
+
+def snapshot_uids(api: Api) -> dict[tuple[str, str], str]:
+    """Every PodSnapshot's uid by (namespace, name), listed page by page."""
+    uids: dict[tuple[str, str], str] = {}
+    token = ""
+    while True:
+        page = api.json("GET", f"{SNAPSHOT_API}/podsnapshots?limit=500&continue={token}")
+        for item in page["items"]:
+            meta = item["metadata"]
+            uids[meta["namespace"], meta["name"]] = meta["uid"]
+        token = page["metadata"].get("continue") or ""
+        if not token:
+            return uids
+
+
+def snapshot_objects(index: int, plan: Plan, pool_of: dict[str, Pool]) -> tuple[Obj, Obj]:
+    """(PodSnapshot as GKE creates it, merge patch of its status): a random origin pod and its
+    node (GKE's ``origin-pod`` and ``origin-node``); 19 in 20 Ready (seeded by ``index``)."""
+    _, name, template, node, ready, _, snapshot = _pick(index, plan)
+    annotations = {"podsnapshot.gke.io/origin-pod": name, "podsnapshot.gke.io/origin-node": node}
     obj = {
         "apiVersion": "podsnapshot.gke.io/v1",
         "kind": "PodSnapshot",
@@ -115,14 +152,14 @@ def policy_objects(namespace: str) -> list[Obj]:
 def run_parallel(
     label: str,
     count: int,
-    make: Callable[[int], tuple[Obj, Obj | None]],
+    make: Callable[[int], tuple[Obj, Obj | None] | None],
     api: Api,
     *,
     concurrency: int,
     deadline: float,
 ) -> float:
-    """Create ``count`` objects (``make(i)``: object and status patch) with ``concurrency``
-    threads; progress every 5 s; returns the seconds it took."""
+    """Create ``count`` objects (``make(i)``: object and status patch, or None for none) with
+    ``concurrency`` threads; progress every 5 s; returns the seconds it took."""
     tickets = itertools.count()
     done = itertools.count(1)
     finished = [0]
@@ -135,8 +172,9 @@ def run_parallel(
             if index >= count:
                 return
             try:
-                obj, status = make(index)
-                create(api, obj, status)
+                made = make(index)
+                if made is not None:
+                    create(api, *made)
             except (BenchError, urllib3.exceptions.HTTPError) as error:
                 errors.append(str(error))
                 stop.set()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,12 +68,7 @@ def start(label: str, plane: ControlPlane, certs: Path, tmp: Path) -> Snapready:
     args = ["--source", "kube", "--kubeconfig", str(plane.admin_kubeconfig), "--host",
             "127.0.0.1", "--port", str(port), "--cert-file", str(certs / "tls.crt"),
             "--key-file", str(certs / "tls.key"), "--metrics-port", str(metrics)]  # fmt: skip
-    # Signed origin records as the chart installs them: one key, mounted as a file.
-    keys = tmp / f"origin-keys-{label}"
-    keys.mkdir(parents=True, exist_ok=True)
-    (keys / "k1").write_bytes(secrets.token_bytes(48))
-    env = {"SNAPREADY_ORIGIN__KEYS_DIR": str(keys), "SNAPREADY_ORIGIN__ACTIVE_KEY": "k1"}
-    server = Launcher(tmp, plane).snapready(f"snapready-{label}", args, port, **env)
+    server = Launcher(tmp, plane).snapready(f"snapready-{label}", args, port)
     return Snapready(label, plane, server, Figures(label))
 
 

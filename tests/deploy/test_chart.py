@@ -373,10 +373,8 @@ def test_self_signed_mode_generates_a_ca_and_a_matching_serving_pair() -> None:
 
 
 def tls_secrets(objs: list[Obj]) -> list[Obj]:
-    """The rendered Secrets but the origin-record keys (``originSigning``, always rendered)."""
-    return [
-        s for s in by_kind(objs, "Secret") if not s["metadata"]["name"].endswith("-origin-keys")
-    ]
+    """The rendered Secrets (the TLS ones: the chart renders no other)."""
+    return by_kind(objs, "Secret")
 
 
 def test_self_signed_secret_is_the_one_the_pods_mount() -> None:

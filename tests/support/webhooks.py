@@ -25,7 +25,6 @@ measured namespaces with ``sr.scope``; the extra ``matchCondition`` applies to e
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import copy
 import secrets
@@ -158,22 +157,6 @@ def _create_all(api: client.ApiClient, objs: list[Obj], created: list[Obj]) -> N
         created.append(obj)
 
 
-def mount_origin_keys(rendered: list[Obj], settings: Obj, folder: Path) -> Obj | None:
-    """What the kubelet does with the chart's origin-keys volume: each data key of the rendered
-    Secret as a file in ``folder``; ``settings["origin"]["keys_dir"]`` is pointed there. The
-    Secret (to create in the release namespace), or None when signing is off."""
-    origin = settings.get("origin") or {}
-    if not origin.get("keys_dir"):
-        return None
-    name = str(origin["key_secret"]).partition("/")[2]
-    secret = next(s for s in by_kind(rendered, "Secret") if s["metadata"]["name"] == name)
-    folder.mkdir(parents=True, exist_ok=True)
-    for key_id, encoded in secret["data"].items():
-        (folder / key_id).write_bytes(base64.b64decode(encoded))
-    origin["keys_dir"] = str(folder)
-    return secret
-
-
 @contextlib.contextmanager
 def snapready_on_cluster(
     plane: ControlPlane,
@@ -210,7 +193,6 @@ def snapready_on_cluster(
     workdir.mkdir(parents=True, exist_ok=True)
     settings_file = workdir / "settings.yaml"
     settings = settings_of(rendered)
-    keys_secret = mount_origin_keys(rendered, settings, workdir / "origin-keys")
     settings_file.write_text(yaml.safe_dump(settings))
     core = client.CoreV1Api(api)
     created: list[Obj] = []
@@ -221,8 +203,6 @@ def snapready_on_cluster(
     try:
         account = one(rendered, "ServiceAccount")
         rbac = [account, *(obj for kind in RBAC_KINDS for obj in by_kind(rendered, kind))]
-        if keys_secret is not None:  # the chart's Secret, as `helm install` creates it
-            rbac.append(keys_secret)
         _create_all(api, rbac, created)
         token = service_account_token(api, release, account["metadata"]["name"])
         kubeconfig = plane.token_kubeconfig(workdir / "kubeconfig", token, namespace=release)
