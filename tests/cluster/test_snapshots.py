@@ -30,6 +30,7 @@ from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from tests.support.identity import SnapreadyIdentity, chart_values, install_identity, require_token
 from tests.support.kube_real import create_policy, policy
+from tests.support.records import view_of, wait_record
 from webhook.admission.engine import Engine, admit
 from webhook.base.config import Settings
 from webhook.cluster.caches import ClusterSource
@@ -225,10 +226,11 @@ def take_snapshot(
     )
     env.origin_hash = admitted["metadata"]["annotations"]["snapready.io/spec-hash"]
     custom = client.CustomObjectsApi(env.gke)  # GKE creates PodSnapshots, no one else may
+    gke_says = {"podsnapshot.gke.io/origin-pod": origin, "podsnapshot.gke.io/origin-node": env.node}
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "PodSnapshot",
-        "metadata": {"name": name, "annotations": {"podsnapshot.gke.io/origin-pod": origin}},
+        "metadata": {"name": name, "annotations": gke_says},
         "spec": {"policyName": "llm-policy"},
     }
     custom.create_namespaced_custom_object(GROUP, VERSION, env.namespace, "podsnapshots", body)
@@ -249,32 +251,35 @@ def take_snapshot(
         GROUP, VERSION, env.namespace, "podsnapshots", name, status
     )
     env.snapshot = name
-
-    def recorded() -> dict[str, Any] | None:
-        obj = cast(
-            "dict[str, Any]",
-            custom.get_namespaced_custom_object(
-                GROUP, VERSION, env.namespace, "podsnapshots", name
-            ),
-        )
-        annotations = obj["metadata"].get("annotations") or {}
-        return obj if "snapready.io/origin" in annotations else None
-
-    snapshot = wait_for("origin record", recorded, timeout=15)
-    assert snapshot is not None
+    record = wait_record(env.api, env.namespace, name)
 
     def cached() -> bool:
         view = env.source.state().snapshots.named(env.namespace, name)
         return view is not None and view.ready and view.origin is not None
 
     wait_for("record cached", cached, timeout=10)
-    return snapshot
+    return record
 
 
 def test_origin_record_names_pod_fingerprint_fields_node_and_group(env: Env) -> None:
-    snapshot = take_snapshot(env)
-    record = OriginRecord.from_json(snapshot["metadata"]["annotations"]["snapready.io/origin"])
-    assert record is not None
+    """The record is a SnapshotRecord snapready owns (issue 31): named after the PodSnapshot,
+    owned by it, GKE's origin-node recorded as GKE's word; the PodSnapshot is left as GKE
+    wrote it."""
+    obj = take_snapshot(env)
+    snapshot = cast(
+        "dict[str, Any]",
+        client.CustomObjectsApi(env.api).get_namespaced_custom_object(
+            GROUP, VERSION, env.namespace, "podsnapshots", env.snapshot
+        ),
+    )
+    assert [(o["kind"], o["name"], o["uid"]) for o in obj["metadata"]["ownerReferences"]] == [
+        ("PodSnapshot", env.snapshot, snapshot["metadata"]["uid"])
+    ]
+    assert not [k for k in snapshot["metadata"].get("annotations", {}) if "snapready" in k]
+    view = view_of(obj)
+    assert view.snapshot_uid == snapshot["metadata"]["uid"] and not view.converted
+    record = view.record
+    assert (record.node_name, record.node_from) == (env.node, "gke")
     assert record.pod == "origin"
     assert record.spec_hash == env.origin_hash
     assert "spec.containers[0].image" in record.fields
@@ -288,8 +293,6 @@ def test_origin_record_names_pod_fingerprint_fields_node_and_group(env: Env) -> 
         "gpuDriver": "default",
     }
     assert dict(record.group) == {"model": "m1"}
-    managers = {m["manager"] for m in snapshot["metadata"]["managedFields"]}
-    assert "snapready-origin" in managers
 
 
 def test_predictions_hit_miss_none(env: Env) -> None:
