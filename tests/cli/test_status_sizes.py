@@ -53,8 +53,11 @@ class Sized:
     bucket: str
     gke: client.ApiClient
 
-    def snapshot(self, name: str, conditions: list[dict[str, Any]] | None) -> None:
-        """A PodSnapshot ``name`` with ``conditions`` (none: status left empty), as GKE."""
+    def snapshot(
+        self, name: str, conditions: list[dict[str, Any]] | None, observed: str | None = None
+    ) -> None:
+        """A PodSnapshot ``name`` with ``conditions`` (none: status left empty) and GKE's
+        ``status.storageStatus.gcs.observedGCSPath`` (``observed``), as GKE."""
         custom = client.CustomObjectsApi(self.gke)
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
@@ -63,8 +66,10 @@ class Sized:
             "spec": {"policyName": "sized"},
         }
         custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, "podsnapshots", body)
-        if conditions is not None:
-            status = {"status": {"conditions": conditions}}
+        if conditions is not None or observed is not None:
+            status: dict[str, Any] = {"status": {"conditions": conditions or []}}
+            if observed is not None:
+                status["status"]["storageStatus"] = {"gcs": {"observedGCSPath": observed}}
             custom.patch_namespaced_custom_object_status(
                 GROUP, VERSION, self.namespace, "podsnapshots", name, status
             )
@@ -176,8 +181,8 @@ def test_sizes_text(sized: Sized, fake_gcs: FakeGcs) -> None:
     bucket = next(line for line in lines if line.startswith("  bucket "))
     assert bucket == "  bucket     <0.1 GiB: <0.1 GiB failed, 0 B not_ready, <0.1 GiB ready"
     where = f"gs://{sized.bucket}/clusters/envtest/{sized.namespace}"
-    assert f"    snap-1 (ready) <0.1 GiB  {where}/snap-1/" in lines
-    assert f"    snap-up (not_ready) 0 B  {where}/snap-up/" in lines
+    assert f"    snap-1 (ready) <0.1 GiB  {where}/snap-1/ (assumed layout)" in lines
+    assert f"    snap-up (not_ready) 0 B  {where}/snap-up/ (assumed layout)" in lines
     assert "snapshots in buckets: <0.1 GiB" in lines
     assert "  ready: <0.1 GiB (2)" in lines
     assert sum(expected.values()) < 2**30 // 20  # why "<0.1 GiB" is right here
@@ -295,3 +300,36 @@ def test_a_user_who_may_not_list_storage_configs_gets_unknown_sizes(
 )
 def test_gib_text(size: int | None, text: str) -> None:
     assert gib_text(size) == text
+
+
+def test_sizes_come_from_the_path_gke_reports(sized: Sized, fake_gcs: FakeGcs) -> None:
+    """Issue 31 deliverable 6: where GKE reports ``observedGCSPath`` (a layout unlike the
+    assumed template: another bucket, another folder), the snapshot's objects are counted
+    there, marked ``observed``; the template is the marked fallback for the others."""
+    other = f"gke-own-{secrets.token_hex(3)}"
+    create_bucket(fake_gcs, other)
+    sized.snapshot("snap-gke", READY, observed=f"gs://{other}/ps/{sized.namespace}/uid-123")
+    sized.snapshot("snap-old", READY)
+    uploads = {
+        (other, f"ps/{sized.namespace}/uid-123/checkpoint.img"): 4096,
+        (other, f"ps/{sized.namespace}/uid-123/pages.img"): 65_536,
+        (other, f"ps/{sized.namespace}/uid-123/pages_meta.img"): 128,
+        (other, f"ps/{sized.namespace}/uid-1234/pages.img"): 5_000,  # another snapshot's
+        # What the assumed template would have counted for snap-gke: nothing of GKE's.
+        (sized.bucket, f"clusters/envtest/{sized.namespace}/snap-gke/pages.img"): 77,
+        (sized.bucket, f"clusters/envtest/{sized.namespace}/snap-old/pages.img"): 1_000,
+    }
+    for (bucket, name), size in uploads.items():
+        upload_object(fake_gcs, bucket, name, secrets.token_bytes(size))
+    report, _ = sized_json(sized, fake_gcs.url)
+    [entry] = report["policies"]
+    found = {s["name"]: s for s in entry["sizes"]["snapshots"]}
+    gke = found["snap-gke"]
+    assert (gke["bucket"], gke["prefix"], gke["source"]) == (
+        other,
+        f"ps/{sized.namespace}/uid-123/",
+        "observed",
+    )
+    assert (gke["bytes"], gke["objects"]) == (4096 + 65_536 + 128, 3)
+    old = found["snap-old"]
+    assert (old["bucket"], old["source"], old["bytes"]) == (sized.bucket, "assumed", 1_000)

@@ -13,7 +13,6 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, cast
 
 import jsonpatch
 from kubernetes import client
@@ -23,6 +22,7 @@ from tests.cluster.test_restores import create_admitted, turn_ready
 from tests.cluster.test_snapshots import GROUP, VERSION, Env, env, take_snapshot
 from tests.envtest.plugin import wait_for
 from tests.support.identity import IdentityFactory, require_token
+from tests.support.records import get_record
 from tests.support.snapready_proc import SnapreadyProcess, generate_certs, start_snapready
 
 __all__ = ["env"]
@@ -62,14 +62,8 @@ def snapshot(env: Env, name: str, origin: str) -> None:
 
 
 def recorded(env: Env, name: str) -> bool:
-    """Whether the PodSnapshot carries an origin record."""
-    obj = cast(
-        "dict[str, Any]",
-        client.CustomObjectsApi(env.api).get_namespaced_custom_object(
-            GROUP, VERSION, env.namespace, "podsnapshots", name
-        ),
-    )
-    return "snapready.io/origin" in (obj["metadata"].get("annotations") or {})
+    """Whether snapready wrote the PodSnapshot's origin record (its SnapshotRecord)."""
+    return get_record(env.api, env.namespace, name) is not None
 
 
 def writes(process: SnapreadyProcess, name: str) -> int:

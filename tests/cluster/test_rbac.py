@@ -58,12 +58,16 @@ def test_every_watched_collection_is_granted_list_and_watch() -> None:
 
 
 def test_writes_are_granted_and_bounded() -> None:
-    """The leader's writes: scope (webhook configurations, by name), origin records
-    (podsnapshots), origin pods read once, outcomes and gate conditions on pods, the Lease (its
-    own Role)."""
+    """The leader's writes: scope (webhook configurations, by name), origin records (its own
+    SnapshotRecords: create, and delete of a leftover; never a write on a PodSnapshot, which
+    GKE's guard refuses), origin pods read once, outcomes and gate conditions on pods, the
+    Lease (its own Role)."""
     docs = documents()
     rules = docs[0]["rules"]
-    assert grants(rules, "podsnapshot.gke.io", "podsnapshots", "patch")
+    assert grants(rules, "snapready.io", "snapshotrecords", "create")
+    assert grants(rules, "snapready.io", "snapshotrecords", "delete")
+    for verb in ("create", "update", "patch", "delete", "deletecollection", "*"):
+        assert not grants(rules, "podsnapshot.gke.io", "podsnapshots", verb), verb
     assert grants(rules, "", "pods", "get")
     assert grants(rules, "events.k8s.io", "events", "create")
     assert grants(rules, "events.k8s.io", "events", "patch")

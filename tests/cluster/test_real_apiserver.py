@@ -45,6 +45,7 @@ from tests.support.kube_real import (
     NAMESPACES,
     NODES,
     POLICIES,
+    RECORDS,
     SELECTED_PODS,
     SNAPSHOTS,
     STORAGE_CONFIGS,
@@ -494,6 +495,7 @@ def test_manifest_rbac_is_enough_for_every_cache(
         "computeclasses": "not served",  # 404 only because the role grants it (else 403)
         "version": "synced",
         "podsnapshots": "synced",
+        "snapshotrecords": "synced",
         "pods": "synced",
         "gkeevents": "synced",
     }
@@ -509,6 +511,7 @@ def test_manifest_rbac_is_enough_for_every_cache(
         NAMESPACES,
         NODES,
         SNAPSHOTS,
+        RECORDS,
         SELECTED_PODS,
         GKE_EVENTS,
         COMPUTE_CLASSES,
@@ -659,6 +662,7 @@ def test_serve_readyz_waits_for_every_cache_then_validates_from_the_cluster(
         "computeclasses": "not served",
         "version": "synced",
         "podsnapshots": "synced",
+        "snapshotrecords": "synced",
         "pods": "synced",
         "gkeevents": "synced",
     }

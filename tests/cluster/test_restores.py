@@ -33,6 +33,7 @@ from webhook.base.config import LeaderSettings
 from webhook.cluster.client import KubeTransport, api_client
 from webhook.cluster.events import Event, EventRecorder, Regarding
 from webhook.cluster.leader import LeaderElector
+from webhook.cluster.syncing import TransportError
 from webhook.kube.outcomes import Verdict, startup_seconds
 from webhook.kube.snapshots import PodRecord
 
@@ -223,10 +224,10 @@ def test_the_leaders_writes_are_allowed_by_manifests_rbac(
     env: Env, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     """As a ServiceAccount bound to exactly ``manifests/rbac.yaml`` (ClusterRole, and the lease
-    Role moved to this namespace): the origin-record merge patch on a PodSnapshot, the outcome
-    annotation and the readiness-gate condition on a pod, listing core Events, a new Event and
-    its series patch, and holding the Lease are all allowed (the writers' tests above run as
-    admin)."""
+    Role moved to this namespace): creating and deleting an origin record (a SnapshotRecord),
+    the outcome annotation and the readiness-gate condition on a pod, listing core Events, a new
+    Event and its series patch, and holding the Lease are all allowed; patching a PodSnapshot
+    is refused by RBAC (GKE's guard would refuse it anyway)."""
     token = service_account_token(env.api, env.namespace, "writer")
     kubeconfig = control_plane.token_kubeconfig(tmp_path / "writer.kubeconfig", token)
     name = f"writer-{env.namespace}"[:63]
@@ -247,7 +248,17 @@ def test_the_leaders_writes_are_allowed_by_manifests_rbac(
     settings = make_settings(source={"kind": "kube", "kubeconfig": kubeconfig})
     transport = KubeTransport(api_client(settings), 10.0)
     path = f"/apis/podsnapshot.gke.io/v1/namespaces/{env.namespace}/podsnapshots/snap-1"
-    transport.merge_patch(path, {"metadata": {"annotations": {"x.test/probe": "1"}}})
+    with pytest.raises(TransportError, match="HTTP 403"):
+        transport.merge_patch(path, {"metadata": {"annotations": {"x.test/probe": "1"}}})
+    records = f"/apis/snapready.io/v1alpha1/namespaces/{env.namespace}/snapshotrecords"
+    probe = {
+        "apiVersion": "snapready.io/v1alpha1",
+        "kind": "SnapshotRecord",
+        "metadata": {"name": "rbac-probe"},
+        "spec": {"snapshot": {"name": "rbac-probe", "uid": "0"}},
+    }
+    transport.create(records, probe)
+    transport.delete(f"{records}/rbac-probe")
     pod = f"/api/v1/namespaces/{env.namespace}/pods/origin"
     transport.merge_patch(pod, {"metadata": {"annotations": {"snapready.io/restore-outcome": "x"}}})
     condition = {"type": "snapready.io/restore-settled", "status": "True"}

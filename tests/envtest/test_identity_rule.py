@@ -67,14 +67,19 @@ def test_chart_rbac_is_the_charts_with_the_tests_names() -> None:
         {"lifecycle": {"prune": "on"}}, "t-ns", lease_name="my-lease", configuration="my-hooks"
     )
     assert release.startswith("snapready-")
-    assert [o["kind"] for o in wanted] == ["ServiceAccount", *RBAC_KINDS]
-    assert {o["metadata"]["name"] for o in wanted} == {release}
+    assert list(dict.fromkeys(o["kind"] for o in wanted)) == ["ServiceAccount", *RBAC_KINDS]
+    # The chart's objects, plus the records' read role it aggregates into ``view``.
+    assert {o["metadata"]["name"] for o in wanted} == {release, f"{release}-records-view"}
     role = next(o for o in wanted if o["kind"] == "Role")
     assert role["metadata"]["namespace"] == "t-ns"
     named = [r for r in role["rules"] if r.get("resourceNames")]
     assert [r["resourceNames"] for r in named] == [["my-lease"]]
-    cluster_role = next(o for o in wanted if o["kind"] == "ClusterRole")
-    chart_role = next(o for o in rendered if o["kind"] == "ClusterRole")
+    cluster_role = next(
+        o for o in wanted if o["kind"] == "ClusterRole" and o["metadata"]["name"] == release
+    )
+    chart_role = next(
+        o for o in rendered if o["kind"] == "ClusterRole" and o["metadata"]["name"] == release
+    )
     for ours, theirs in zip(cluster_role["rules"], chart_role["rules"], strict=True):
         if "resourceNames" in theirs:
             assert ours["resourceNames"] == ["my-hooks"]

@@ -50,6 +50,8 @@ COMPUTE_CLASSES = "/apis/cloud.google.com/v1/computeclasses"
 DISRUPTION_BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
 VERSION = "/version"
 SNAPSHOTS = f"/apis/{GROUP}/v1/podsnapshots"
+RECORDS = "/apis/snapready.io/v1alpha1/snapshotrecords"
+"""snapready's own SnapshotRecords (one per PodSnapshot)."""
 SELECTED_PODS = "/api/v1/pods?labelSelector=snapready.io%2Fselected%3Dtrue"
 """The pod cache's collection: only pods labelled snapready.io/selected=true."""
 GKE_EVENTS = "/api/v1/events?fieldSelector=reason%3DGKEPodSnapshotting"
@@ -62,6 +64,7 @@ ALL_CACHES = (
     "computeclasses",
     "version",
     "podsnapshots",
+    "snapshotrecords",
     "pods",
     "gkeevents",
 )

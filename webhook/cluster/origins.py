@@ -332,7 +332,9 @@ class OriginRecorder(Worker):
             log.info("origin record of %s/%s already written", view.namespace, view.name)
             return 0
         self.actions[action] += 1
-        log.info("origin record of PodSnapshot %s/%s %s", view.namespace, view.name, action)
+        log.info(
+            "origin record written for PodSnapshot %s/%s (%s)", view.namespace, view.name, action
+        )
         return 1
 
     def _build(
