@@ -125,3 +125,16 @@ def test_a_policy_without_namespace_lands_in_the_given_namespace(tmp_path: Path)
 def test_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_policy_dir(tmp_path / "nope", prefix="snapready.io/")
+
+
+def test_an_alias_bomb_in_a_policy_file_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    """``serve --policies`` and ``check --policies`` read the same files: a billion-laughs
+    document (9 levels of 10 aliases: 10**9 strings once expanded) is refused by the bounds of
+    ``kube.yaml_bounds``, naming the file, instead of exhausting memory."""
+    lines = ['a0: &a0 ["lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    write(tmp_path, "good.yaml", POLICY.format(version="v1", name="good"))
+    write(tmp_path, "bomb.yaml", "\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match="refused") as raised:
+        load_policy_dir(tmp_path, prefix="snapready.io/")
+    assert "bomb.yaml" in str(raised.value)

@@ -25,6 +25,7 @@ import yaml
 
 from webhook.base.errors import ConfigError
 from webhook.kube.facts import compute_class_facts, node_pools, node_view
+from webhook.kube.manifests import parse_lenient
 from webhook.kube.matching import Policy, PolicyIndex
 from webhook.kube.state import (
     ClusterState,
@@ -35,6 +36,7 @@ from webhook.kube.state import (
     parse_policy,
     parse_storage_config,
 )
+from webhook.kube.yaml_bounds import REFUSED
 
 POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -43,12 +45,17 @@ def read_documents(path: Path) -> list[tuple[str, Any]]:
     """Every YAML/JSON document of ``path`` with a ``file#index`` label.
 
     Raises:
-        ConfigError: unreadable file or invalid YAML (names the file and line).
+        ConfigError: unreadable file, invalid YAML (names the file and line), or a document
+            beyond the bounds of ``kube.yaml_bounds`` (a YAML alias bomb or deep nesting: the
+            policy directory of ``serve`` and ``check`` is refused before it is expanded).
     """
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
+    for error in parse_lenient(text.encode(), str(path))[1]:
+        if error.reason.startswith(REFUSED):
+            raise ConfigError(f"{error.source}:{error.line}: {error.reason}")
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
