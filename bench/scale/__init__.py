@@ -13,7 +13,8 @@ directory):
   selected on both clusters, or the two servers would run different code);
 * ``scale``: the same plus ``--namespaces`` namespaces (each with a policy), ``--nodes`` GKE-like
   Nodes (``nodes``), ``--pods`` pods stamped as snapready stamps them (``workload``) and
-  ``--snapshots`` PodSnapshots, 9 in 10 with a ``snapready.io/origin`` record (``populate``).
+  ``--snapshots`` PodSnapshots (as GKE's controller), 9 in 10 with a SnapshotRecord as
+  snapready's leader writes it (``populate``).
 
 Objects are created directly (no webhook is registered) by ``--concurrency`` threads;
 kube-controller-manager is stopped once the namespaces have their ServiceAccount (``populate``

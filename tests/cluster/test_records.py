@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+import jsonpatch
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -155,18 +156,28 @@ def test_an_older_snapreadys_annotation_is_converted_once(
         group={"model": "m1"},
     )
     foreign = OriginRecord(pod="gone-origin", spec_hash="v1:sha256:" + "ee" * 32)
+    # A live origin pod admission stamped: an annotation claiming snapready's old field manager
+    # but another fingerprint than the stamp is a forgery, not converted.
+    stamped = {"snapready.io/spec-hash": "v1:sha256:" + "aa" * 32}
+    live = {
+        "metadata": {"name": "alive-origin", "annotations": stamped},
+        "spec": {"containers": [{"name": "c", "image": "registry.example/x"}]},
+    }
+    client.CoreV1Api(kube_admin).create_namespaced_pod(namespace, client.V1Pod.model_validate(live))
+    claimed = OriginRecord(pod="alive-origin", spec_hash="v1:sha256:" + "ee" * 32)
     custom = client.CustomObjectsApi(gke)
     try:
         for name, record, manager in (
             ("converted", legacy, "snapready-origin"),
             ("not-ours", foreign, "kubectl-edit"),
+            ("claimed", claimed, "snapready-origin"),
         ):
             body = {
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "PodSnapshot",
                 "metadata": {
                     "name": name,
-                    "annotations": {"podsnapshot.gke.io/origin-pod": "gone-origin"},
+                    "annotations": {"podsnapshot.gke.io/origin-pod": record.pod},
                 },
                 "spec": {"policyName": "llm-policy"},
             }
@@ -183,6 +194,8 @@ def test_an_older_snapreadys_annotation_is_converted_once(
             assert converted.record.node.get("pool") == "old-pool"
             rebuilt = view_of(wait_record(env.api, namespace, "not-ours"))
             assert not rebuilt.converted and rebuilt.record.spec_hash is None  # pod is gone
+            forged = view_of(wait_record(env.api, namespace, "claimed"))
+            assert not forged.converted and forged.record.spec_hash != claimed.spec_hash
             assert env.source.origins.actions["converted"] == 1
             view = env.source.state().snapshots.named(namespace, "converted")
             assert view is not None and view.legacy  # the annotation stays; never written
@@ -226,6 +239,44 @@ def test_an_edit_user_reads_records_but_can_neither_write_nor_forge_one(
     listed = wait_for("view aggregation", can_list, 20)
     assert listed is not None and [r["metadata"]["name"] for r in listed] == ["snap-1"]
     forged = {**record["spec"], "specHash": "v1:sha256:" + "00" * 32}
+    # A namespace admin who was also granted patch on PodSnapshots (a custom Role): RBAC lets
+    # the request through, GKE's guard refuses it (422), as on GKE.
+    writer_role = {
+        "metadata": {"name": "podsnapshot-writer"},
+        "rules": [
+            {
+                "apiGroups": [GROUP],
+                "resources": ["podsnapshots"],
+                "verbs": ["get", "patch", "update"],
+            }
+        ],
+    }
+    rbac = client.RbacAuthorizationV1Api(env.api)
+    rbac.create_namespaced_role(env.namespace, client.V1Role.model_validate(writer_role))
+    writer_binding = {
+        "metadata": {"name": "podsnapshot-writer"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "podsnapshot-writer",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "editor", "namespace": env.namespace}],
+    }
+    rbac.create_namespaced_role_binding(
+        env.namespace, client.V1RoleBinding.model_validate(writer_binding)
+    )
+    pod_snapshot_writer = editor
+
+    def guard_answers() -> bool:
+        try:
+            editor.patch_namespaced_custom_object(
+                GROUP, VERSION, env.namespace, "podsnapshots", "snap-1", {"metadata": {}}
+            )
+        except ApiException as error:
+            return bool(error.status == 422)  # past RBAC, refused by GKE's guard
+        return False
+
+    wait_for("the writer Role in effect", guard_answers, timeout=20)
     attempts: dict[str, Callable[[], object]] = {
         "create": lambda: editor.create_namespaced_custom_object(
             *RECORDS[:2],
@@ -244,7 +295,7 @@ def test_an_edit_user_reads_records_but_can_neither_write_nor_forge_one(
         "delete": lambda: editor.delete_namespaced_custom_object(
             *RECORDS[:2], env.namespace, RECORDS[2], "snap-1"
         ),
-        "patch the PodSnapshot": lambda: editor.patch_namespaced_custom_object(
+        "patch the PodSnapshot": lambda: pod_snapshot_writer.patch_namespaced_custom_object(
             GROUP,
             VERSION,
             env.namespace,
@@ -256,9 +307,8 @@ def test_an_edit_user_reads_records_but_can_neither_write_nor_forge_one(
     for what, attempt in attempts.items():
         with pytest.raises(ApiException) as refused:
             attempt()
-        assert refused.value.status in (403, 422), what
-        if what != "patch the PodSnapshot":
-            assert refused.value.status == 403, what  # RBAC: no write verb aggregated
+        expected = 422 if what == "patch the PodSnapshot" else 403  # guard / RBAC
+        assert refused.value.status == expected, (what, refused.value.body)
     [only] = records_in(env.api, env.namespace)
     assert only["spec"] == record["spec"]
     twin = env.annotations(env.pod("twin"))
@@ -280,3 +330,74 @@ def test_a_tenants_forged_snapready_keys_do_not_survive_on_a_new_pod(env: Env) -
     assert annotations["snapready.io/restore-prediction"] == "none"
     assert "snapready.io/restore-snapshot" not in annotations
     assert "snapready.io/origin" not in annotations
+
+
+def test_an_origin_pod_changed_in_place_is_recorded_with_an_unknown_fingerprint(
+    env: Env,
+) -> None:
+    """A tenant patches the running origin pod's image before snapready writes the record (a
+    late record: a hand-over, an upgrade): the live pod no longer has the fingerprint admission
+    stamped on it, so what it was at the checkpoint is unknown; no pod predicts ``hit`` from
+    today's spec, neither the new image nor the old."""
+    pod = env.pod("origin")
+    admitted = jsonpatch.apply_patch(pod, list(env.mutate(pod).patch))
+    admitted["spec"]["nodeName"] = env.node
+    core = client.CoreV1Api(env.api)
+    core.create_namespaced_pod(env.namespace, client.V1Pod.model_validate(admitted))
+    image = "registry.example/llm@sha256:" + "cd" * 32
+    core.patch_namespaced_pod(
+        "origin",
+        env.namespace,
+        {"spec": {"containers": [{"name": "server", "image": image}]}},
+    )
+    gke = client.CustomObjectsApi(env.gke)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PodSnapshot",
+        "metadata": {"name": "late", "annotations": {"podsnapshot.gke.io/origin-pod": "origin"}},
+        "spec": {"policyName": "llm-policy"},
+    }
+    gke.create_namespaced_custom_object(GROUP, VERSION, env.namespace, "podsnapshots", body)
+    ready = {"type": "Ready", "status": "True", "reason": "AllSnapshotsAvailable"}
+    ready |= {"lastTransitionTime": "2026-12-01T10:00:00Z", "message": ""}
+    gke.patch_namespaced_custom_object_status(
+        GROUP, VERSION, env.namespace, "podsnapshots", "late", {"status": {"conditions": [ready]}}
+    )
+    record = view_of(wait_record(env.api, env.namespace, "late")).record
+    assert record.pod == "origin" and record.spec_hash is None and not record.fields
+    wait_for(
+        "the record cached",
+        lambda: (
+            (v := env.source.state().snapshots.named(env.namespace, "late")) is not None
+            and v.origin is not None
+        ),
+        timeout=10,
+    )
+    for name, changes in (("new", {"container": {"image": image}}), ("old", {})):
+        annotations = env.annotations(env.pod(name, **changes))
+        assert annotations["snapready.io/restore-prediction"] != "hit", name
+
+
+def test_records_beyond_the_crd_bounds_are_accepted_as_unknown(env: Env) -> None:
+    """What snapready builds always fits the CRD: an absurd ownerReference (a tenant's, 300
+    characters) or 9,000 field digests become unknown instead of a 422 the leader would never
+    retry."""
+    from webhook.kube.snapshot_records import record_object  # noqa: PLC0415
+    from webhook.kube.snapshots import SnapshotView, WorkloadRef  # noqa: PLC0415
+
+    huge = OriginRecord(
+        pod="p",
+        spec_hash="v1:sha256:" + "ab" * 32,
+        fields={f"spec.containers[{i}].image": "0123456789ab" for i in range(9000)},
+        workload=WorkloadRef("K" * 300, "n" * 300, "u" * 100),
+        node={"pool": "x" * 300},
+    )
+    view = SnapshotView(env.namespace, "bounds", "llm-policy", "p", True, "", "", uid="uid-x")
+    body = record_object(huge, view, "podsnapshot.gke.io/v1", converted=False)
+    del body["metadata"]["ownerReferences"]  # no such PodSnapshot: keep the GC away
+    created = client.CustomObjectsApi(env.api).create_namespaced_custom_object(
+        *RECORDS[:2], env.namespace, RECORDS[2], body
+    )
+    back = view_of(cast("dict[str, Any]", created)).record
+    assert back.spec_hash == huge.spec_hash
+    assert (back.workload, dict(back.fields), back.node.get("pool")) == (None, {}, None)

@@ -179,3 +179,26 @@ def test_property_the_incremental_join_equals_a_full_join(events: list[Any], rel
         result = join.refresh(index, records)
         expected = SnapshotIndex.build(join_all(snapshots.values(), records.values()))
         assert result == expected
+
+
+def test_a_record_beyond_the_crd_bounds_is_written_with_those_parts_unknown() -> None:
+    """The CRD bounds names at 253 characters, field digests at 8,192 and config at 2,048
+    entries; ``record_spec`` never sends more (the API server would refuse the record with a
+    422 the leader does not retry), it says "unknown" instead."""
+    from webhook.kube.snapshot_records import record_spec  # noqa: PLC0415
+
+    odd = OriginRecord(
+        pod="p",
+        spec_hash=HASH,
+        fields={f"spec.containers[{i}].image": "x" for i in range(8193)},
+        workload=WorkloadRef("Kind", "n" * 254),
+        config=tuple(ConfigRef("Secret", f"s{i}", None) for i in range(2049)),
+        node={"pool": "p" * 254, "version": "1.35.3-gke.1"},
+    )
+    spec = record_spec(odd, SNAPSHOT, converted=False)
+    assert spec["specHash"] == HASH and spec["fields"] == {}
+    assert spec["workload"] is None and spec["config"] is None
+    assert spec["node"]["pool"] is None and spec["node"]["version"] == "1.35.3-gke.1"
+    fine = record_spec(RECORD, SNAPSHOT, converted=False)
+    assert fine["workload"] == {"kind": "Deployment", "name": "llm", "uid": ""}
+    assert len(fine["config"]) == 1 and fine["fields"] == dict(RECORD.fields)

@@ -80,3 +80,20 @@ def test_the_removal_is_idempotent_on_reinvocation(engine: Engine) -> None:
     first = run(make_review(pod), engine)
     again = run(make_review(apply(pod, first)), engine)
     assert again.patch == ()
+
+
+def test_a_pod_over_the_container_limit_is_not_stamped_and_loses_forged_keys() -> None:
+    """Over ``injection.max_containers`` nothing is injected or stamped, yet a tenant's forged
+    ``selected`` label and ``restore-*`` annotations must not reach the pod cache with it."""
+    engine = engine_for(injection={"max_containers": 2})
+    pod = make_pod(
+        {"containers": [container(f"c{i}") for i in range(3)]},
+        annotations={**FORGED_ANNOTATIONS, "snapready.io/spec-hash": "v1:sha256:" + "0" * 64},
+    )
+    pod["metadata"]["labels"] = {"app": "llm", "snapready.io/selected": "true"}
+    decision = run(make_review(pod), engine)
+    assert decision.allowed
+    assert any("more than 2 containers" in w for w in decision.warnings)
+    admitted = apply(pod, decision)
+    assert _snapready_keys(admitted["metadata"].get("annotations")) == set()
+    assert _snapready_keys(admitted["metadata"]["labels"]) == set()

@@ -203,6 +203,11 @@ class OriginRecorder(Worker):
         """The annotation older versions wrote on PodSnapshots (read to convert it)."""
         return self.prefix + "origin"
 
+    @property
+    def stamp(self) -> str:
+        """The pod annotation admission stamps the fingerprint in (``<prefix>spec-hash``)."""
+        return self.prefix + "spec-hash"
+
     def notify(self) -> None:
         """Look for new snapshots soon (a cache changed, or leadership was gained)."""
         self._wake.set()
@@ -341,17 +346,27 @@ class OriginRecorder(Worker):
         self, api: str, view: SnapshotView, state: ClusterState
     ) -> tuple[OriginRecord, bool]:
         """The record of ``view`` and whether it was converted from an older snapready's
-        annotation (read from the live PodSnapshot only when the cache saw one)."""
+        annotation (read from the live PodSnapshot only when the cache saw one).
+
+        An annotation is converted only when snapready's old field manager last wrote it, it
+        names GKE's origin pod, and its fingerprint equals the origin pod's stamped
+        ``<prefix>spec-hash`` (live, else cached) where that pod is still known: a field
+        manager's name can be claimed by anyone who could patch PodSnapshots then, a stamped
+        hash cannot (the ownership webhook guards it). With the origin pod gone from both, the
+        annotation is all there is, and it is converted (README "Security" names this).
+        """
         if view.legacy:
             path = f"{api}/namespaces/{view.namespace}/podsnapshots/{view.name}"
             metadata = mapping(self.transport.get(path).get("metadata"))
             value = mapping(metadata.get("annotations")).get(self.key)
             old = OriginRecord.from_json(value)
+            stamped = self._stamped(view, state)
             if (
                 old is not None
                 and metadata.get("uid") == view.uid
                 and old.pod == view.origin_pod
                 and _ours(metadata, self.key)
+                and (stamped is None or stamped == old.spec_hash)
             ):
                 node_name = view.origin_node or old.node_name
                 converted = replace(
@@ -369,6 +384,19 @@ class OriginRecorder(Worker):
                 view.name,
             )
         return self._rebuild(view, state), False
+
+    def _stamped(self, view: SnapshotView, state: ClusterState) -> str | None:
+        """The origin pod's stamped ``<prefix>spec-hash``: from the live pod, else the pod
+        cache; None when the pod is unknown or was never stamped."""
+        if not view.origin_pod:
+            return None
+        try:
+            pod = self.transport.get(f"/api/v1/namespaces/{view.namespace}/pods/{view.origin_pod}")
+        except NotServed:
+            cached = state.pods.get(f"{view.namespace}/{view.origin_pod}")
+            return cached.spec_hash if cached is not None else None
+        value = mapping(mapping(pod.get("metadata")).get("annotations")).get(self.stamp)
+        return value if isinstance(value, str) and value else None
 
     def _rebuild(self, view: SnapshotView, state: ClusterState) -> OriginRecord:
         """A record from the pod ``origin-pod`` names, if it already existed when the
@@ -402,7 +430,25 @@ class OriginRecorder(Worker):
             )
             if cached is not None and not _before(cached.created, taken):
                 return build_record(replace(view, origin_pod=None), None, state)
-        return build_record(view, pod, state, config)
+        record = build_record(view, pod, state, config)
+        stamped = (
+            mapping(mapping(pod.get("metadata")).get("annotations")).get(self.stamp)
+            if (pod is not None)
+            else None
+        )
+        if isinstance(stamped, str) and stamped and record.spec_hash != stamped:
+            # Changed in place since admission (an image patch, a dev.gvisor.* annotation):
+            # what it looked like at the checkpoint is unknown, never guessed from today's pod.
+            log.warning(
+                "origin pod %s of PodSnapshot %s/%s changed since admission (its fingerprint "
+                "is no longer its stamped %s): fingerprint recorded as unknown",
+                view.origin_pod,
+                view.namespace,
+                view.name,
+                self.stamp,
+            )
+            record = replace(record, spec_hash=None, fields={})
+        return record
 
     def _config(
         self, namespace: str, pod: RawObject, state: ClusterState

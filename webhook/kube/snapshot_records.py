@@ -76,26 +76,55 @@ class RecordView:
     converted: bool = False
 
 
+MAX_FIELDS = 8192
+"""``spec.fields`` ``maxProperties`` in the CRD (~10 per container; ``injection.max_containers``
+is 500): more, and the digests are dropped (the fingerprint stays)."""
+MAX_CONFIG = 2048
+"""``spec.config`` ``maxItems`` in the CRD: more, and the consumed configuration is unknown."""
+MAX_TEXT = 253
+"""``maxLength`` of names and node facts in the CRD: a longer value is unknown (null)."""
+MAX_UID = 128
+
+
+def _bounded(value: str | None, limit: int = MAX_TEXT) -> str | None:
+    return value if value is None or len(value) <= limit else None
+
+
 def record_spec(record: OriginRecord, snapshot: SnapshotView, *, converted: bool) -> RawObject:
     """The ``spec`` of a SnapshotRecord for ``record`` of ``snapshot`` (JSON-ready dict).
 
     Every key is present (null: unknown), so ``kubectl get -o yaml`` shows what is not known.
+    Within the CRD's bounds, so the API server never refuses a record snapready builds: a value
+    beyond them (a tenant's 300-character ownerReference, 9,000 field digests) is unknown instead
+    (``MAX_FIELDS``, ``MAX_CONFIG``, ``MAX_TEXT``).
     """
     workload = record.workload
+    if workload is not None and (
+        not workload.kind
+        or not workload.name
+        or _bounded(workload.kind) is None
+        or _bounded(workload.name) is None
+        or _bounded(workload.uid, MAX_UID) is None
+    ):
+        workload = None
+    config = record.config
+    if config is not None and len(config) > MAX_CONFIG:
+        config = None
+    fields = dict(record.fields) if len(record.fields) <= MAX_FIELDS else {}
     return {
         "snapshot": {"name": snapshot.name, "uid": snapshot.uid, "policy": snapshot.policy},
-        "originPod": record.pod,
-        "originNode": record.node_name,
+        "originPod": _bounded(record.pod),
+        "originNode": _bounded(record.node_name),
         "nodeFrom": record.node_from,
-        "triggeredBy": record.triggered_by,
+        "triggeredBy": _bounded(record.triggered_by),
         "specHash": record.spec_hash,
-        "fields": dict(record.fields),
-        "node": {key: record.node.get(key) for key in NODE_KEYS},
+        "fields": fields,
+        "node": {key: _bounded(record.node.get(key)) for key in NODE_KEYS},
         "group": dict(record.group),
         "workload": None
         if workload is None
         else {"kind": workload.kind, "name": workload.name, "uid": workload.uid},
-        "config": None if record.config is None else [ref.to_json() for ref in record.config],
+        "config": None if config is None else [ref.to_json() for ref in config],
         "convertedFrom": "annotation" if converted else None,
     }
 
@@ -143,8 +172,9 @@ def record_view(obj: RawObject) -> RecordView | None:
 
 
 def record_from_spec(spec: Mapping[str, Any]) -> OriginRecord:
-    """The ``OriginRecord`` a SnapshotRecord's ``spec`` holds (entries of another shape are
-    dropped; the CRD's structural schema already refuses them on the API server)."""
+    """The ``OriginRecord`` a SnapshotRecord's ``spec`` holds; entries of another shape are
+    dropped (the CRD's schema refuses most of them on the API server, but not every reader
+    gets its objects from there)."""
     fields, node, group = (mapping(spec.get(key)) for key in ("fields", "node", "group"))
     workload = mapping(spec.get("workload"))
     kind, name = _str(workload.get("kind")), _str(workload.get("name"))

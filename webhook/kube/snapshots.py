@@ -148,8 +148,7 @@ class OriginRecord:
             if self.workload is None
             else {"kind": self.workload.kind, "name": self.workload.name, "uid": self.workload.uid},
         }
-        # Always present (null: unknown), so an unsigned record without the key is one written
-        # before records were signed (``cluster.origins``).
+        # Always present (null: unknown), as the annotation of the last version that wrote it.
         document["config"] = None if self.config is None else [ref.to_json() for ref in self.config]
         return orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
 

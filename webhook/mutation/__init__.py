@@ -36,7 +36,6 @@ from webhook.base.config import Settings
 from webhook.base.types import RawObject
 from webhook.kube.responses import (
     Decision,
-    allowed,
     bounded_lines,
     bounded_warnings,
     denied,
@@ -114,7 +113,10 @@ def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:
 def _mutation_decision(pod: RawObject, ctx: PodContext) -> Decision:
     limit = ctx.settings.injection.max_containers
     if container_count(ctx.spec) > limit:
-        return allowed(warnings=(too_many_containers_message(limit),))
+        # Not mutated, not stamped, but still no forged snapready.io/ key on it.
+        draft = Draft(pod)
+        drop_foreign_keys(draft, ctx)
+        return patched(draft.ops, warnings=(too_many_containers_message(limit),))
     inject = injection_wanted(ctx.metadata, ctx.settings)
     warnings: tuple[str, ...] = ()
     problems = collisions(ctx) if inject else []
