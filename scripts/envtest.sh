@@ -18,14 +18,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MODDIR="$ROOT/envtest"
 ETCD_MODDIR="$MODDIR/etcd"
 
-log() {
-	printf 'envtest: %s\n' "$*" >&2
-}
-
-die() {
-	log "error: $*"
-	exit 1
-}
+NAME=envtest
+ENV_PREFIX=SNAPREADY_ENVTEST
+# shellcheck source=scripts/gocache.sh
+. "$ROOT/scripts/gocache.sh"
 
 # The version a go.mod requires for a module (the `require x v` line or the one in a require block).
 required_version() {
@@ -35,14 +31,6 @@ required_version() {
 	' "$1"
 }
 
-sha256() {
-	if command -v sha256sum >/dev/null 2>&1; then
-		sha256sum | cut -d' ' -f1
-	else
-		shasum -a 256 | cut -d' ' -f1
-	fi
-}
-
 K8S_VERSION=$(required_version "$MODDIR/go.mod" k8s.io/kubernetes)
 ETCD_VERSION=$(required_version "$ETCD_MODDIR/go.mod" go.etcd.io/etcd/server/v3)
 [ -n "$K8S_VERSION" ] || die "no k8s.io/kubernetes requirement in $MODDIR/go.mod"
@@ -50,7 +38,7 @@ ETCD_VERSION=$(required_version "$ETCD_MODDIR/go.mod" go.etcd.io/etcd/server/v3)
 SUM_HASH=$(cat "$MODDIR/go.sum" "$ETCD_MODDIR/go.sum" | sha256 | cut -c1-12)
 
 CACHE_ROOT=${SNAPREADY_ENVTEST_CACHE:-$HOME/.cache/snapready/envtest}
-ASSETS="$CACHE_ROOT/k8s-${K8S_VERSION#v}-etcd-${ETCD_VERSION#v}-$SUM_HASH"
+FOLDER="$CACHE_ROOT/k8s-${K8S_VERSION#v}-etcd-${ETCD_VERSION#v}-$SUM_HASH"
 BINARIES="etcd kube-apiserver kube-controller-manager"
 
 complete() {
@@ -61,33 +49,11 @@ complete() {
 }
 
 done_with() {
-	echo "KUBEBUILDER_ASSETS=$ASSETS"
+	echo "KUBEBUILDER_ASSETS=$FOLDER"
 	exit 0
 }
 
-complete "$ASSETS" && done_with
-
-mkdir -p "$CACHE_ROOT"
-# Serialise concurrent builds (two shells, two test runs): the second one waits, then reuses.
-if command -v flock >/dev/null 2>&1; then
-	exec 9>"$CACHE_ROOT/.lock"
-	if ! flock -n 9; then
-		log "another envtest build holds $CACHE_ROOT/.lock; waiting for it"
-		flock 9
-	fi
-	complete "$ASSETS" && done_with
-fi
-
-command -v go >/dev/null 2>&1 || die "go is not installed (https://go.dev/dl/): it builds the envtest binaries"
-
-cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
-[ "$cpus" -le 4 ] || cpus=4
-JOBS=${SNAPREADY_ENVTEST_JOBS:-$cpus}
-
-# Modules come from the module proxy only, checked against the committed go.sum (and sum.golang.org).
-export GOPROXY="${SNAPREADY_ENVTEST_GOPROXY:-https://proxy.golang.org}"
-export GOFLAGS="-buildvcs=false -mod=readonly"
-export CGO_ENABLED=0
+prepare_build
 
 # What Kubernetes' hack/lib/version.sh stamps into its release binaries (/version, --version).
 k8s_minor=${K8S_VERSION#v*.}
@@ -100,10 +66,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ldflags="$ldflags -X $pkg.gitMinor=$k8s_minor -X $pkg.gitTreeState=clean"
 done
 
-BUILD=$(mktemp -d "$CACHE_ROOT/.build.XXXXXX")
-trap 'rm -rf "$BUILD"' EXIT
-
-log "building into $ASSETS ($(go version | cut -d' ' -f3), go build -p $JOBS; a cold build takes many minutes)"
+log "building into $FOLDER ($(go version | cut -d' ' -f3), go build -p $JOBS; a cold build takes many minutes)"
 started=$(date +%s)
 
 build() { # build <binary> <module dir> <package> [ldflags]
@@ -119,13 +82,6 @@ build etcd "$ETCD_MODDIR" . "-s -w"
 build kube-apiserver "$MODDIR" k8s.io/kubernetes/cmd/kube-apiserver "$ldflags"
 build kube-controller-manager "$MODDIR" k8s.io/kubernetes/cmd/kube-controller-manager "$ldflags"
 
-# A stale, incomplete folder of the same name is moved aside first: the final rename is atomic.
-chmod 755 "$BUILD" # mktemp made it private
-if [ -e "$ASSETS" ]; then
-	mv "$ASSETS" "$BUILD/stale"
-fi
-mv "$BUILD" "$ASSETS"
-rm -rf "$ASSETS/stale"
-trap - EXIT
+install_build
 log "built in $(($(date +%s) - started))s"
 done_with

@@ -16,24 +16,16 @@ set -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MODDIR="$ROOT/gvisor"
 
-log() {
-	printf 'runsc: %s\n' "$*" >&2
-}
-
-die() {
-	log "error: $*"
-	exit 1
-}
+NAME=runsc
+ENV_PREFIX=SNAPREADY_RUNSC
+# shellcheck source=scripts/gocache.sh
+. "$ROOT/scripts/gocache.sh"
 
 # The version gvisor/go.mod requires for gvisor.dev/gvisor.
 GVISOR_VERSION=$(awk '$1 == "require" && $2 == "gvisor.dev/gvisor" { print $3; exit }' "$MODDIR/go.mod")
 [ -n "$GVISOR_VERSION" ] || die "no 'require gvisor.dev/gvisor' line in $MODDIR/go.mod"
 
-if command -v sha256sum >/dev/null 2>&1; then
-	SUM_HASH=$(sha256sum <"$MODDIR/go.sum" | cut -c1-12)
-else
-	SUM_HASH=$(shasum -a 256 <"$MODDIR/go.sum" | cut -c1-12)
-fi
+SUM_HASH=$(sha256 <"$MODDIR/go.sum" | cut -c1-12)
 
 CACHE_ROOT=${SNAPREADY_RUNSC_CACHE:-$HOME/.cache/snapready/runsc}
 FOLDER="$CACHE_ROOT/gvisor-${GVISOR_VERSION#v}-$SUM_HASH"
@@ -51,32 +43,7 @@ done_with() {
 	exit 0
 }
 
-complete "$FOLDER" && done_with
-
-mkdir -p "$CACHE_ROOT"
-# Serialise concurrent builds (two shells, two test runs): the second one waits, then reuses.
-if command -v flock >/dev/null 2>&1; then
-	exec 9>"$CACHE_ROOT/.lock"
-	if ! flock -n 9; then
-		log "another runsc build holds $CACHE_ROOT/.lock; waiting for it"
-		flock 9
-	fi
-	complete "$FOLDER" && done_with
-fi
-
-command -v go >/dev/null 2>&1 || die "go is not installed (https://go.dev/dl/, 1.26 or newer): it builds runsc"
-
-cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
-[ "$cpus" -le 4 ] || cpus=4
-JOBS=${SNAPREADY_RUNSC_JOBS:-$cpus}
-
-# Modules come from the module proxy only, checked against the committed go.sum (and sum.golang.org).
-export GOPROXY="${SNAPREADY_RUNSC_GOPROXY:-https://proxy.golang.org}"
-export GOFLAGS="-buildvcs=false -mod=readonly"
-export CGO_ENABLED=0
-
-BUILD=$(mktemp -d "$CACHE_ROOT/.build.XXXXXX")
-trap 'rm -rf "$BUILD"' EXIT
+prepare_build
 
 log "building runsc $GVISOR_VERSION into $FOLDER ($(go version | cut -d' ' -f3), go build -p $JOBS; a cold build takes about 5 minutes on 2 CPUs)"
 started=$(date +%s)
@@ -86,13 +53,6 @@ started=$(date +%s)
 	-o "$BUILD/runsc" gvisor.dev/gvisor/runsc) || die "go build of gvisor.dev/gvisor/runsc failed"
 complete "$BUILD" || die "$BUILD/runsc --version does not print 'runsc version $GVISOR_VERSION'"
 
-# A stale, incomplete folder of the same name is moved aside first: the final rename is atomic.
-chmod 755 "$BUILD" # mktemp made it private
-if [ -e "$FOLDER" ]; then
-	mv "$FOLDER" "$BUILD/stale"
-fi
-mv "$BUILD" "$FOLDER"
-rm -rf "$FOLDER/stale"
-trap - EXIT
+install_build
 log "built in $(($(date +%s) - started))s: $("$FOLDER/runsc" --version 2>&1 | head -n 1)"
 done_with

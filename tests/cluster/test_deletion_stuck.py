@@ -13,7 +13,7 @@ from typing import Any, cast
 from webhook.cluster.events import Event, EventRecorder
 from webhook.cluster.restores import RestoreTracker
 from webhook.kube.snapshots import SnapshotIndex, SnapshotView
-from webhook.kube.state import ClusterState
+from webhook.kube.state import ClusterState, NodeView
 
 DELETED_AT = "2026-12-01T10:00:00Z"
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC).timestamp()
@@ -27,8 +27,18 @@ class Recorded:
         self.events.append(event)
 
 
-def tracker(views: list[SnapshotView], now: float, leader: bool = True) -> tuple[Any, Recorded]:
-    state = ClusterState(snapshots=SnapshotIndex.build(views), snapshots_known=True, synced=True)
+def tracker(
+    views: list[SnapshotView],
+    now: float,
+    leader: bool = True,
+    nodes: dict[str, NodeView] | None = None,
+) -> tuple[Any, Recorded]:
+    state = ClusterState(
+        snapshots=SnapshotIndex.build(views),
+        snapshots_known=True,
+        synced=True,
+        nodes=nodes or {},
+    )
     events = Recorded()
     found = RestoreTracker(
         cast("EventRecorder", events),
@@ -78,35 +88,12 @@ def test_the_warning_names_the_node_whose_agent_holds_the_finalizer() -> None:
     """Issue 31 deliverable 5: GKE's node agent on the origin node releases the finalizer
     (domain.md section 10); the note names that node (GKE's origin-node annotation) and says
     when it is gone from the cluster (scaled down), and the deletion is reported once."""
-    from webhook.kube.state import NodeView  # noqa: PLC0415
-
     stuck = SnapshotView(
-        "ns",
-        "stuck",
-        "p",
-        None,
-        True,
-        "",
-        "2026-12-01T09:00:00Z",
-        deleting_since=DELETED_AT,
-        origin_node="gke-pool-a-1",
-    )
-    state = ClusterState(
-        snapshots=SnapshotIndex.build([stuck]),
-        snapshots_known=True,
-        synced=True,
-        nodes={"gke-pool-b-7": NodeView("pool-b")},
-    )
-    events = Recorded()
-    found = RestoreTracker(
-        cast("EventRecorder", events),
-        state=lambda: state,
-        is_leader=lambda: True,
-        lock=threading.Lock(),
-        on_change=lambda: None,
-        clock=lambda: T0 + 1004,  # 16m44s, as observed on GKE
-        deletion_stuck_seconds=600,
-    )
+        "ns", "stuck", "p", None, True, "", "2026-12-01T09:00:00Z",
+        deleting_since=DELETED_AT, origin_node="gke-pool-a-1",
+    )  # fmt: skip
+    # 16m44s, as observed on GKE; only another pool's node is left in the cluster.
+    found, events = tracker([stuck], T0 + 1004, nodes={"gke-pool-b-7": NodeView("pool-b")})
     found.step()
     found.step()
     [event] = events.events

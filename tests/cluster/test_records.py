@@ -27,23 +27,25 @@ from tests.cluster.test_snapshots import (
     make_env,
     take_snapshot,
 )
+from tests.cluster.test_snapshots import env as env  # noqa: PLC0414 - the fixture, shared
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import service_account_token, wait_for
 from tests.support.records import get_record, records_in, view_of, wait_record
-from webhook.kube.snapshots import OriginRecord
+from webhook.kube.snapshots import OriginRecord, SnapshotView
 
 RECORDS = ("snapready.io", "v1alpha1", "snapshotrecords")
 
 
-@pytest.fixture
-def env(
-    control_plane: ControlPlane,
-    kube_admin: client.ApiClient,
-    namespace: str,
-    podsnapshot_crds: list[str],
-) -> Any:
-    with make_env(control_plane, kube_admin, namespace) as made:
-        yield made
+def wait_cached(env: Env, name: str) -> SnapshotView:
+    """Until every replica's cache has PodSnapshot ``name`` with its record; that view."""
+
+    def cached() -> SnapshotView | None:
+        view = env.source.state().snapshots.named(env.namespace, name)
+        return view if view is not None and view.origin is not None else None
+
+    found = wait_for(f"the record of {name} cached", cached, timeout=10)
+    assert found is not None
+    return found
 
 
 def _snapshot(env: Env, name: str) -> dict[str, Any]:
@@ -124,17 +126,11 @@ def test_a_record_of_an_earlier_snapshot_of_the_same_name_is_replaced(env: Env) 
         return found is not None and view_of(found).snapshot_uid == new_uid
 
     wait_for("a record of the new snapshot", replaced, timeout=20)
-    view = env.source.state().snapshots.named(env.namespace, "snap-1")
-    # The origin pod was created before the new PodSnapshot: the record describes it.
-    wait_for(
-        "the new record cached",
-        lambda: (
-            (v := env.source.state().snapshots.named(env.namespace, "snap-1")) is not None
-            and v.origin is not None
-        ),
-        timeout=10,
-    )
-    assert view is None or view.uid in ("", new_uid)
+    # The origin pod was created before the new PodSnapshot: the new record describes it, and
+    # the cache believes it for the new uid only.
+    view = wait_cached(env, "snap-1")
+    assert view.uid == new_uid and view.origin is not None
+    assert view.origin.spec_hash == env.origin_hash
 
 
 def test_an_older_snapreadys_annotation_is_converted_once(
@@ -365,14 +361,7 @@ def test_an_origin_pod_changed_in_place_is_recorded_with_an_unknown_fingerprint(
     )
     record = view_of(wait_record(env.api, env.namespace, "late")).record
     assert record.pod == "origin" and record.spec_hash is None and not record.fields
-    wait_for(
-        "the record cached",
-        lambda: (
-            (v := env.source.state().snapshots.named(env.namespace, "late")) is not None
-            and v.origin is not None
-        ),
-        timeout=10,
-    )
+    wait_cached(env, "late")
     for name, changes in (("new", {"container": {"image": image}}), ("old", {})):
         annotations = env.annotations(env.pod(name, **changes))
         assert annotations["snapready.io/restore-prediction"] != "hit", name
@@ -383,7 +372,7 @@ def test_records_beyond_the_crd_bounds_are_accepted_as_unknown(env: Env) -> None
     characters) or 9,000 field digests become unknown instead of a 422 the leader would never
     retry."""
     from webhook.kube.snapshot_records import record_object  # noqa: PLC0415
-    from webhook.kube.snapshots import SnapshotView, WorkloadRef  # noqa: PLC0415
+    from webhook.kube.snapshots import WorkloadRef  # noqa: PLC0415
 
     huge = OriginRecord(
         pod="p",

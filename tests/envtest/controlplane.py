@@ -474,26 +474,22 @@ class ControlPlane:
 
     def api_client(self) -> kubernetes.client.ApiClient:
         """A ``kubernetes.client.ApiClient`` authenticated as admin (``system:masters``)."""
-        import kubernetes.client  # noqa: PLC0415
-
-        configuration = kubernetes.client.Configuration()
-        configuration.host = self.url
-        configuration.ssl_ca_cert = str(self.ca_file)
-        configuration.cert_file = str(self.client_cert)
-        configuration.key_file = str(self.client_key)
-        configuration.verify_ssl = True
-        return kubernetes.client.ApiClient(configuration)
+        return self._cert_client(self.client_cert, self.client_key)
 
     def gke_client(self) -> kubernetes.client.ApiClient:
         """A ``kubernetes.client.ApiClient`` authenticated as GKE's snapshot controller
         (:data:`GKE_CONTROLLER`): what GKE writes (PodSnapshots, their status) is written so."""
+        return self._cert_client(self.gke_cert, self.gke_key)
+
+    def _cert_client(self, cert: Path, key: Path) -> kubernetes.client.ApiClient:
+        """An ``ApiClient`` presenting the client certificate ``cert``/``key``."""
         import kubernetes.client  # noqa: PLC0415
 
         configuration = kubernetes.client.Configuration()
         configuration.host = self.url
         configuration.ssl_ca_cert = str(self.ca_file)
-        configuration.cert_file = str(self.gke_cert)
-        configuration.key_file = str(self.gke_key)
+        configuration.cert_file = str(cert)
+        configuration.key_file = str(key)
         configuration.verify_ssl = True
         return kubernetes.client.ApiClient(configuration)
 

@@ -19,7 +19,7 @@ from tests.gvisor.environments import (
     REPORTED,
     THIRD,
 )
-from tests.gvisor.test_helpers_sh import IMAGE_FILES, restored, trigger
+from tests.gvisor.test_helpers_sh import IMAGE_FILES, checkpointed, restored, trigger
 from tests.support.gvisor import Container, Rootfs, Runsc, image_files, oci_spec, parse_environ
 
 ADDED_NAMES = ["my.var"]
@@ -53,9 +53,7 @@ def assert_rehydrated(container: Container, calls: int, expected: dict[str, byte
 def test_on_restore_refreshes_os_environ_and_calls_back_once(
     runsc: Runsc, debian: Rootfs, tmp_path: Path
 ) -> None:
-    original = runsc.run(app_spec(debian, BASE))
-    original.wait_for(r"^waiting 0$")
-    runsc.checkpoint(original, tmp_path / "image", leave_running=False)
+    checkpointed(runsc, app_spec(debian, BASE), tmp_path / "image")
 
     copy = restored(runsc, tmp_path / "image", app_spec(debian, NEW))
 
@@ -68,9 +66,7 @@ def test_on_restore_refreshes_os_environ_and_calls_back_once(
 def test_a_restored_copy_checkpoints_and_restores_again(
     runsc: Runsc, debian: Rootfs, tmp_path: Path
 ) -> None:
-    original = runsc.run(app_spec(debian, BASE))
-    original.wait_for(r"^waiting 0$")
-    runsc.checkpoint(original, tmp_path / "one", leave_running=False)
+    checkpointed(runsc, app_spec(debian, BASE), tmp_path / "one")
     first = restored(runsc, tmp_path / "one", app_spec(debian, NEW))
     first.wait_for(r"^waiting 1$")
 

@@ -44,6 +44,15 @@ def loop_spec(
     return oci_spec(rootfs, args, env, app_dir=PROGRAMS, annotations=annotations)
 
 
+def checkpointed(runsc: Runsc, spec: dict[str, object], image: Path) -> Container:
+    """Run ``spec`` until its loop waits for the first checkpoint, then checkpoint it into
+    ``image`` (the sandbox stops); the container that was checkpointed."""
+    original = runsc.run(spec)
+    original.wait_for(r"^waiting 0$")
+    runsc.checkpoint(original, image, leave_running=False)
+    return original
+
+
 def restored(runsc: Runsc, image: Path, spec: dict[str, object]) -> Container:
     container, status = runsc.restore(image, spec, NEW_RAW)
     assert status == 0, container.stderr.read_text()
@@ -65,9 +74,7 @@ def assert_rehydrated(container: Container, cycle: int, expected: dict[str, byte
 def test_restore_lays_the_restoring_pods_env_over_the_shell(
     runsc: Runsc, shell_rootfs: Rootfs, tmp_path: Path
 ) -> None:
-    original = runsc.run(loop_spec(shell_rootfs, BASE))
-    original.wait_for(r"^waiting 0$")
-    runsc.checkpoint(original, tmp_path / "image", leave_running=False)
+    checkpointed(runsc, loop_spec(shell_rootfs, BASE), tmp_path / "image")
     assert image_files(tmp_path / "image") == IMAGE_FILES
 
     copy = restored(runsc, tmp_path / "image", loop_spec(shell_rootfs, NEW))
@@ -79,9 +86,7 @@ def test_restore_lays_the_restoring_pods_env_over_the_shell(
 def test_a_restored_copy_checkpoints_and_restores_again(
     runsc: Runsc, shell_rootfs: Rootfs, tmp_path: Path
 ) -> None:
-    original = runsc.run(loop_spec(shell_rootfs, BASE))
-    original.wait_for(r"^waiting 0$")
-    runsc.checkpoint(original, tmp_path / "one", leave_running=False)
+    checkpointed(runsc, loop_spec(shell_rootfs, BASE), tmp_path / "one")
     first = restored(runsc, tmp_path / "one", loop_spec(shell_rootfs, NEW))
     first.wait_for(r"^waiting 1$")
 

@@ -249,7 +249,7 @@ class OriginRecorder(Worker):
         how many were written.
 
         Each PodSnapshot (by uid) is handled once: a permanent refusal (a 4xx such as 403 or
-        422) is logged and not retried until the snapshot changes (no storm); a transient one
+        422) is logged and not retried for that PodSnapshot (no storm); a transient one
         (5xx, unreachable, a lost Lease, 409) is retried on the next pass. A snapshot being
         deleted gets no record.
         """
@@ -346,7 +346,8 @@ class OriginRecorder(Worker):
         self, api: str, view: SnapshotView, state: ClusterState
     ) -> tuple[OriginRecord, bool]:
         """The record of ``view`` and whether it was converted from an older snapready's
-        annotation (read from the live PodSnapshot only when the cache saw one).
+        annotation (read from the live PodSnapshot only when the cache saw one). The origin pod
+        is read once (a GET) for both.
 
         An annotation is converted only when snapready's old field manager last wrote it, it
         names GKE's origin pod, and its fingerprint equals the origin pod's stamped
@@ -355,23 +356,26 @@ class OriginRecorder(Worker):
         hash cannot (the ownership webhook guards it). With the origin pod gone from both, the
         annotation is all there is, and it is converted (README "Security" names this).
         """
+        pod = self._origin_pod(view)
         if view.legacy:
             path = f"{api}/namespaces/{view.namespace}/podsnapshots/{view.name}"
             metadata = mapping(self.transport.get(path).get("metadata"))
-            value = mapping(metadata.get("annotations")).get(self.key)
-            old = OriginRecord.from_json(value)
-            stamped = self._stamped(view, state)
+            old = OriginRecord.from_json(mapping(metadata.get("annotations")).get(self.key))
+            cached = state.pods.get(f"{view.namespace}/{view.origin_pod}")
+            if pod is not None:
+                stamped = self._stamp(pod)
+            else:
+                stamped = cached.spec_hash if cached is not None else None
             if (
                 old is not None
                 and metadata.get("uid") == view.uid
                 and old.pod == view.origin_pod
                 and _ours(metadata, self.key)
-                and (stamped is None or stamped == old.spec_hash)
+                and (not stamped or stamped == old.spec_hash)
             ):
-                node_name = view.origin_node or old.node_name
                 converted = replace(
                     old,
-                    node_name=node_name,
+                    node_name=view.origin_node or old.node_name,
                     node_from="gke" if view.origin_node else old.node_from,
                     triggered_by=view.triggered_by,
                 )
@@ -383,35 +387,31 @@ class OriginRecorder(Worker):
                 view.namespace,
                 view.name,
             )
-        return self._rebuild(view, state), False
+        return self._rebuild(view, state, pod), False
 
-    def _stamped(self, view: SnapshotView, state: ClusterState) -> str | None:
-        """The origin pod's stamped ``<prefix>spec-hash``: from the live pod, else the pod
-        cache; None when the pod is unknown or was never stamped."""
+    def _origin_pod(self, view: SnapshotView) -> RawObject | None:
+        """The live pod GKE names as the origin (one GET), None when none is named or it is
+        gone (404)."""
         if not view.origin_pod:
             return None
         try:
-            pod = self.transport.get(f"/api/v1/namespaces/{view.namespace}/pods/{view.origin_pod}")
+            return self.transport.get(f"/api/v1/namespaces/{view.namespace}/pods/{view.origin_pod}")
         except NotServed:
-            cached = state.pods.get(f"{view.namespace}/{view.origin_pod}")
-            return cached.spec_hash if cached is not None else None
+            return None
+
+    def _stamp(self, pod: RawObject) -> str | None:
+        """The fingerprint admission stamped on ``pod`` (``<prefix>spec-hash``), or None."""
         value = mapping(mapping(pod.get("metadata")).get("annotations")).get(self.stamp)
         return value if isinstance(value, str) and value else None
 
-    def _rebuild(self, view: SnapshotView, state: ClusterState) -> OriginRecord:
-        """A record from the pod ``origin-pod`` names, if it already existed when the
+    def _rebuild(
+        self, view: SnapshotView, state: ClusterState, pod: RawObject | None
+    ) -> OriginRecord:
+        """A record from the live origin ``pod`` (None: gone), if it already existed when the
         PodSnapshot was created (a pod created later, or re-created under that name, is not
-        its origin); else from the pod cache under the same rule; else a record of an unknown
-        origin."""
+        its origin) and still has the fingerprint admission stamped on it; else from the pod
+        cache under the same creation rule; else a record of an unknown origin."""
         taken = parse_time(view.created)
-        pod: RawObject | None = None
-        if view.origin_pod:
-            try:
-                pod = self.transport.get(
-                    f"/api/v1/namespaces/{view.namespace}/pods/{view.origin_pod}"
-                )
-            except NotServed:  # 404: the origin pod is gone
-                pod = None
         if pod is not None and not _before(
             mapping(pod.get("metadata")).get("creationTimestamp"), taken
         ):
@@ -423,20 +423,16 @@ class OriginRecorder(Worker):
                 view.name,
             )
             return build_record(replace(view, origin_pod=None), None, state)
-        config = self._config(view.namespace, pod, state) if pod is not None else None
         if pod is None:
             cached = (
                 state.pods.get(f"{view.namespace}/{view.origin_pod}") if view.origin_pod else None
             )
             if cached is not None and not _before(cached.created, taken):
                 return build_record(replace(view, origin_pod=None), None, state)
-        record = build_record(view, pod, state, config)
-        stamped = (
-            mapping(mapping(pod.get("metadata")).get("annotations")).get(self.stamp)
-            if (pod is not None)
-            else None
-        )
-        if isinstance(stamped, str) and stamped and record.spec_hash != stamped:
+            return build_record(view, None, state)
+        record = build_record(view, pod, state, self._config(view.namespace, pod, state))
+        stamped = self._stamp(pod)
+        if stamped is not None and record.spec_hash != stamped:
             # Changed in place since admission (an image patch, a dev.gvisor.* annotation):
             # what it looked like at the checkpoint is unknown, never guessed from today's pod.
             log.warning(

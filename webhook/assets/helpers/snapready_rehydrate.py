@@ -116,18 +116,28 @@ def wait_for_checkpoint(path: str | None = None) -> str:
         OSError: the file cannot be read.
     """
     file_path = _checkpoint_path(path)
+    fd = _open_checkpoint(file_path, os.O_RDONLY)
     try:
-        fd = os.open(file_path, os.O_RDONLY)
+        data = os.read(fd, _READ_SIZE)
+    finally:
+        os.close(fd)
+    return _answer(data)
+
+
+def _open_checkpoint(file_path: str, flags: int) -> int:
+    """``os.open`` of the checkpoint file; a missing file says where to look."""
+    try:
+        return os.open(file_path, flags)
     except FileNotFoundError as error:
         raise FileNotFoundError(
             error.errno,
             f"{file_path} does not exist (not running in GKE Sandbox? set SNAPREADY_CHECKPOINT)",
             file_path,
         ) from None
-    try:
-        data = os.read(fd, _READ_SIZE)
-    finally:
-        os.close(fd)
+
+
+def _answer(data: bytes) -> str:
+    """What the checkpoint file returned, without surrounding whitespace and NUL bytes."""
     return data.decode("utf-8", "replace").strip("\0 \t\r\n")
 
 
@@ -152,13 +162,7 @@ def checkpoint_now(path: str | None = None) -> str:
     """
     file_path = _checkpoint_path(path)
     try:
-        fd = os.open(file_path, os.O_RDWR)
-    except FileNotFoundError as error:
-        raise FileNotFoundError(
-            error.errno,
-            f"{file_path} does not exist (not running in GKE Sandbox? set SNAPREADY_CHECKPOINT)",
-            file_path,
-        ) from None
+        fd = _open_checkpoint(file_path, os.O_RDWR)
     except PermissionError as error:
         raise PermissionError(
             error.errno,
@@ -171,7 +175,7 @@ def checkpoint_now(path: str | None = None) -> str:
         data = os.read(fd, _READ_SIZE)
     finally:
         os.close(fd)
-    return data.decode("utf-8", "replace").strip("\0 \t\r\n")
+    return _answer(data)
 
 
 def on_restore(
