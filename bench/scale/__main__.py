@@ -14,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.cluster.objects import RELEASE_NS
+from bench.cluster.webhooks import chart_objects, install_identity
 from bench.harness import proc
-from bench.harness.api import Api
+from bench.harness.api import Api, create
 from bench.harness.objects import Obj
 from bench.harness.plane import assets, run_in_folder, start_plane, versions
 from bench.harness.proc import MIB
@@ -105,6 +107,7 @@ class Run:
     planes: list[ControlPlane] = field(default_factory=list)
     servers: list[Snapready] = field(default_factory=list)
     apis: list[Api] = field(default_factory=list)
+    kubeconfigs: dict[str, Path] = field(default_factory=dict)
 
     @property
     def certs(self) -> Path:
@@ -113,9 +116,21 @@ class Run:
     def say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.began:5.0f} s] {text}", flush=True)
 
-    def serve(self, label: str, plane: ControlPlane, settle_s: float) -> Snapready:
-        """Start snapready on ``plane``; wait until ready; RSS now and ``settle_s`` later."""
-        server = serve.start(label, plane, self.certs, self.tmp)
+    def identity(self, plane: ControlPlane, api: Api) -> Path:
+        """snapready's ServiceAccount on ``plane`` with the chart's RBAC (created once per
+        plane): a kubeconfig with its token. snapready never runs as admin here either."""
+        key = str(plane.directory)
+        if key not in self.kubeconfigs:
+            create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NS}})
+            folder = self.tmp / f"identity-{len(self.kubeconfigs)}"
+            folder.mkdir(parents=True, exist_ok=True)
+            self.kubeconfigs[key] = install_identity(api, plane, chart_objects(False), folder)
+        return self.kubeconfigs[key]
+
+    def serve(self, label: str, plane: ControlPlane, api: Api, settle_s: float) -> Snapready:
+        """Start snapready on ``plane`` as its ServiceAccount; wait until ready; RSS now and
+        ``settle_s`` later."""
+        server = serve.start(label, plane, self.identity(plane, api), self.certs, self.tmp)
         self.servers.append(server)
         serve.wait_synced(server, self.certs / "ca.crt", self.args.ready_timeout)
         f = server.figures
@@ -179,7 +194,7 @@ def measure(run: Run) -> int:
     plan = make_plan(sizes)
     planes, apis, described = start_planes(run)
     run.say("snapready on the empty cluster")
-    empty = run.serve("empty", planes["empty"], args.settle)
+    empty = run.serve("empty", planes["empty"], apis["empty"], args.settle)
 
     run.say(f"scale cluster: {sizes.namespaces} namespaces with a policy each")
     set_up_base(planes["scale"], apis["scale"], plan.namespaces)
@@ -206,7 +221,9 @@ def measure(run: Run) -> int:
         )
         run.say(f"  {count} {name} in {create_s[name]:.0f} s ({count / create_s[name]:.0f}/s)")
         if args.stages and name != "snapshots":
-            stage = run.serve(f"stage-{name}", planes["scale"], min(args.settle, 10.0))
+            stage = run.serve(
+                f"stage-{name}", planes["scale"], apis["scale"], min(args.settle, 10.0)
+            )
             run.stop(stage)
             stages.append((name, stage.figures))
     # snapready's SnapshotRecords of 9 in 10 snapshots, as its leader writes them (GKE's guard
@@ -226,7 +243,7 @@ def measure(run: Run) -> int:
     with contextlib.suppress(OSError):
         run.say(f"etcd database {database.stat().st_size / MIB:.0f} MiB (quota: etcd's 2 GiB)")
     run.say("snapready on the scale cluster")
-    scale = run.serve("scale", planes["scale"], args.settle)
+    scale = run.serve("scale", planes["scale"], apis["scale"], args.settle)
     run.say(f"admission latency: {args.requests} POST /mutate per server, {args.rounds} rounds")
     body = review_body(run.tmp)
     latency = measure_latency(
@@ -241,7 +258,7 @@ def measure(run: Run) -> int:
         for server in list(run.servers):
             run.stop(server)
         run.say("heap of the caches on the scale cluster (in-process, tracemalloc):")
-        print(heap_report(planes["scale"]))
+        print(heap_report(run.identity(planes["scale"], apis["scale"])))
     print(f"\ntotal wall time {time.monotonic() - run.began:.0f} s")
     return 0
 

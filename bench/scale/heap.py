@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -23,7 +24,6 @@ import orjson
 from bench.harness import proc
 from bench.harness.objects import ROOT, Obj
 from bench.harness.stats import markdown_table
-from tests.envtest.controlplane import ControlPlane
 from webhook.base.config import load_settings
 from webhook.cluster.caches import ClusterSource, timing_from
 from webhook.cluster.client import KubeTransport, api_client
@@ -112,10 +112,11 @@ def list_cost(transport: Any, path: str, settings: Any) -> dict[str, int]:
     return {"list_peak": peak, "json": size}
 
 
-def heap_report(plane: ControlPlane) -> str:
-    """Run :func:`heap_child` against ``plane`` in a child process; its figures as tables."""
+def heap_report(kubeconfig: Path) -> str:
+    """Run :func:`heap_child` with ``kubeconfig`` (snapready's ServiceAccount) in a child
+    process; its figures as tables."""
     out = subprocess.run(
-        [sys.executable, "-m", "bench.scale.heap", str(plane.admin_kubeconfig)],
+        [sys.executable, "-m", "bench.scale.heap", str(kubeconfig)],
         capture_output=True,
         text=True,
         check=False,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.cluster.objects import RELEASE, RELEASE_NS
 from bench.harness import proc
 from bench.harness.objects import Obj
 from bench.harness.servers import Launcher, Server, stop_servers, wait_ready
@@ -61,14 +62,18 @@ class Snapready:
         return self.server.process.pid
 
 
-def start(label: str, plane: ControlPlane, certs: Path, tmp: Path) -> Snapready:
-    """``snapready serve --source kube`` against ``plane`` as admin; recorded in the plane's
-    descriptor, so its watchdog stops it too if the bench dies."""
+def start(label: str, plane: ControlPlane, kubeconfig: Path, certs: Path, tmp: Path) -> Snapready:
+    """``snapready serve --source kube`` against ``plane`` with ``kubeconfig`` (snapready's
+    ServiceAccount with the chart's RBAC, its Lease in the chart's release namespace, as the
+    chart runs it); recorded in the plane's descriptor, so its watchdog stops it too if the
+    bench dies."""
     port, metrics = free_port(), free_port()
-    args = ["--source", "kube", "--kubeconfig", str(plane.admin_kubeconfig), "--host",
+    args = ["--source", "kube", "--kubeconfig", str(kubeconfig), "--host",
             "127.0.0.1", "--port", str(port), "--cert-file", str(certs / "tls.crt"),
             "--key-file", str(certs / "tls.key"), "--metrics-port", str(metrics)]  # fmt: skip
-    server = Launcher(tmp, plane).snapready(f"snapready-{label}", args, port)
+    # The chart's Role lets its ServiceAccount hold the Lease `<fullname>` in its namespace.
+    env = {"POD_NAMESPACE": RELEASE_NS, "SNAPREADY_LEADER__LEASE_NAME": RELEASE}
+    server = Launcher(tmp, plane).snapready(f"snapready-{label}", args, port, **env)
     return Snapready(label, plane, server, Figures(label))
 
 

@@ -149,3 +149,30 @@ def test_missing_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     settings = make_settings(source={"kind": "kube", "kubeconfig": tmp_path / "absent"})
     with pytest.raises(ConfigError, match="cannot load kubeconfig"):
         build_engine(settings)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        pytest.param("garbage: [unclosed\n", "invalid YAML at line 2, column 1", id="broken-yaml"),
+        pytest.param("- a\n", "not a kubeconfig", id="a-list-not-a-mapping"),
+    ],
+)
+def test_a_kubeconfig_that_is_not_one_is_a_one_line_config_error(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    """``serve`` (through ``build_engine``) and ``status``/``explain`` (``connect``) answer a
+    broken kubeconfig with one line naming the file and what is wrong, never a parser's
+    several lines or a traceback."""
+    from webhook.cluster.client import connect  # noqa: PLC0415
+
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    settings = make_settings(source={"kind": "kube", "kubeconfig": path})
+    with pytest.raises(ConfigError) as served:
+        build_engine(settings)
+    with pytest.raises(ConfigError) as connected:
+        connect(path, request_timeout=5)
+    for raised in (served.value, connected.value):
+        assert says in str(raised) and str(path) in str(raised)
+        assert "\n" not in str(raised)

@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 import urllib3
+import yaml
 from kubernetes import client as kube_client
 from kubernetes import config as kube_config
 from kubernetes.watch.watch import iter_resp_lines
@@ -285,10 +286,24 @@ def api_client(settings: Settings) -> Any:
             kube_config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
             )
-    except (kube_config.ConfigException, OSError, ValueError, TypeError) as exc:
+    except (kube_config.ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as exc:
         where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster config"
-        raise ConfigError(f"cannot load {where}: {describe(exc)}") from None
+        raise ConfigError(f"cannot load {where}: {config_problem(exc)}") from None
     return kube_client.ApiClient(configuration)
+
+
+def config_problem(exc: BaseException) -> str:
+    """One line saying what is wrong with a kubeconfig: where its YAML breaks (a parser error
+    is several lines), that it is not a mapping (the client fails on a list with a TypeError
+    about indices), else ``describe``."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
+    if isinstance(exc, yaml.YAMLError):
+        return f"invalid YAML: {describe(exc)}"
+    if isinstance(exc, TypeError | AttributeError) and "indices" in str(exc):
+        return "not a kubeconfig (expected a YAML mapping with clusters, contexts and users)"
+    return describe(exc)
 
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -340,9 +355,16 @@ def connect(kubeconfig: Path | None, *, request_timeout: float) -> Connection:
                 client_configuration=configuration
             )
             namespace = _read_text(SERVICE_ACCOUNT_NAMESPACE)
-    except (kube_config.ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+    except (
+        kube_config.ConfigException,
+        OSError,
+        ValueError,
+        TypeError,
+        KeyError,
+        yaml.YAMLError,
+    ) as exc:
         hint = "" if config_file else " (no --kubeconfig, $KUBECONFIG or ~/.kube/config)"
-        raise ConfigError(f"cannot load {where}{hint}: {describe(exc)}") from None
+        raise ConfigError(f"cannot load {where}{hint}: {config_problem(exc)}") from None
     client = kube_client.ApiClient(configuration)
     return Connection(
         KubeTransport(client, request_timeout),

@@ -227,8 +227,9 @@ class SnapshotView:
             prune's DELETE; empty when unknown).
         origin_node: the node GKE names in ``podsnapshot.gke.io/origin-node``, or None.
         triggered_by: GKE's label ``gke-pod-snapshot-triggered-by`` (a manual trigger), or None.
-        legacy: it carries a readable ``<prefix>origin`` annotation written by an older
-            snapready (converted to a SnapshotRecord once by the leader).
+        legacy: it carries a ``<prefix>origin`` annotation, maybe written by an older
+            snapready (the leader reads it and converts it to a SnapshotRecord once, when it
+            is readable and checks out).
     """
 
     namespace: str
@@ -287,8 +288,8 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
     """Compact view of a PodSnapshot; None without namespace, name or ``spec.policyName``.
 
     ``origin`` stays None: records live in SnapshotRecords (``kube.snapshot_records``).
-    ``legacy`` says whether the ``<origin_annotation>`` of an older snapready is there to
-    convert; its value is not kept (the leader reads it when it converts).
+    ``legacy`` says whether an ``<origin_annotation>`` (an older snapready's) is there to
+    convert; its value is neither parsed nor kept here (the leader reads it when it converts).
     """
     metadata, spec = mapping(obj.get("metadata")), mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
@@ -324,7 +325,8 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         uid=_str(metadata.get("uid")) or "",
         origin_node=origin_node,
         triggered_by=_str(mapping(metadata.get("labels")).get(TRIGGERED_BY)),
-        legacy=OriginRecord.from_json(annotations.get(origin_annotation)) is not None,
+        # Presence only: the leader reads and checks the value when it converts (once).
+        legacy=bool(annotations.get(origin_annotation)),
     )
 
 
