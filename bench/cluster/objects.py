@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 
 from bench.harness.api import Api, create, install_crds, wait_service_accounts
+from bench.harness.identity import RELEASE_NS
 from bench.harness.objects import Obj, client_pod, example_policies
 
 POLICY_NS = "bench-snap"
 PLAIN_NS = "bench-plain"
-RELEASE = RELEASE_NS = "snapready"
-"""The chart's release name and namespace (its Lease lives there; both webhooks exclude it)."""
 KINDS = (
     ("selected", POLICY_NS, "gVisor + 4 x L4 pod (review 03), selected by llm-policy"),
     ("unselected", POLICY_NS, "plain pod (review 01) in the policy namespace, not selected"),

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from bench.cluster.objects import RELEASE, RELEASE_NS
-from bench.harness.api import Api, create
+from bench.harness.api import Api
+from bench.harness.identity import RELEASE_NS, chart_objects, install_identity
 from bench.harness.objects import Obj
-from bench.harness.plane import BenchError
 from bench.harness.servers import (
     Launcher,
     Server,
@@ -30,10 +29,8 @@ from bench.harness.servers import (
 from tests.envtest.controlplane import ControlPlane, free_port
 from tests.support.helm_support import settings_of
 from tests.support.snapready_proc import ca_bundle
-from tests.support.webhooks import WEBHOOK_KINDS, point_at, render_chart
+from tests.support.webhooks import WEBHOOK_KINDS, point_at
 
-RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-INJECT_DIGEST = "sha256:" + "5e" * 32
 """Placeholder helpers digest for ``injectHelpers=true`` (the chart refuses all zeros)."""
 ADMISSION_API = "/apis/admissionregistration.k8s.io/v1"
 CONFIG_PATHS = {
@@ -50,14 +47,6 @@ class Webhook:
     configs: list[Obj]
     counts: Callable[[], dict[str, float]]
     """Calls answered so far, by ``mutate``/``validate``."""
-
-
-def chart_objects(inject: bool) -> list[Obj]:
-    """The chart rendered with its defaults (``inject``: ``injectHelpers=true`` too)."""
-    values: Obj = {}
-    if inject:
-        values = {"injectHelpers": True, "helpersImage": {"digest": INJECT_DIGEST}}
-    return render_chart(values, release=RELEASE, namespace=RELEASE_NS)
 
 
 def webhook_configs(objs: list[Obj], port: int, ca: str) -> list[Obj]:
@@ -90,24 +79,6 @@ def register(api: Api, configs: list[Obj], conditions: dict[str, list[Obj]]) -> 
             if conditions.get(hook["name"]):
                 hook["matchConditions"] = conditions[hook["name"]]
         api.json("POST", CONFIG_PATHS[scoped["kind"]], scoped)
-
-
-def install_identity(api: Api, plane: ControlPlane, objs: list[Obj], tmp: Path) -> Path:
-    """The chart's ServiceAccount and RBAC objects; a kubeconfig with a token of that account
-    (snapready runs with exactly the permissions an install gives it, not as admin)."""
-    account = next(obj for obj in objs if obj["kind"] == "ServiceAccount")
-    for obj in objs:
-        if obj["kind"] in {"ServiceAccount", *RBAC_KINDS}:
-            create(api, obj)
-    name = account["metadata"]["name"]
-    path = f"/api/v1/namespaces/{RELEASE_NS}/serviceaccounts/{name}/token"
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-               "spec": {"expirationSeconds": 6 * 3600}}  # fmt: skip
-    try:
-        token: str = api.json("POST", path, request)["status"]["token"]
-    except BenchError as error:
-        raise BenchError(f"TokenRequest for {RELEASE_NS}/{name}: {error}") from None
-    return plane.token_kubeconfig(tmp / "snapready.kubeconfig", token, namespace=RELEASE_NS)
 
 
 def start_servers(

@@ -14,10 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.cluster.objects import RELEASE_NS
-from bench.cluster.webhooks import chart_objects, install_identity
 from bench.harness import proc
 from bench.harness.api import Api, create
+from bench.harness.identity import RELEASE_NS, chart_objects, install_identity
 from bench.harness.objects import Obj
 from bench.harness.plane import assets, run_in_folder, start_plane, versions
 from bench.harness.proc import MIB

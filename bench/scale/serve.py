@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.cluster.objects import RELEASE, RELEASE_NS
 from bench.harness import proc
+from bench.harness.identity import RELEASE, RELEASE_NS
 from bench.harness.objects import Obj
 from bench.harness.servers import Launcher, Server, stop_servers, wait_ready
 from tests.envtest.controlplane import ControlPlane, free_port
