@@ -14,6 +14,7 @@ from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from tests.support.identity import IdentityFactory, require_token
 from tests.support.kube_real import SelectedRule, SpyTransport, spied_source
+from tests.support.reports import install_report_crds
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings
 from webhook.cluster.caches import ClusterSource
@@ -90,3 +91,13 @@ def start_cluster(
         for path in running.spy.held():
             running.spy.release(path)
         assert running.source.stop(timeout=5.0), "a cache thread did not end"
+
+
+@pytest.fixture(scope="session")
+def report_crds(control_plane: ControlPlane) -> list[str]:
+    """The OpenReports and wg-policy report CRDs (``tests/data/reports/``), Established."""
+    api_client = control_plane.api_client()
+    try:
+        return install_report_crds(api_client)
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]

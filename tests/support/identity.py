@@ -121,8 +121,9 @@ def chart_rbac(
 def chart_values(settings: dict[str, Any]) -> dict[str, Any]:
     """The chart values that grant what snapready settings (overrides as given to
     ``make_settings``) need: ``lifecycle.prune``/``refresh`` (delete on podsnapshots, create on
-    manual triggers, workload lists) and ``origin.record_config`` (``staleConfig``: Secrets and
-    ConfigMaps metadata). The chart's defaults match the settings' defaults."""
+    manual triggers, workload lists), ``origin.record_config`` (``staleConfig``: Secrets and
+    ConfigMaps metadata) and ``reports.api`` (writes on that report API's reports, workload
+    lists). The chart's defaults match the settings' defaults."""
     values: dict[str, Any] = {}
     lifecycle = settings.get("lifecycle") or {}
     if not isinstance(lifecycle, dict):
@@ -135,6 +136,11 @@ def chart_values(settings: dict[str, Any]) -> dict[str, Any]:
         origin = origin.model_dump()
     if "record_config" in origin:
         values["staleConfig"] = bool(origin["record_config"])
+    reports = settings.get("reports") or {}
+    if not isinstance(reports, dict):
+        reports = reports.model_dump()
+    if "api" in reports:  # the grant on the one report API written (value reports.api)
+        values["reports"] = {"api": reports["api"]}
     return values
 
 

@@ -20,6 +20,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from webhook.base.reporting import ReportSettings
 from webhook.base.sections import (
     InjectionSettings,
     RestoreSettings,
@@ -243,6 +244,7 @@ class Settings(BaseSettings):
     ownership: OwnershipSettings = OwnershipSettings()
     origin: OriginSettings = OriginSettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
+    reports: ReportSettings = ReportSettings()
 
     @field_validator("prefix")
     @classmethod

@@ -237,6 +237,8 @@ class ClusterSource:
         """The snapshot lifecycle worker, when attached (its ``prunable`` feeds the gauge)."""
         self.fence: Any = None
         """The lease-fenced transport every writer uses (``cluster.fence``), when attached."""
+        self.audit: Any = None
+        """The audit and its policy reports (``cluster.audit``), when attached."""
         self.on_policies: list[Callable[[], None]] = []
         self.on_snapshots: list[Callable[[], None]] = []
         """Woken when PodSnapshots or node pools change (origin records, stale snapshots)."""

@@ -2,15 +2,19 @@
 
 The caches (``caches.ClusterSource``) over the ``kubernetes``-backed transport (``client``), plus
 the controllers that write (leader election, webhook scope, origin records, restore outcomes and
-events, the snapshot lifecycle; every write through one lease-fenced ``FencedTransport``), each
-attached to the source so that ``/readyz`` shows their status and ``stop()`` ends them.
+events, the snapshot lifecycle, the audit and its policy reports; every write through one
+lease-fenced ``FencedTransport``), each attached to the source so that ``/readyz`` shows their
+status and ``stop()`` ends them.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
+from webhook.admission.engine import Engine
 from webhook.base.config import Settings
+from webhook.cluster.audit import AuditWorker
 from webhook.cluster.caches import ClusterSource, timing_from
 from webhook.cluster.client import KubeTransport, api_client
 from webhook.cluster.config_watch import ConfigWatch
@@ -39,6 +43,33 @@ def _watch_configs(source: ClusterSource, metadata: KubeTransport, settings: Set
     source.attach(configs)
     source.configs = configs
     source.on_snapshots.append(configs.notify)
+
+
+def _audit(
+    source: ClusterSource,
+    writes: FencedTransport,
+    reads: KubeTransport,
+    settings: Settings,
+    is_leader: Callable[[], bool],
+) -> AuditWorker:
+    """Attach the audit and its policy reports (``cluster.audit``, leader only)."""
+    audit = AuditWorker(
+        writes,
+        reads,
+        Engine(settings=settings, state=source.state),  # admission's own rules (no governance)
+        settings,
+        state=source.state,
+        is_leader=is_leader,
+        lock=source.lock,
+        on_change=source.rebuild,
+        timing=timing_from(settings.source),
+    )
+    source.attach(audit)
+    source.audit = audit
+    source.pod_listeners.append(audit.observe)
+    source.pods_gone.append(audit.gone)
+    source.on_policies.append(audit.policies_changed)
+    return audit
 
 
 def open_cluster_source(settings: Settings) -> ClusterSource:
@@ -128,6 +159,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
     source.on_snapshots.append(lifecycle.notify)
     source.on_evidence.append(lifecycle.notify)
     source.lifecycle = lifecycle
+    audit = _audit(source, writes, transport, settings, is_leader)
     if elector is not None:
 
         def on_leading() -> None:
@@ -135,6 +167,7 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
             recorder.notify()
             tracker.notify()
             lifecycle.notify()
+            audit.notify()
 
         elector.on_leading = on_leading
     log.info("cluster mode: watching the API server at %s", client.configuration.host)

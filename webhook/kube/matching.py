@@ -121,6 +121,8 @@ class Policy:
         has_retention: whether ``spec.retentionConfig`` is set.
         post_checkpoint: ``spec.triggerConfig.postCheckpoint`` (``resume``, the CRD's default,
             or ``stop``).
+        created: ``metadata.creationTimestamp`` (RFC 3339; "" from files): the audit tells
+            templates changed before the policy existed (``kube.audit``). Not compared.
     """
 
     name: str
@@ -133,6 +135,7 @@ class Policy:
     grouping_labels: tuple[str, ...] = ()
     has_retention: bool = False
     post_checkpoint: str = "resume"
+    created: str = field(default="", compare=False)
 
 
 @dataclass

@@ -228,6 +228,7 @@ def parse_policy(
         post_checkpoint=str(trigger.get("postCheckpoint") or "resume")
         if isinstance(trigger, dict)
         else "resume",
+        created=str(metadata.get("creationTimestamp") or ""),
     )
 
 

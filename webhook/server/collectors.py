@@ -27,6 +27,7 @@ SOURCE_DETAIL_KEYS = frozenset(
         "restoreOutcomes",
         "configWatch",
         "lifecycle",
+        "reports",
     }
 )
 """``ClusterState.details`` keys that are facts, not per-resource cache statuses."""

@@ -34,6 +34,7 @@ from webhook.server.lifecycle import GracefulServer
 from webhook.server.logs import log_admission
 from webhook.server.metrics import Metrics, default_metrics, serve_metrics
 from webhook.server.protocol import protocol_class
+from webhook.server.report_metrics import ReportCollector
 from webhook.server.tls import CertReloader, run_with_reloader
 
 log = logging.getLogger("snapready.server")
@@ -212,6 +213,9 @@ def start_metrics(settings: Settings, engine: Engine, metrics: Metrics) -> Any:
     origins = getattr(source, "origins", None)
     if origins is not None:
         metrics.registry.register(RecordWritesCollector(lambda: origins.actions))
+    audit = getattr(source, "audit", None)
+    if audit is not None:
+        metrics.registry.register(ReportCollector(audit))
     try:
         metrics.record_certificate(settings.server.cert_file)
     except (OSError, ValueError) as exc:
