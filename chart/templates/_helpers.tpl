@@ -196,3 +196,29 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "snapready.serviceAcco
 {{- $l := printf "metadata.?labels.orValue({})[?'%sselected']" $p -}}
 request.userInfo.username != '{{ include "snapready.ownerUsername" . }}' && ({{ $a }}.exists(k, k.startsWith('{{ $p }}') && {{ $o }}[?k] != optional.of({{ $a }}[k])) || {{ $o }}.exists(k, k.startsWith('{{ $p }}') && {{ $a }}[?k] != optional.of({{ $o }}[k])) || object.{{ $l }} != oldObject.{{ $l }})
 {{- end -}}
+
+{{/*
+The policy report API snapready writes and its ClusterRole grants (server setting reports.api):
+openreports, wgpolicyk8s or off. auto asks Helm's discovery at install/upgrade time (OpenReports
+first, the successor of wg-policy); installCRDs=true means OpenReports (the CRD comes with the
+release, so discovery cannot see it yet).
+*/}}
+{{- define "snapready.reportsApi" -}}
+{{- $api := .Values.reports.api -}}
+{{- if ne $api "auto" -}}
+{{- $api -}}
+{{- else if or .Values.reports.installCRDs (.Capabilities.APIVersions.Has "openreports.io/v1alpha1/Report") -}}
+openreports
+{{- else if .Capabilities.APIVersions.Has "wgpolicyk8s.io/v1alpha2/PolicyReport" -}}
+wgpolicyk8s
+{{- else -}}
+off
+{{- end -}}
+{{- end -}}
+{{/* The API group and namespaced resource of those reports (webhook/kube/policy_reports.py). */}}
+{{- define "snapready.reportsGroup" -}}
+{{- if eq (include "snapready.reportsApi" .) "wgpolicyk8s" -}}wgpolicyk8s.io{{- else -}}openreports.io{{- end -}}
+{{- end -}}
+{{- define "snapready.reportsResource" -}}
+{{- if eq (include "snapready.reportsApi" .) "wgpolicyk8s" -}}policyreports{{- else -}}reports{{- end -}}
+{{- end -}}

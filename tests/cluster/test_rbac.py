@@ -93,3 +93,25 @@ def test_secrets_and_configmaps_are_read_only_for_stale_config() -> None:
             assert grants(rules, "", plural, verb), f"{verb} {plural} not granted"
         for verb in ("create", "update", "patch", "delete"):
             assert not grants(rules, "", plural, verb), f"snapready never {verb}s {plural}"
+
+
+def test_reports_are_written_in_one_group_only() -> None:
+    """Issue 33: the leader writes policy reports in the one report API group (OpenReports in
+    this file, as in install.yaml): its namespaced reports only, with exactly the verbs the
+    writer uses (compare before write: get/list/watch; create, merge patch, delete), never
+    update, never cluster-scoped reports, never wg-policy's group beside it."""
+    rules = documents()[0]["rules"]
+    verbs = {"get", "list", "watch", "create", "patch", "delete"}
+    for verb in verbs:
+        assert grants(rules, "openreports.io", "reports", verb), verb
+    for verb in ("update", "deletecollection", "*"):
+        assert not grants(rules, "openreports.io", "reports", verb), verb
+    groups = {"openreports.io", "wgpolicyk8s.io"}
+    report_rules = [r for r in rules if groups & set(r.get("apiGroups", []))]
+    assert report_rules == [
+        {
+            "apiGroups": ["openreports.io"],
+            "resources": ["reports"],
+            "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+        }
+    ]

@@ -22,6 +22,7 @@ from kubernetes_validate.utils import SchemaNotFoundError
 from tests.support.helm_support import (
     CHART,
     RBAC,
+    ROOT,
     UNVALIDATABLE_KINDS,
     Obj,
     by_kind,
@@ -642,8 +643,9 @@ def test_no_write_verb_on_podsnapshots_but_delete_when_pruning() -> None:
 
 
 def test_cluster_role_grants_exactly_what_the_cluster_source_needs(defaults: list[Obj]) -> None:
-    """Same rules as manifests/rbac.yaml, the cluster source's own minimal ClusterRole."""
-    rules = server_role(defaults)["rules"]
+    """Same rules as manifests/rbac.yaml, the cluster source's own minimal ClusterRole (which
+    names OpenReports as the report API, as install.yaml does: ``reports.api=openreports``)."""
+    rules = server_role(objects(render({"reports": {"api": "openreports"}})))["rules"]
     expected = [d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == "ClusterRole"]
     assert len(expected) == 1, "manifests/rbac.yaml should hold one ClusterRole"
     assert _rule_set(rules) == _rule_set(expected[0]["rules"])
@@ -910,3 +912,122 @@ def test_lifecycle_values_reach_the_server_settings() -> None:
 def test_schema_rejects_an_unknown_prune_mode() -> None:
     with pytest.raises(Exception, match="prune"):
         render({"lifecycle": {"prune": "yes"}})
+
+
+# --- policy reports (issue 33) ------------------------------------------------------------------
+
+
+def _report_grants(values: dict[str, Any]) -> set[tuple[Any, ...]]:
+    flat = _rule_set(server_role(objects(render(values)))["rules"])
+    return {e for e in flat if e[0] in ("openreports.io", "wgpolicyk8s.io")}
+
+
+REPORT_VERBS = ("get", "list", "watch", "create", "patch", "delete")
+
+
+@pytest.mark.parametrize(
+    ("reports", "expected"),
+    [
+        pytest.param({}, set(), id="auto-without-a-served-report-api-grants-nothing"),
+        pytest.param({"api": "off"}, set(), id="off-grants-nothing"),
+        pytest.param(
+            {"api": "openreports"},
+            {("openreports.io", "reports", v) for v in REPORT_VERBS},
+            id="openreports-grants-its-reports-only",
+        ),
+        pytest.param(
+            {"api": "wgpolicyk8s"},
+            {("wgpolicyk8s.io", "policyreports", v) for v in REPORT_VERBS},
+            id="wgpolicyk8s-grants-its-policyreports-only",
+        ),
+        pytest.param(
+            {"installCRDs": True},
+            {("openreports.io", "reports", v) for v in REPORT_VERBS},
+            id="installed-crds-mean-openreports",
+        ),
+    ],
+)
+def test_report_rbac_is_one_api_group(reports: dict[str, Any], expected: set[Any]) -> None:
+    """The ClusterRole grants report verbs on the one group the chart resolved (value
+    ``reports.api``; ``auto`` asks Helm's discovery, which knows no report CRD offline), no
+    cluster-scoped report kind, no update, and the server is told the same API."""
+    objs = objects(render({"reports": reports}))
+    assert _report_grants({"reports": reports}) == expected
+    api = {"openreports.io": "openreports", "wgpolicyk8s.io": "wgpolicyk8s"}
+    granted = {api[group] for group, _, _ in expected} or {"off"}
+    assert {Settings.model_validate(settings_of(objs)).reports.api} == granted
+
+
+def test_report_values_reach_the_server_settings() -> None:
+    values = {
+        "reports": {
+            "api": "wgpolicyk8s",
+            "results": ["fail"],
+            "writesPerSecond": 2,
+            "writeBurst": 3,
+            "auditObjectsPerSecond": 7,
+            "auditPageSize": 40,
+            "auditPeriodSeconds": 600,
+            "templates": False,
+        }
+    }
+    reports = Settings.model_validate(settings_of(objects(render(values)))).reports
+    assert reports.model_dump() == {
+        "api": "wgpolicyk8s",
+        "results": ["fail"],
+        "writes_per_second": 2,
+        "write_burst": 3,
+        "audit_objects_per_second": 7,
+        "audit_page_size": 40,
+        "audit_period_seconds": 600,
+        "templates": False,
+    }
+    defaults = Settings.model_validate(settings_of(objects(render({})))).reports
+    assert defaults.model_dump() == {**Settings().reports.model_dump(), "api": "off"}
+
+
+def test_templates_are_listed_for_the_audit_even_without_pruning() -> None:
+    """The audit lists workload templates (``reports.templates``), so their list grant
+    follows reports as well as the lifecycle."""
+    off = {"lifecycle": {"prune": "off"}}
+    assert not any(
+        e[1] == "deployments" for e in _rule_set(server_role(objects(render(off)))["rules"])
+    )
+    on = {**off, "reports": {"api": "openreports"}}
+    assert ("apps", "deployments", "list") in _rule_set(server_role(objects(render(on)))["rules"])
+    quiet = {**off, "reports": {"api": "openreports", "templates": False}}
+    assert not any(
+        e[1] == "deployments" for e in _rule_set(server_role(objects(render(quiet)))["rules"])
+    )
+
+
+def test_the_openreports_crds_come_with_the_release_only_when_asked() -> None:
+    """``reports.installCRDs`` renders the chart's copy of OpenReports' own CRDs, identical to
+    the test copies from openreports/reports-api (tests/data/reports/PROVENANCE.md), and
+    aggregates reading them into ``view``; by default neither."""
+    assert by_kind(objects(render({})), "CustomResourceDefinition") == []
+    objs = objects(render({"reports": {"installCRDs": True}}))
+    crds = {c["metadata"]["name"]: c for c in by_kind(objs, "CustomResourceDefinition")}
+    source = ROOT / "tests" / "data" / "reports"
+    for name, file in (
+        ("reports.openreports.io", "openreports.io_reports.yaml"),
+        ("clusterreports.openreports.io", "openreports.io_clusterreports.yaml"),
+    ):
+        assert crds[name] == yaml.safe_load((source / file).read_text())
+        assert (CHART / "files" / "crds" / file).read_bytes() == (source / file).read_bytes()
+    (view,) = [
+        r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"].endswith("-reports-view")
+    ]
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert _rule_set(view["rules"]) == {
+        ("openreports.io", plural, verb)
+        for plural in ("reports", "clusterreports")
+        for verb in ("get", "list", "watch")
+    }
+    assert validate_all(objs)[0] == []
+
+
+def test_schema_rejects_an_unknown_report_api_or_result() -> None:
+    for values in ({"reports": {"api": "kyverno"}}, {"reports": {"results": ["fine"]}}):
+        with pytest.raises(Exception, match="reports"):
+            render(values)
