@@ -46,6 +46,7 @@ from webhook.cli.snapshots_read import (
     read_live,
     run_reader,
 )
+from webhook.cli.status_audit import never_judged
 from webhook.cli.status_lifecycle import lifecycle_report
 from webhook.cli.status_text import age_text, render_text
 from webhook.cluster.records import pod_record
@@ -121,16 +122,24 @@ def run(args: argparse.Namespace) -> int:
                 lambda view: snapshot_state(view, live.pools, live.configs),
             )
             live.notes.extend(sizes.notes)
-        return build_report(live, settings, now=datetime.now(UTC), sizes=sizes), live.notes
+        audit = never_judged(connection.transport, live, settings)
+        report = build_report(live, settings, now=datetime.now(UTC), sizes=sizes, audit=audit)
+        return report, live.notes
 
     return run_reader(args, read, render_text)
 
 
 def build_report(
-    live: Live, settings: Settings, *, now: datetime, sizes: SizeReading | None = None
+    live: Live,
+    settings: Settings,
+    *,
+    now: datetime,
+    sizes: SizeReading | None = None,
+    audit: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The JSON document (README "Snapshots"); ``now`` anchors ages and the 24 h window;
-    with ``sizes`` (``--sizes``) a ``sizes`` block per policy and in total (``cli.sizes``)."""
+    with ``sizes`` (``--sizes``) a ``sizes`` block per policy and in total (``cli.sizes``);
+    with ``audit`` (``status_audit.never_judged``) each live policy's ``audit`` block."""
     prefix = settings.prefix
     pods = [
         (record, _reason(obj, prefix)) for obj in live.pods if (record := pod_record(obj, prefix))
@@ -163,6 +172,7 @@ def build_report(
                 "sharedWorkloads": shared_workloads([r for r, _ in mine])
                 if (namespace, name) in ungrouped
                 else [],
+                "audit": (audit or {}).get((namespace, name)),
             }
         )
         if sizes is not None:

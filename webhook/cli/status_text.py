@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.cli.sizes import sizes_lines, sizes_total_lines
+from webhook.cli.status_audit import audit_line
 from webhook.cli.status_lifecycle import lifecycle_lines
 
 OUTCOME_WORDS = {
@@ -142,7 +143,7 @@ def render_text(report: dict[str, Any]) -> str:
         lines += _snapshots(entry["snapshots"], report.get("stallSeconds", 0))
         if "sizes" in entry:
             lines += sizes_lines(entry["sizes"])
-        lines += _pods(entry["pods"]) + _recent(entry["last24h"])
+        lines += _pods(entry["pods"]) + audit_line(entry.get("audit")) + _recent(entry["last24h"])
         shared = entry.get("sharedWorkloads") or []
         if shared:
             lines.append(
