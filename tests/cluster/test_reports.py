@@ -23,11 +23,13 @@ from kubernetes import client
 
 from tests.cluster.test_snapshots import Env, make_env
 from tests.envtest.controlplane import ControlPlane
-from tests.envtest.plugin import wait_for
+from tests.envtest.plugin import unique_name, wait_for
 from tests.support import kube_raw
 from tests.support.kube_real import create_policy, policy
 from tests.support.reports import by_rule, get_report, reports_in, wait_report
 from webhook.cluster.audit import AuditWorker
+from webhook.kube.audit import selector_query, with_query
+from webhook.kube.matching import compile_selector
 from webhook.kube.policy_reports import WGPOLICY
 from webhook.server.report_metrics import ReportCollector
 
@@ -255,3 +257,68 @@ def test_wgpolicy_reports_when_asked(wg_env: Env) -> None:
     assert {r["source"] for r in report["results"]} == {"snapready"}
     assert report["scope"]["uid"] == uid
     assert get_report(wg_env.api, wg_env.namespace, uid) is None  # no OpenReports report
+
+
+LABEL_SETS = {
+    "llm": {"app": "llm"},
+    "llm-a": {"app": "llm", "tier": "a"},
+    "b": {"tier": "b"},
+    "gpu": {"gpu": ""},
+    "bare": {},
+}
+SELECTORS = [
+    pytest.param({}, id="empty"),
+    pytest.param({"matchLabels": {"app": "llm"}}, id="match-labels"),
+    pytest.param(
+        {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]}, id="in"
+    ),
+    pytest.param(
+        {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["a"]}]},
+        id="not-in-matches-absent",
+    ),
+    pytest.param({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}, id="exists"),
+    pytest.param(
+        {"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}, id="does-not-exist"
+    ),
+    pytest.param({"matchLabels": {"gpu": ""}}, id="an-empty-value"),
+]
+
+
+@pytest.fixture(scope="module")
+def labelled_pods(control_plane: ControlPlane) -> Iterator[str]:
+    """One namespace with a pod per ``LABEL_SETS`` entry (created directly, no webhook)."""
+    api = control_plane.api_client()
+    name = unique_name("selector-text")
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace.model_validate({"metadata": {"name": name}}))
+    try:
+        for pod, labels in LABEL_SETS.items():
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod, "labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/x"}]},
+            }
+            assert kube_raw.create(api, body, namespace=name).ok
+        yield name
+    finally:
+        core.delete_namespace(name)
+        api.close()  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.parametrize("selector", SELECTORS)
+def test_the_audit_lists_exactly_what_a_policy_selects(
+    control_plane: ControlPlane, labelled_pods: str, selector: dict[str, Any]
+) -> None:
+    """A policy's selector as a list's label selector (``kube.audit.selector_query``): the
+    API server returns exactly the pods the policy selects by Kubernetes' own semantics."""
+    compiled = compile_selector(selector)
+    path = with_query(f"/api/v1/namespaces/{labelled_pods}/pods", selector_query(compiled))
+    api = control_plane.api_client()
+    try:
+        reply = kube_raw.request(api, "GET", path)
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+    assert reply.ok, reply.body
+    listed = {item["metadata"]["name"] for item in reply.body["items"]}
+    assert listed == {pod for pod, labels in LABEL_SETS.items() if compiled.matches(labels)}
