@@ -270,9 +270,10 @@ class AuditWorker(Worker):
             if self.last_pass is not None
             else "running"
         )
+        count = len(self.writer.reports())
         return (
-            f"{self.writer.note}: {len(self.writer.reports())} reports; audit: {len(never)} "
-            f"never judged ({denied} would be denied), last full pass {last}"
+            f"{self.writer.note}: {count} report{'' if count == 1 else 's'}; audit: "
+            f"{len(never)} never judged ({denied} would be denied), last full pass {last}"
         )
 
     # --- passes ------------------------------------------------------------------------------
