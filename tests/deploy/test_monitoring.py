@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import helm_python
 import promql_parser
@@ -40,10 +41,13 @@ from tests.support.helm_support import (
     settings_configmap,
     validate_all,
 )
+from webhook.cluster.audit import NeverJudged
 from webhook.kube.outcomes import OUTCOMES
+from webhook.kube.policy_reports import OPENREPORTS, ReportView
 from webhook.kube.snapshots import SnapshotIndex, SnapshotView
 from webhook.kube.state import ClusterState
 from webhook.server.metrics import Metrics
+from webhook.server.report_metrics import ReportCollector
 
 DASHBOARD_FILE = CHART / "files" / "snapready-dashboard.json"
 ENABLED = {
@@ -93,6 +97,7 @@ EXPECTED_ALERTS = {
     "SnapreadyPolicySourceNotSynced",
     "SnapreadyWebhookScopeNotSynced",
     "SnapreadyCertificateExpiry",
+    "SnapreadyNeverJudgedWouldDeny",
 }
 
 
@@ -112,6 +117,11 @@ def _metrics() -> Metrics:
         snapshots_known=True,
     )
     metrics.watch_state(lambda: state)
+    never = {"uid": NeverJudged("ns", "p", "Pod", True)}
+    report = ReportView("ns", "uid", "r", "d", (0, 1, 0, 0, 0))
+    writer = SimpleNamespace(actions={}, api=OPENREPORTS, reports=lambda: [report])
+    audit = SimpleNamespace(writer=writer, passes=1, never=never, last_pass=1.0, state=ClusterState)
+    metrics.registry.register(ReportCollector(cast(Any, audit)))  # leader with reports on
     return metrics
 
 
@@ -431,6 +441,10 @@ def test_dashboard_covers_restores_snapshots_admission_and_sync() -> None:
         "snapready_pod_ready_seconds_bucket",
         "snapready_checkpoints_total",
         "snapready_checkpoint_seconds_bucket",
+        "snapready_audit_never_judged",
+        "snapready_audit_would_deny",
+        "snapready_report_results",
+        "snapready_reports_total",
     } <= used
     expressions = " ".join(target["expr"] for _, target in dashboard_expressions(dashboard))
     assert 'snapready_snapshots{state="stale"}' in expressions
@@ -512,6 +526,7 @@ def test_rules_say_what_the_issue_asked() -> None:
     assert rules["SnapreadyPolicySourceNotSynced"]["expr"] == "snapready_policy_source_synced == 0"
     assert rules["SnapreadyWebhookScopeNotSynced"]["expr"] == "snapready_webhook_scope_synced == 0"
     assert "< 14 * 24 * 3600" in rules["SnapreadyCertificateExpiry"]["expr"]
+    assert "snapready_audit_would_deny" in rules["SnapreadyNeverJudgedWouldDeny"]["expr"]
 
 
 def test_rule_labels_alert_labels_and_expiry_threshold_are_configurable() -> None:
