@@ -19,6 +19,7 @@ from tests.conftest import make_settings
 from webhook.base.config import Settings
 from webhook.base.types import RawObject
 from webhook.cluster.audit import AuditWorker
+from webhook.cluster.audit_queue import StampedQueue
 from webhook.cluster.reports import ReportWriter
 from webhook.cluster.syncing import Conflict, NotServed, Timing, TransportError
 from webhook.kube.policy_reports import OPENREPORTS, ReportView, Scope, digest, result
@@ -239,3 +240,21 @@ def test_writes_wait_for_the_token_bucket() -> None:
         made.write(scope, RESULTS, 10)
     assert len(writes.calls) == 2
     assert waited == [1.0, 1.0, 1.0]
+
+
+def test_a_stamped_pod_is_queued_when_new_or_when_its_report_would_change() -> None:
+    """The pod cache's hook (``cluster.audit_queue``): a judged pod whose outcome and phase
+    are unchanged is not queued again (status updates are frequent); a recorded outcome or a
+    finished phase queues it; each pod is queued once however often it is offered."""
+    queue = StampedQueue("snapready.io/restore-outcome")
+    assert queue.offer("u1", "ns", "p1", (None, False))
+    assert queue.offer("u1", "ns", "p1", (None, False))  # still queued: once in the queue
+    assert len(queue) == 1
+    assert queue.pop() == ("u1", "ns", "p1")
+    running = {"metadata": {"annotations": {}}, "status": {"phase": "Running"}}
+    queue.mark_pod("u1", running)
+    assert not queue.offer("u1", "ns", "p1", (None, False))
+    assert queue.offer("u1", "ns", "p1", ("restored", False))
+    assert queue.offer("u1", "ns", "p1", (None, True))
+    queue.clear()
+    assert queue.pop() is None and not queue.judged("u1")

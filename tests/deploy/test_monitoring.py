@@ -41,7 +41,7 @@ from tests.support.helm_support import (
     settings_configmap,
     validate_all,
 )
-from webhook.cluster.audit import NeverJudged
+from webhook.kube.audit import NeverJudged
 from webhook.kube.outcomes import OUTCOMES
 from webhook.kube.policy_reports import OPENREPORTS, ReportView
 from webhook.kube.snapshots import SnapshotIndex, SnapshotView

@@ -30,12 +30,10 @@ The never-judged objects found (``never_judged``) feed ``snapready_audit_never_j
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from webhook.admission.audit import Judgement, judge
@@ -43,6 +41,7 @@ from webhook.admission.decision import namespace_ignored
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings
 from webhook.base.types import RawObject, mapping
+from webhook.cluster.audit_queue import StampedQueue
 from webhook.cluster.lifecycle import TEMPLATE_LISTS, Bucket
 from webhook.cluster.reports import ReportWriter, WriteTransport
 from webhook.cluster.syncing import (
@@ -56,6 +55,7 @@ from webhook.cluster.syncing import (
 )
 from webhook.kube.audit import (
     TERMINAL_PHASES,
+    NeverJudged,
     owned_by_controller,
     running,
     selector_query,
@@ -68,21 +68,6 @@ from webhook.kube.state import ClusterState
 log = logging.getLogger("snapready.audit")
 POLL = 5.0
 """Seconds between looks at what is due when nothing wakes the worker."""
-
-
-@dataclass(frozen=True)
-class NeverJudged:
-    """An object a policy selects that admission never judged (``kube.audit``).
-
-    Attributes:
-        namespace, policy: where (``policy``: the selecting policies, ``,``-joined).
-        kind: ``Pod`` or the workload's kind; ``denied``: admission would deny it now.
-    """
-
-    namespace: str
-    policy: str
-    kind: str
-    denied: bool
 
 
 class _Pass:
@@ -146,10 +131,8 @@ class AuditWorker(Worker):
         """Unix time the last full pass ended (``snapready_audit_last_pass_timestamp_seconds``)."""
         self.never: dict[str, NeverJudged] = {}
         """Object uid -> what the last pass found of a never-judged object."""
-        self._queue: collections.OrderedDict[str, tuple[str, str]] = collections.OrderedDict()
-        self._queue_lock = threading.Lock()
-        self._judged: dict[str, tuple[str | None, bool]] = {}
-        self._shapes: dict[tuple[str | None, bool], tuple[str | None, bool]] = {}
+        self.queue = StampedQueue(settings.annotation("restore-outcome"))
+        """Stamped pods to judge between passes (``cluster.audit_queue``)."""
         self._due_namespaces: set[str] = set()
         self._next_full: float | None = None
         self._next_discovery = 0.0
@@ -167,15 +150,15 @@ class AuditWorker(Worker):
         if record is None or not self.passes or not self._leading or not record.uid:
             return record  # before the first pass: the pass reads every pod
         shape = (record.outcome, record.phase in TERMINAL_PHASES)
-        if self._judged.get(record.uid) != shape and self.mine(record.namespace):
-            with self._queue_lock:
-                self._queue[record.uid] = (record.namespace, record.name)
+        if self.mine(record.namespace) and self.queue.offer(
+            record.uid, record.namespace, record.name, shape
+        ):
             self._wake.set()
         return record
 
     def gone(self, record: PodRecord) -> None:
         """A stamped pod left the pod cache: forget it (its report goes with it)."""
-        self._judged.pop(record.uid, None)
+        self.queue.forget(record.uid)
         self.never.pop(record.uid, None)
 
     def policies_changed(self) -> None:
@@ -246,11 +229,9 @@ class AuditWorker(Worker):
         """Not writing: forget the leader's bookkeeping (a later term starts with a pass)."""
         if self._leading:
             self._leading, self._next_full = False, None
-            self._judged.clear()
+            self.queue.clear()
             self.never.clear()
             self._due_namespaces.clear()
-            with self._queue_lock:
-                self._queue.clear()
 
     def _policy_changes(self, state: ClusterState) -> None:
         """Namespaces whose policies appeared, changed or went since the last look."""
@@ -305,10 +286,9 @@ class AuditWorker(Worker):
     def _catch_up(self, state: ClusterState) -> None:
         """After the first pass: queue the stamped pods it did not judge (created in a
         namespace it had passed already); later ones come through ``observe``."""
-        with self._queue_lock:
-            for record in state.pods.values():
-                if record.uid and record.uid not in self._judged and self.mine(record.namespace):
-                    self._queue[record.uid] = (record.namespace, record.name)
+        for record in state.pods.values():
+            if record.uid and not self.queue.judged(record.uid) and self.mine(record.namespace):
+                self.queue.add(record.uid, record.namespace, record.name)
 
     def _namespace_pass(self, namespace: str) -> bool:
         """Judge every selected object of ``namespace``, write their reports, delete the others
@@ -416,32 +396,23 @@ class AuditWorker(Worker):
         """Write the report and remember the pod's shape (outcome, finished) as judged."""
         self.writer.write(judgement.scope, judgement.results, int(time.time()))
         if judgement.scope.kind == "Pod":
-            metadata = mapping(obj.get("metadata"))
-            outcome = mapping(metadata.get("annotations")).get(
-                self.settings.annotation("restore-outcome")
-            )
-            phase = mapping(obj.get("status")).get("phase")
-            shape = (outcome if isinstance(outcome, str) else None, phase in TERMINAL_PHASES)
-            self._judged[judgement.scope.uid] = self._shapes.setdefault(shape, shape)
+            self.queue.mark_pod(judgement.scope.uid, obj)
 
     # --- stamped pods between passes ------------------------------------------------------
 
     def _drain(self) -> None:
         """Judge the queued pods (GET each: the cache keeps no spec), paced."""
         while not self.stopping and self.is_leader():
-            with self._queue_lock:
-                if not self._queue:
-                    return
-                uid, (namespace, name) = self._queue.popitem(last=False)
-            if not self._pace():
+            item = self.queue.pop()
+            if item is None or not self._pace():
                 return
-            self._queued(uid, namespace, name)
+            self._queued(*item)
 
     def _queued(self, uid: str, namespace: str, name: str) -> None:
         try:
             pod = self.reads.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
         except NotServed:  # gone: its report goes with it
-            self._judged.pop(uid, None)
+            self.queue.forget(uid)
             return
         except TransportError as exc:
             log.info("audit: pod %s/%s not read: %s", namespace, name, describe(exc))
@@ -452,11 +423,11 @@ class AuditWorker(Worker):
             report = self.writer.cached(namespace, uid)
             if report is not None:
                 self.writer.delete(report)
-            self._judged[uid] = self._shapes.setdefault((None, True), (None, True))
+            self.queue.mark_pod(uid, pod)
             return
         judgement = self._judge(pod, "v1", "Pod")
         if judgement is None:
-            self._judged[uid] = self._shapes.setdefault((None, False), (None, False))
+            self.queue.mark_pod(uid, pod)
             return
         self._report(judgement, pod)
         self._during.add(uid)
@@ -472,13 +443,4 @@ def _never(judgement: Judgement) -> NeverJudged:
     )
 
 
-def counts(never: Mapping[str, NeverJudged]) -> dict[tuple[str, str, str], tuple[int, int]]:
-    """``(namespace, policy, kind)`` -> (never judged, of which would be denied)."""
-    out: dict[tuple[str, str, str], tuple[int, int]] = {}
-    for item in never.values():
-        total, denied = out.get((item.namespace, item.policy, item.kind), (0, 0))
-        out[(item.namespace, item.policy, item.kind)] = (total + 1, denied + int(item.denied))
-    return out
-
-
-__all__ = ["AuditWorker", "NeverJudged", "counts"]
+__all__ = ["AuditWorker"]

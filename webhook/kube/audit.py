@@ -24,6 +24,7 @@ in a set) is left out, which widens the list, and callers match every item again
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -126,3 +127,27 @@ def owned_by_controller(metadata: Mapping[str, Any], kinds: Sequence[str]) -> bo
         if isinstance(owner, dict) and owner.get("controller") and owner.get("kind") in kinds:
             return True
     return False
+
+
+@dataclass(frozen=True)
+class NeverJudged:
+    """An object a policy selects that admission never judged (``kube.audit``).
+
+    Attributes:
+        namespace, policy: where (``policy``: the selecting policies, ``,``-joined).
+        kind: ``Pod`` or the workload's kind; ``denied``: admission would deny it now.
+    """
+
+    namespace: str
+    policy: str
+    kind: str
+    denied: bool
+
+
+def counts(never: Mapping[str, NeverJudged]) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """``(namespace, policy, kind)`` -> (never judged, of which would be denied)."""
+    out: dict[tuple[str, str, str], tuple[int, int]] = {}
+    for item in never.values():
+        total, denied = out.get((item.namespace, item.policy, item.kind), (0, 0))
+        out[(item.namespace, item.policy, item.kind)] = (total + 1, denied + int(item.denied))
+    return out

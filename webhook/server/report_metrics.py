@@ -17,8 +17,9 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from webhook.cluster.audit import AuditWorker, counts
+from webhook.cluster.audit import AuditWorker
 from webhook.cluster.reports import REPORT_ACTIONS, summed
+from webhook.kube.audit import counts
 from webhook.kube.selection import bounded_labels
 
 
