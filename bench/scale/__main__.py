@@ -33,6 +33,7 @@ from bench.scale.populate import (
     snapshot_uids,
 )
 from bench.scale.report import Outcome, listed_line, report
+from bench.scale.reports import Target, measure_reports
 from bench.scale.serve import Figures, Snapready
 from bench.scale.workload import Sizes, make_plan, namespace_name, pod_objects
 from tests.envtest.controlplane import ControlPlane
@@ -74,6 +75,12 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--ready-timeout", type=float, default=600, help="give snapready SECONDS to sync"
+    )
+    parser.add_argument(
+        "--reports",
+        action="store_true",
+        help="then what policy reports cost: OpenReports CRDs, snapready's first audit pass "
+        "and a restart's (bench/scale/reports.py)",
     )
     parser.add_argument("--keep", type=Path, metavar="DIR", help="work in DIR and keep it (logs)")
     parser.add_argument("--timeout", type=float, default=3600, help="give up after SECONDS")
@@ -258,6 +265,12 @@ def measure(run: Run) -> int:
             run.stop(server)
         run.say("heap of the caches on the scale cluster (in-process, tracemalloc):")
         print(heap_report(run.identity(planes["scale"], apis["scale"])))
+    if args.reports:
+        for server in list(run.servers):
+            run.stop(server)
+        kubeconfig = run.identity(planes["scale"], apis["scale"])
+        on = Target(planes["scale"], apis["scale"], kubeconfig, run.certs, run.tmp, run.say)
+        measure_reports(on, args.timeout - (time.monotonic() - run.began))
     print(f"\ntotal wall time {time.monotonic() - run.began:.0f} s")
     return 0
 
