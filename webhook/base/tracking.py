@@ -37,7 +37,8 @@ class OutcomeSettings(BaseModel):
         default_factory=list,
         description="Namespaces whose pods and snapshots the leader tracks (outcomes, their "
         "Events and annotations, checkpoints, stale snapshots, the readiness gate, origin "
-        "records, the Secret/ConfigMap watch, lifecycle); empty: "
+        "records, the Secret/ConfigMap watch, lifecycle, the audit and its policy reports); "
+        "empty: "
         "every namespace. For an installation that shares its cluster with another snapready "
         "owning other namespaces (the tests run many on one API server); admission is not "
         "affected.",
