@@ -138,6 +138,8 @@ class AuditWorker(Worker):
         self._next_discovery = 0.0
         self._seen_policies: Mapping[str, tuple[Policy, ...]] | None = None
         self._leading = False
+        self._term_passes = 0
+        """Full passes in this leadership term (the first one reads every pod)."""
         self._during: set[str] = set()
         """Pods judged from the queue since the current namespace pass began (kept)."""
         self._wake = threading.Event()
@@ -147,7 +149,7 @@ class AuditWorker(Worker):
     def observe(self, record: PodRecord | None) -> PodRecord | None:
         """A pod record from the pod cache: queue it when it is new to this leader or its
         recorded outcome or phase changed (judged again); returns it."""
-        if record is None or not self.passes or not self._leading or not record.uid:
+        if record is None or not self._term_passes or not self._leading or not record.uid:
             return record  # before the first pass: the pass reads every pod
         shape = (record.outcome, record.phase in TERMINAL_PHASES)
         if self.mine(record.namespace) and self.queue.offer(
@@ -213,7 +215,7 @@ class AuditWorker(Worker):
             self._seen_policies = dict(state.policies.by_namespace)
         self._policy_changes(state)
         if self._next_full is not None and now >= self._next_full:
-            if not self.passes:
+            if not self._term_passes:
                 self.set_status(f"{self.writer.note}: first audit pass running")
             self._full_pass()
         elif self._due_namespaces:
@@ -228,7 +230,7 @@ class AuditWorker(Worker):
     def _stand_down(self) -> None:
         """Not writing: forget the leader's bookkeeping (a later term starts with a pass)."""
         if self._leading:
-            self._leading, self._next_full = False, None
+            self._leading, self._next_full, self._term_passes = False, None, 0
             self.queue.clear()
             self.never.clear()
             self._due_namespaces.clear()
@@ -270,9 +272,10 @@ class AuditWorker(Worker):
             if not self._namespace_pass(namespace):
                 return  # stopping or no longer leading: the next term starts over
         self._due_namespaces.clear()
-        if not self.passes:
+        if not self._term_passes:
             self._catch_up(state)
         self.passes += 1
+        self._term_passes += 1
         self.last_pass = time.time()
         self._next_full = started + self.config.audit_period_seconds
         log.info(
@@ -314,8 +317,9 @@ class AuditWorker(Worker):
             del self.never[uid]
         self.never.update(found.never)
         if found.complete:
+            keep = found.keep | self._during
             for report in self.writer.reports():
-                if report.namespace != namespace or report.name in found.keep | self._during:
+                if report.namespace != namespace or report.name in keep:
                     continue
                 if not self.is_leader() or self.stopping:
                     return False
