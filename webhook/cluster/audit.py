@@ -162,6 +162,7 @@ class AuditWorker(Worker):
         """A stamped pod left the pod cache: forget it (its report goes with it)."""
         self.queue.forget(record.uid)
         self.never.pop(record.uid, None)
+        self.writer.forget(record.namespace, record.uid)
 
     def policies_changed(self) -> None:
         """The policy cache changed: the namespaces whose policies differ are audited soon."""

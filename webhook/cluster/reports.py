@@ -316,7 +316,9 @@ class ReportWriter:
         self.actions[action] += 1
         self._wrote[key] = want
         self._refused.pop(key, None)
-        if len(self._wrote) > 4 * max(len(self.reports()), 1024):  # never unbounded
+        cache = self.cache
+        cached = len(cache.items) if cache is not None else 0
+        if len(self._wrote) > 4 * max(cached, 1024):  # never unbounded
             self._wrote.clear()
         return action
 
