@@ -14,11 +14,12 @@ from pathlib import Path
 
 from bench.cluster.objects import pod_bodies, set_up_cluster
 from bench.cluster.phases import Bench, run_bench
-from bench.cluster.profile import profile_phase, summarise_profile
+from bench.cluster.profile import profile_phase
 from bench.cluster.report import report
 from bench.cluster.webhooks import live_conditions, register, start_servers
 from bench.harness.api import Api
 from bench.harness.plane import assets, run_in_folder, start_plane, versions
+from bench.harness.profile import summarise_profile
 from bench.harness.servers import certificates, stop_servers
 
 

@@ -33,6 +33,14 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
+def verdict_line(checks: Sequence[tuple[str, str, bool]]) -> str:
+    """The one line a benchmark ends with: ``verdict: 5/7 targets met (NOT met: name
+    measured; ...)`` from (target, measured, met) rows."""
+    missed = [f"{name} {measured}" for name, measured, ok in checks if not ok]
+    line = f"verdict: {len(checks) - len(missed)}/{len(checks)} targets met"
+    return line + (f" (NOT met: {'; '.join(missed)})" if missed else "")
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A Markdown table (what the README quotes), one line per row."""
     lines = [_row(header), "|" + "---|" * len(header)]

@@ -105,3 +105,19 @@ def test_origin_pod_annotation_forms(value: str, origin: str | None) -> None:
     }
     view = snapshot_view(obj, origin_annotation="snapready.io/origin")
     assert view is not None and view.origin_pod == origin
+
+
+def test_admission_reads_only_the_pods_own_group() -> None:
+    """Issue 35: the prediction never walks the namespace's snapshots (``of_policy``); it reads
+    the Ready snapshots of the pod's group, indexed when the cache changed."""
+
+    class Guarded(SnapshotIndex):
+        def of_policy(self, namespace: str, policy: str) -> tuple[SnapshotView, ...]:
+            raise AssertionError("the request path iterated every snapshot of the policy")
+
+    other = [snapshot(f"other-{i}", group={"model": "m2"}) for i in range(50)]
+    mine = snapshot("mine", group={"model": "m1"}, created="2026-12-02T10:00:00Z")
+    built = SnapshotIndex.build([*other, mine])
+    index = Guarded(built.by_policy, built.by_name, built.ready)
+    result = predict(pod({"app": "llm", "model": "m1"}), index, {}, rootfs_only=False)
+    assert (result.outcome, result.snapshot, result.candidates) == ("hit", "mine", 1)

@@ -124,11 +124,12 @@ def candidates(pod: PodFacts, index: SnapshotIndex) -> tuple[list[SnapshotView],
         if policy.grouping_labels:
             shown = ",".join(f"{k}={wanted.get(k, '<none>')}" for k in policy.grouping_labels)
             groups.append(f"{policy.name} group {shown}")
-        for view in index.of_policy(pod.namespace, policy.name):
-            any_ready = any_ready or view.ready
-            if view.ready and (view.origin is None or dict(view.origin.group) == wanted):
-                found.append(view)
-    found.sort(key=lambda v: (v.created, v.name), reverse=True)
+        # Indexed at cache-update time: the pod's own group only, never the namespace's.
+        ready = index.ready_of(pod.namespace, policy.name)
+        any_ready = any_ready or ready.ready > 0
+        found += ready.candidates(wanted)
+    if len(pod.policies) > 1:
+        found.sort(key=lambda v: (v.created, v.name), reverse=True)
     if not found and any_ready and groups:
         return [], f"no Ready snapshot in {'; '.join(groups)} yet (first start checkpoints)"
     if not found:

@@ -74,8 +74,11 @@ def ensure_certificates(settings: Settings) -> None:
     )
 
 
-def build_engine(settings: Settings) -> Engine:
+def build_engine(settings: Settings, *, tune_heap: bool = False) -> Engine:
     """Load the configured policy source and return an engine reading it.
+
+    ``tune_heap`` (the server only): the garbage collector is tuned around the caches' first
+    sync (``webhook.cluster.heap``).
 
     ``source.kind == "kube"`` starts the cluster caches (background threads, see ``kube.py``):
     the engine's state is unsynced (``/readyz`` 503) until every cache has listed once. Their
@@ -89,7 +92,7 @@ def build_engine(settings: Settings) -> Engine:
     if settings.source.kind == "kube":
         from webhook.cluster.wiring import open_cluster_source  # noqa: PLC0415 - lazy kubernetes
 
-        source = open_cluster_source(settings)
+        source = open_cluster_source(settings, tune_heap=tune_heap)
         return Engine(
             settings=settings,
             state=source.state,
@@ -235,7 +238,8 @@ def serve(settings: Settings) -> None:
             bound (HTTPS or metrics).
         FileNotFoundError: certificate files missing and not generated.
     """
-    engine = build_engine(settings)  # policy errors first: nothing is written on a bad start
+    # Policy errors first: nothing is written on a bad start.
+    engine = build_engine(settings, tune_heap=True)
     with contextlib.ExitStack() as cleanup:  # undone in reverse order, on errors too
         cleanup.callback(stop_source, engine)
         ensure_certificates(settings)
