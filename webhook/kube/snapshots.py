@@ -344,6 +344,25 @@ def _newest_first(view: SnapshotView) -> tuple[str, str]:
 
 GroupKey = tuple[tuple[str, str], ...]
 """A snapshot group as a dict key: the grouping labels' values, sorted by label key."""
+OriginKey = tuple[object, ...]
+"""What a prediction compares of a record: its fingerprint, whether it has field digests, and
+its node facts. Snapshots of one template on one node pool share it."""
+
+
+def origin_key(origin: OriginRecord) -> OriginKey:
+    """``origin``'s ``OriginKey``."""
+    return (origin.spec_hash, bool(origin.fields), *sorted(origin.node.items()))
+
+
+def distinct_origins(views: Iterable[SnapshotView]) -> tuple[tuple[OriginKey, SnapshotView], ...]:
+    """The first (newest, given newest first) view of each distinct ``OriginKey`` among the
+    ``views`` whose record knows the origin's fingerprint; the order is kept."""
+    seen: dict[OriginKey, SnapshotView] = {}
+    for view in views:
+        origin = view.origin
+        if origin is not None and origin.spec_hash:
+            seen.setdefault(origin_key(origin), view)
+    return tuple(seen.items())
 
 
 def group_key(group: Mapping[str, str]) -> GroupKey:
@@ -364,11 +383,18 @@ class ReadyGroups:
         unrecorded: Ready snapshots without a record (group unknown: every pod's candidate),
             newest first.
         ready: how many snapshots are Ready (recorded or not).
+        origins: group -> ``distinct_origins`` of its snapshots (what a prediction compares:
+            21 snapshots of one template on one pool are one comparison).
+        comparable: group -> how many of its snapshots know their origin's fingerprint.
     """
 
     by_group: Mapping[GroupKey, tuple[SnapshotView, ...]] = field(default_factory=dict)
     unrecorded: tuple[SnapshotView, ...] = ()
     ready: int = 0
+    origins: Mapping[GroupKey, tuple[tuple[OriginKey, SnapshotView], ...]] = field(
+        default_factory=dict
+    )
+    comparable: Mapping[GroupKey, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, views: Iterable[SnapshotView]) -> ReadyGroups:
@@ -384,7 +410,14 @@ class ReadyGroups:
                 unrecorded.append(view)
             else:
                 by_group.setdefault(group_key(view.origin.group), []).append(view)
-        return cls({k: tuple(v) for k, v in by_group.items()}, tuple(unrecorded), ready)
+        return cls(
+            {k: tuple(v) for k, v in by_group.items()},
+            tuple(unrecorded),
+            ready,
+            {k: distinct_origins(v) for k, v in by_group.items()},
+            {k: sum(1 for x in v if x.origin is not None and x.origin.spec_hash)
+             for k, v in by_group.items()},
+        )  # fmt: skip
 
     def candidates(self, group: Mapping[str, str]) -> list[SnapshotView]:
         """The Ready snapshots of ``group`` plus the unrecorded ones, newest first."""

@@ -27,12 +27,21 @@ from typing import Literal
 from webhook.base.text import clip
 from webhook.kube.gke import ARCHITECTURE, INSTANCE_TYPE, MACHINE_FAMILY, NODE_POOL, PS_NAME
 from webhook.kube.matching import Policy
-from webhook.kube.snapshots import OriginRecord, SnapshotIndex, SnapshotView
+from webhook.kube.snapshots import (
+    OriginKey,
+    OriginRecord,
+    SnapshotIndex,
+    SnapshotView,
+    distinct_origins,
+    group_key,
+)
 from webhook.kube.state import NodePoolFacts
 from webhook.pod.fields import differing_fields
 from webhook.pod.node_pins import NodeSelection
 
 Outcome = Literal["hit", "miss", "none"]
+Origin = tuple[OriginKey, SnapshotView]
+"""A distinct origin to compare, with its newest snapshot."""
 MAX_FIELDS_NAMED = 3
 """Differing fields named in a reason before ``+N more`` (warnings are cut at 256 characters)."""
 
@@ -214,6 +223,48 @@ def _pools_text(pools: Iterable[NodePoolFacts], attribute: str) -> str:
     return "; ".join(parts)
 
 
+def comparisons(pod: PodFacts, index: SnapshotIndex) -> tuple[int, int, list[Origin], str]:
+    """What ``predict`` compares, from the index alone (no walk over the namespace).
+
+    Returns:
+        (candidates: Ready snapshots of the pod's group(s), unrecorded ones included;
+        comparable: those whose record knows the origin's fingerprint; the distinct origins to
+        compare, each with its newest snapshot, newest first; why there are no candidates).
+    """
+    if pod.annotations.get(PS_NAME):
+        found, why_none = candidates(pod, index)
+        classes = list(distinct_origins(found))
+        comparable = sum(1 for v in found if v.origin is not None and v.origin.spec_hash)
+        return len(found), comparable, classes, why_none
+    count = comparable = 0
+    classes = []
+    groups: list[str] = []
+    any_ready = False
+    for policy in pod.policies:
+        wanted = group_of(policy, pod.labels)
+        if policy.grouping_labels:
+            shown = ",".join(f"{k}={wanted.get(k, '<none>')}" for k in policy.grouping_labels)
+            groups.append(f"{policy.name} group {shown}")
+        ready = index.ready_of(pod.namespace, policy.name)
+        any_ready = any_ready or ready.ready > 0
+        key = group_key(wanted)
+        count += len(ready.by_group.get(key, ())) + len(ready.unrecorded)
+        comparable += ready.comparable.get(key, 0)
+        classes += ready.origins.get(key, ())
+    if len(pod.policies) > 1:  # several policies: one newest-first list, each origin once
+        classes.sort(key=lambda item: (item[1].created, item[1].name), reverse=True)
+        first: dict[OriginKey, SnapshotView] = {}
+        for origin, view in classes:
+            first.setdefault(origin, view)
+        classes = list(first.items())
+    names = ", ".join(sorted(p.name for p in pod.policies))
+    if not count and any_ready and groups:
+        return 0, 0, [], f"no Ready snapshot in {'; '.join(groups)} yet (first start checkpoints)"
+    if not count:
+        return 0, 0, [], f"no Ready snapshot of {names} yet (first start checkpoints)"
+    return count, comparable, classes, ""
+
+
 def predict(
     pod: PodFacts,
     index: SnapshotIndex,
@@ -221,33 +272,30 @@ def predict(
     *,
     rootfs_only: bool,
 ) -> Prediction:
-    """The prediction for ``pod`` from the snapshot index and node-pool facts (no I/O)."""
-    found, why_none = candidates(pod, index)
+    """The prediction for ``pod`` from the snapshot index and node-pool facts (no I/O).
+
+    Reads only the pod's group(s) of the index (``comparisons``), and compares each distinct
+    origin once: snapshots of one template on one pool share their record's fingerprint and
+    node facts, so 21 snapshots of a group cost one comparison, not 21.
+    """
+    found, comparable, classes, why_none = comparisons(pod, index)
     if not found:
         return Prediction("none", None, why_none)
     # A record whose origin pod was never known (``specHash`` null) cannot be compared: it is
     # treated like a snapshot without a record, never as a difference.
-    recorded = [v for v in found if v.origin is not None and v.origin.spec_hash]
-    if not recorded:
-        return Prediction(
-            "none", None, f"{len(found)} Ready snapshot(s) have no known origin yet", (), 0
-        )
+    if not comparable:
+        why = f"{found} Ready snapshot(s) have no known origin yet"
+        return Prediction("none", None, why, (), 0)
     landing = landing_pools(pod.node_selection(), pools)
     best: tuple[int, SnapshotView, list[str], list[str]] | None = None
-    # Snapshots of one template on one pool share their record's hash and node facts: compare
-    # each distinct origin once (21 snapshots of a group cost one comparison, not 21).
-    seen: dict[tuple[object, ...], tuple[list[str], list[str]]] = {}
-    for view in recorded:
+    for _, view in classes:
         assert view.origin is not None
-        key = (view.origin.spec_hash, bool(view.origin.fields), *sorted(view.origin.node.items()))
-        if key not in seen:
-            seen[key] = differences(pod, view.origin, landing, rootfs_only)
-        fields, reasons = seen[key]
+        fields, reasons = differences(pod, view.origin, landing, rootfs_only)
         if not reasons:
-            return Prediction("hit", view.name, "matches snapshot " + view.name, (), len(recorded))
+            return Prediction("hit", view.name, "matches snapshot " + view.name, (), comparable)
         score = len(reasons) * 1000 + len(fields)
         if best is None or score < best[0]:
             best = (score, view, fields, reasons)
     assert best is not None
     _, view, fields, reasons = best
-    return Prediction("miss", view.name, "; ".join(reasons), tuple(fields), len(recorded))
+    return Prediction("miss", view.name, "; ".join(reasons), tuple(fields), comparable)
