@@ -13,9 +13,9 @@ PodSnapshots were listed (none Ready: the prediction runs and says ``none``), as
   the memo empty (another replica served ``/mutate``);
 * what a request costs beyond decoding and answering, each part on its own (issue 35): the
   fingerprint (``distill`` + RFC 8785 + SHA-256, memo empty), the prediction against 100 Ready
-  snapshots of the pod's policy in its namespace (one of them of its group: a ``hit``; a
-  differing fingerprint: a ``miss``, with the differing fields named), and ``admit /mutate``
-  under each of those states.
+  snapshots of the pod's policy in its namespace, 21 of them in its group (``hit``: one has its
+  fingerprint; ``miss``: none has, the differing fields are named), and ``admit /mutate`` under
+  each of those states.
 
 Each figure is the best of 5 rounds: the same request objects again and again, so the CPU
 caches hold everything (the classic micro-benchmark). Then the whole pod (both parses,
@@ -76,9 +76,10 @@ def cluster_engine(inject: bool) -> Engine:
 
 
 def with_snapshots(engine: Engine, body: bytes, *, match: bool) -> Engine:
-    """``engine`` with 100 Ready recorded snapshots of ``llm-policy`` in ``snap``: 99 of other
-    groups and one of review 03's group (``model``) whose fingerprint equals the stamped pod's
-    (``match``) or differs in its image (a miss naming that field)."""
+    """``engine`` with 100 Ready recorded snapshots of ``llm-policy`` in ``snap``, 21 of them in
+    review 03's group (``model``), as on the scale bench's cluster: two templates' fingerprints
+    on five node versions; with ``match`` the newest-but-some one has the stamped pod's
+    fingerprint (a hit), else none does (a miss naming the image)."""
     request = parse_review(body).request
     admitted = jsonpatch.apply_patch(request.object, list(admit(request, "mutate", engine).patch))
     spec_hash = distill.fingerprint(admitted)
@@ -87,12 +88,16 @@ def with_snapshots(engine: Engine, body: bytes, *, match: bool) -> Engine:
         spec_hash = "v1:sha256:" + "0" * 64
         digests = {**digests, "spec.containers[0].image": "0" * 12}
     group = {"model": admitted["metadata"]["labels"]["model"]}
+    hashes = [spec_hash, "v1:sha256:" + "1" * 64]  # the scale bench's group: two templates
     views = [
         SnapshotView(
             "snap", f"llm-policy-{number:03d}", "llm-policy", None, True, "Ready",
             f"2026-12-01T10:{number % 60:02d}:00Z", None,
-            OriginRecord("origin", spec_hash, digests, {}, group if number == 7 else {
-                "model": f"other-{number}"}),
+            OriginRecord(
+                "origin", hashes[number % 2 if not match or number != 7 else 0], digests,
+                {"version": f"1.35.{number % 5}-gke.1"},
+                group if number % 5 == 2 or number == 7 else {"model": f"other-{number}"},
+            ),
         )
         for number in range(100)
     ]  # fmt: skip

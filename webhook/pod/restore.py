@@ -182,13 +182,27 @@ def landing_pools(
 
 
 def differences(
-    pod: PodFacts, origin: OriginRecord, pools: list[NodePoolFacts], rootfs_only: bool
+    pod: PodFacts,
+    origin: OriginRecord,
+    pools: list[NodePoolFacts],
+    rootfs_only: bool,
+    by_hash: dict[str, list[str]] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """(differing field paths, every reason) between the pod and one origin record."""
+    """(differing field paths, every reason) between the pod and one origin record.
+
+    ``by_hash``: the differing paths already computed in this prediction, by the origin's
+    fingerprint (origins of one template on several node pools share them; filled here).
+    """
     reasons: list[str] = []
     fields: list[str] = []
     if not rootfs_only and origin.spec_hash != pod.spec_hash:
-        fields = differing_fields(pod.field_digests(), origin.fields) if origin.fields else []
+        known = by_hash.get(origin.spec_hash) if by_hash is not None and origin.spec_hash else None
+        if known is not None:
+            fields = known
+        else:
+            fields = differing_fields(pod.field_digests(), origin.fields) if origin.fields else []
+            if by_hash is not None and origin.spec_hash:
+                by_hash[origin.spec_hash] = fields
         reasons.append(_fields_reason(fields) if fields else "the spec fingerprint differs")
     node = origin.node
     families = _families(pod.node_selection())
@@ -288,9 +302,10 @@ def predict(
         return Prediction("none", None, why, (), 0)
     landing = landing_pools(pod.node_selection(), pools)
     best: tuple[int, SnapshotView, list[str], list[str]] | None = None
+    by_hash: dict[str, list[str]] = {}
     for _, view in classes:
         assert view.origin is not None
-        fields, reasons = differences(pod, view.origin, landing, rootfs_only)
+        fields, reasons = differences(pod, view.origin, landing, rootfs_only, by_hash)
         if not reasons:
             return Prediction("hit", view.name, "matches snapshot " + view.name, (), comparable)
         score = len(reasons) * 1000 + len(fields)
