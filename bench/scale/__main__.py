@@ -25,7 +25,7 @@ from bench.harness.servers import certificates
 from bench.scale import serve
 from bench.scale.churn import Churn
 from bench.scale.heap import heap_report
-from bench.scale.latency import busy_rounds, measure_latency, profile_rounds, review_body
+from bench.scale.latency import Busy, busy_rounds, measure_latency, profile_rounds, review_body
 from bench.scale.nodes import POOLS, node_objects
 from bench.scale.populate import (
     record_objects,
@@ -36,7 +36,7 @@ from bench.scale.populate import (
 )
 from bench.scale.report import Outcome, listed_line, report
 from bench.scale.serve import Figures, Snapready
-from bench.scale.workload import Sizes, make_plan, namespace_name, pod_objects
+from bench.scale.workload import Plan, Sizes, make_plan, namespace_name, pod_objects
 from tests.envtest.controlplane import ControlPlane
 
 DEFAULTS = {"nodes": 2000, "pods": 20000, "snapshots": 5000, "namespaces": 50}
@@ -216,6 +216,51 @@ def start_planes(run: Run) -> tuple[dict[str, ControlPlane], dict[str, Api], str
     return planes, apis, described
 
 
+def churn_objects(
+    plan: Plan, sizes: Sizes, uids: dict[tuple[str, str], str]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(pods, PodSnapshots) the busy rounds change: every 7th pod, every snapshot."""
+    pods = [(plan.pods[i][1].namespace, plan.pods[i][0]) for i in range(0, sizes.pods, 7)]
+    return pods, sorted(uids)
+
+
+def measure_busy(
+    run: Run,
+    empty: Snapready,
+    scale: Snapready,
+    body: Path,
+    *,
+    objects: tuple[list[tuple[str, str]], list[tuple[str, str]]],
+    admin: Api,
+    gke: Api,
+) -> Busy | None:
+    """The busy rounds (``--busy-rounds``; None when 0), profiled with ``--profile``."""
+    args = run.args
+    if not args.busy_rounds:
+        return None
+    churn = Churn(admin, gke, *objects)
+    run.say(
+        f"admission latency while the leader's passes run: {args.requests} POST /mutate per "
+        f"server, {args.busy_rounds} rounds, pods and PodSnapshots changing"
+    )
+    ca = run.certs / "ca.crt"
+    raw = None
+    with contextlib.ExitStack() as stack:
+        if args.profile:  # every thread: the passes run beside the event loop
+            args.profile.mkdir(parents=True, exist_ok=True)
+            raw = args.profile.resolve() / "scale-busy.collapsed.txt"
+            stack.enter_context(recording(scale.pid, raw))
+        busy = busy_rounds(
+            empty, scale, ca, body, requests=args.requests, rounds=args.busy_rounds, churn=churn
+        )
+    if raw is not None:
+        summary = summarise_profile(raw, thread=None)
+        (raw.parent / "scale-busy.summary.txt").write_text(summary + "\n")
+        run.say(f"py-spy profile of the busy rounds (every thread; their figures are "
+                f"perturbed by the sampling):\n{summary}")  # fmt: skip
+    return busy
+
+
 def measure(run: Run) -> int:
     args = run.args
     sizes = Sizes(args.nodes, args.pods, args.snapshots, args.namespaces)
@@ -277,22 +322,8 @@ def measure(run: Run) -> int:
     latency = measure_latency(
         [empty, scale], run.certs / "ca.crt", body, args.requests, args.rounds
     )
-    busy = None
-    if args.busy_rounds:
-        churn = Churn(
-            apis["scale"],
-            gke,
-            [(plan.pods[i][1].namespace, plan.pods[i][0]) for i in range(0, sizes.pods, 7)],
-            sorted(uids),
-        )
-        run.say(
-            f"admission latency while the leader's passes run: {args.requests} POST /mutate per "
-            f"server, {args.busy_rounds} rounds, pods and PodSnapshots changing"
-        )
-        ca = run.certs / "ca.crt"
-        busy = busy_rounds(
-            empty, scale, ca, body, requests=args.requests, rounds=args.busy_rounds, churn=churn
-        )
+    objects = churn_objects(plan, sizes, uids)
+    busy = measure_busy(run, empty, scale, body, objects=objects, admin=apis["scale"], gke=gke)
     if args.profile:
         profile_rounds([empty, scale], run.certs / "ca.crt", body, args.requests, args.profile)
     for server in (empty, scale):
