@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from webhook.kube.matching import Policy, compile_selector
 from webhook.kube.snapshots import OriginRecord, SnapshotIndex, SnapshotView, snapshot_view
+from webhook.kube.state import NodePoolFacts
 from webhook.pod.node_pins import node_selection
-from webhook.pod.restore import PodFacts, differences, predict
+from webhook.pod.restore import PodFacts, differences, landing_pools, predict
 
 HASH = "v1:sha256:" + "a" * 64
 POLICY = Policy(
@@ -198,3 +199,19 @@ def test_property_indexed_prediction_equals_the_walk_over_every_snapshot(
         expected[1],
         expected[3],
     )
+
+
+def test_an_unpinned_pod_lands_on_every_pool_with_nodes_of_the_current_map() -> None:
+    """The unpinned answer is kept per node-pool map (the state replaces the map on a change):
+    a new map is read afresh, never answered from the old one."""
+    g2 = NodePoolFacts("g2-pool", 3, machine_families=frozenset({"g2"}))
+    empty = NodePoolFacts("empty-pool", 0)
+    a3 = NodePoolFacts("a3-pool", 2, machine_families=frozenset({"a3"}))
+    unpinned = node_selection({}, "spec")
+    first = {"g2-pool": g2, "empty-pool": empty}
+    assert [f.name for f in landing_pools(unpinned, first)] == ["g2-pool"]
+    assert [f.name for f in landing_pools(unpinned, first)] == ["g2-pool"]
+    second = {**first, "a3-pool": a3}
+    assert [f.name for f in landing_pools(unpinned, second)] == ["a3-pool", "g2-pool"]
+    pinned = node_selection({"nodeSelector": {"cloud.google.com/machine-family": "a3"}}, "spec")
+    assert [f.name for f in landing_pools(pinned, second)] == ["a3-pool"]

@@ -157,10 +157,28 @@ def _families(selection: NodeSelection) -> frozenset[str] | None:
     return None
 
 
+_LANDING_PINS = (NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE)
+_UNPINNED: list[tuple[Mapping[str, NodePoolFacts], tuple[NodePoolFacts, ...]]] = []
+"""The last node-pool map seen by a pod without landing pins, and its pools with nodes (the
+cluster state replaces that map on a change and never edits it, so identity is enough)."""
+
+
 def landing_pools(
     selection: NodeSelection, pools: Mapping[str, NodePoolFacts]
 ) -> list[NodePoolFacts]:
-    """Known node pools the pod can be scheduled on, judged by its exhaustive pins."""
+    """Known node pools the pod can be scheduled on, judged by its exhaustive pins.
+
+    A pod without an exhaustive pool, family, instance-type or architecture pin can land on
+    every pool with nodes: that list is computed once per node-pool map, not per admission.
+    """
+    pins = [selection.pins.get(key) for key in _LANDING_PINS]
+    if not any(pin is not None and pin.exhaustive for pin in pins):
+        cached = _UNPINNED[0] if _UNPINNED else None
+        if cached is None or cached[0] is not pools:
+            with_nodes = (f for f in pools.values() if f.node_count)
+            cached = (pools, tuple(sorted(with_nodes, key=lambda f: f.name)))
+            _UNPINNED[:] = [cached]
+        return list(cached[1])
     out = []
     for facts in pools.values():
         if facts.node_count == 0:
