@@ -94,7 +94,7 @@ def main() -> int:
     if args.peers in ("all", "go"):
         print("the Go peer: building or reusing it (scripts/peers.sh)", flush=True)
         try:
-            peers.go_binary = go_peer_binary()
+            peers.go_binary = go_peer_binary(echo=True)
             peers.go_version = go_peer_version(peers.go_binary)
             scenarios.append("go-peer")
         except PeerUnavailable as error:

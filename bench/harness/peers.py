@@ -22,6 +22,7 @@ import importlib.util
 import json
 import re
 import subprocess
+import sys
 from collections import defaultdict
 from functools import partial
 from pathlib import Path
@@ -42,20 +43,28 @@ class PeerUnavailable(Exception):
     """A peer cannot run on this machine; the message says why."""
 
 
-def go_peer_binary() -> Path:
-    """The Go peer's binary, built or reused by ``scripts/peers.sh``.
+def go_peer_binary(*, echo: bool = False) -> Path:
+    """The Go peer's binary, built or reused by ``scripts/peers.sh`` (``echo``: its progress
+    lines are copied to stderr as they come: a cold build takes minutes).
 
     Raises:
         PeerUnavailable: the script failed (no Go, the module proxy unreachable, a build
             error); its last lines are the message.
     """
-    result = subprocess.run(
-        ["bash", str(GO_PEER_SCRIPT)], capture_output=True, text=True, check=False
-    )
-    paths = re.findall(r"^GO_PEER=(.+)$", result.stdout, re.MULTILINE)
-    if result.returncode != 0 or not paths:
-        tail = " | ".join(result.stderr.strip().splitlines()[-3:])
-        raise PeerUnavailable(f"scripts/peers.sh exited {result.returncode}: {tail}")
+    with subprocess.Popen(
+        ["bash", str(GO_PEER_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as script:
+        assert script.stdout is not None and script.stderr is not None
+        progress = []
+        for line in script.stderr:
+            progress.append(line.rstrip())
+            if echo:
+                print(line, end="", file=sys.stderr, flush=True)
+        stdout = script.stdout.read()
+        code = script.wait()
+    paths = re.findall(r"^GO_PEER=(.+)$", stdout, re.MULTILINE)
+    if code != 0 or not paths:
+        raise PeerUnavailable(f"scripts/peers.sh exited {code}: {' | '.join(progress[-3:])}")
     return Path(paths[-1])
 
 
