@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import pytest
 import urllib3
+from kubernetes import client
 
 from bench.cluster.webhooks import webhook_configs
 from bench.harness.identity import chart_objects
@@ -37,6 +38,7 @@ from bench.harness.peers import (
 from bench.harness.servers import Launcher, Server, certificates, stop_servers
 from bench.peers import kopf_peer
 from tests.envtest.controlplane import ControlPlane
+from tests.envtest.plugin import service_account_token
 from tests.support.ports import free_port
 
 HASH_PATH = "/metadata/annotations/snapready.io~1spec-hash"
@@ -77,9 +79,14 @@ def go_peer(go_binary: Path, certs: Path, tmp_path: Path) -> Iterator[Peer]:
 
 
 @pytest.fixture
-def kopf(control_plane: ControlPlane, certs: Path, tmp_path: Path) -> Iterator[Peer]:
+def kopf(
+    control_plane: ControlPlane, kube_admin: client.ApiClient, certs: Path, tmp_path: Path
+) -> Iterator[Peer]:
+    """The kopf peer as a ServiceAccount without RBAC: kopf only reads discovery, which every
+    authenticated user may (``system:discovery``)."""
+    token = service_account_token(kube_admin, "default", "bench-kopf-peer")
+    kubeconfig = control_plane.token_kubeconfig(tmp_path / "kopf.kubeconfig", token)
     counts_port = free_port()
-    kubeconfig = control_plane.admin_kubeconfig
     server = start_kopf_peer(Launcher(tmp_path), free_port(), counts_port, certs, kubeconfig)
     try:
         wait_kopf_peer(server, counts_port, certs)
