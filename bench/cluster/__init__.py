@@ -40,11 +40,11 @@ process, kube-apiserver and etcd (``bench.harness.proc``: utime+stime deltas ove
 phase); webhook calls per pod from the servers' own counters, split mutate/validate; the load
 of processes outside the bench ("other cores"); then every webhook's ratios to the floor and the
 Go peer, the in-process figures of ``bench.admit``, and design.md's targets, each figure next to
-its target and marked met, NOT met or not measured (``targets``). The run ends with one line,
-``verdict: N/M targets met by snapready (NOT met: ...)``, for snapready with the chart's defaults
-(``snapready+inject`` is shown beside it). With ``--profile DIR``, one extra (unmeasured) phase of
-selected pods per snapready variant is sampled with py-spy and summarised. No assertions: exit 0
-whatever the figures.
+its target and marked met, NOT met or not measured (``targets``). The run ends with one line
+in every benchmark's format, ``verdict: N/M targets met (NOT met: ...)``, for snapready with the
+chart's defaults (``snapready+inject`` is shown beside it). With ``--profile DIR``, one extra
+(unmeasured) phase of selected pods per snapready variant is sampled with py-spy and summarised.
+No assertions: exit 0 whatever the figures.
 
 Modules: ``objects`` (the cluster's namespaces, policies and pods), ``webhooks`` (the chart's
 webhook configurations and the servers behind them), ``phases`` (alternating measured phases),

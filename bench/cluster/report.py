@@ -71,7 +71,7 @@ def report(
     print("\n".join(targets_table(rows)))
     report_where(totals, ours, timings)
     report_rounds(totals, [s for s in scenarios if s not in ("none", "constant")], bench)
-    return verdict_line(rows[judged], judged)
+    return verdict_line(rows[judged])
 
 
 def with_targets(timings: list[Timing]) -> tuple[tuple[str, float, float], ...]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bench.cluster.phases import Totals
-from bench.harness.stats import verdict
+from bench.harness import stats
 
 TARGET_FLOOR_RATIO = 2.0
 """Webhook CPU per selected pod <= 2 x the constant webhook's."""
@@ -72,7 +72,7 @@ class Target:
 
     @property
     def mark(self) -> str:
-        return "not measured" if self.ok is None else verdict(self.ok)
+        return "not measured" if self.ok is None else stats.verdict(self.ok)
 
 
 def figures(
@@ -196,18 +196,12 @@ def ratio_row(what: str, ratio: float | None, limit: float) -> Target:
     return Target(name, what, f"{ratio:.2f}x", "", f"<= {limit:g}x", ratio <= limit)
 
 
-def verdict_line(rows: Sequence[Target], scenario: str) -> str:
-    """``verdict: 5/7 targets met by snapready (NOT met: webhook CPU vs Go peer 1.12x, ...)``."""
-    met = sum(1 for row in rows if row.ok)
-    missed = [f"{row.short} {row.figure}" for row in rows if row.ok is False]
-    unknown = [f"{row.short} ({row.detail})" for row in rows if row.ok is None]
-    notes = []
-    if missed:
-        notes.append("NOT met: " + ", ".join(missed))
-    if unknown:
-        notes.append("not measured: " + ", ".join(unknown))
-    line = f"verdict: {met}/{len(rows)} targets met by {scenario}"
-    return f"{line} ({'; '.join(notes)})" if notes else line
+def verdict_line(rows: Sequence[Target]) -> str:
+    """``verdict: 5/7 targets met (NOT met: webhook CPU vs Go peer 1.12x; ...)``: the shared
+    format of every benchmark's last line (``bench.harness.stats.verdict_line``)."""
+    return stats.verdict_line(
+        [(row.short, row.figure if row.ok is not None else row.detail, row.ok) for row in rows]
+    )
 
 
 def targets_table(rows_by_scenario: Mapping[str, Sequence[Target]]) -> list[str]:

@@ -48,7 +48,7 @@ def by_short(rows: list[Target]) -> dict[str, Target]:
 def test_every_target_met_reads_seven_of_seven() -> None:
     rows = evaluate(figures(run(1.8, 2.5), "snapready", ADMIT_OK))
     assert [row.ok for row in rows] == [True] * 7
-    assert verdict_line(rows, "snapready") == "verdict: 7/7 targets met by snapready"
+    assert verdict_line(rows) == "verdict: 7/7 targets met"
 
 
 def test_cpu_figures_are_ratios_to_the_floor_and_the_go_peer_with_both_figures_shown() -> None:
@@ -86,19 +86,18 @@ def test_a_skipped_go_peer_is_not_measured_and_says_why() -> None:
     assert go.ok is None
     assert go.mark == "not measured"
     assert "go is not installed" in go.detail
-    assert verdict_line(rows, "snapready") == (
-        "verdict: 6/7 targets met by snapready (not measured: webhook CPU vs Go peer (go-peer "
-        "skipped: scripts/peers.sh exited 1: go is not installed))"
+    assert verdict_line(rows) == (
+        "verdict: 6/7 targets met (not measured: webhook CPU vs Go peer (go-peer skipped: "
+        "scripts/peers.sh exited 1: go is not installed))"
     )
 
 
 def test_verdict_names_every_target_not_met_with_its_figure() -> None:
     admit = (("admit /mutate (new pod)", 72.8, 60.0), ("admit /validate", 58.0, 60.0))
     rows = evaluate(figures(run(3.4, 2.72, unselected_calls=3), "snapready", admit))
-    assert verdict_line(rows, "snapready") == (
-        "verdict: 3/7 targets met by snapready (NOT met: calls per 1,000 unselected pods 30 / 0, "
-        "webhook CPU vs floor 3.40x, webhook CPU vs Go peer 1.25x, in-process admit "
-        "72.8 / 58.0 us)"
+    assert verdict_line(rows) == (
+        "verdict: 3/7 targets met (NOT met: calls per 1,000 unselected pods 30 / 0; webhook CPU "
+        "vs floor 3.40x; webhook CPU vs Go peer 1.25x; in-process admit 72.8 / 58.0 us)"
     )
 
 
@@ -127,7 +126,7 @@ def test_a_floor_under_one_cpu_tick_is_not_measured() -> None:
 def test_without_in_process_figures_there_are_six_targets() -> None:
     rows = evaluate(figures(run(1.5, 2.0), "snapready"))
     assert len(rows) == 6
-    assert verdict_line(rows, "snapready") == "verdict: 6/6 targets met by snapready"
+    assert verdict_line(rows) == "verdict: 6/6 targets met"
 
 
 def test_table_prints_each_figure_next_to_its_target_and_mark() -> None:
@@ -149,3 +148,11 @@ def test_outside_load_is_other_cores_on_average_and_at_most() -> None:
     line = outside_load({("constant", "selected"): quiet, ("snapready", "plain"): busy})
     assert line.endswith("0.50 cores on average, at most 0.90 (snapready, plain pods)")
     assert outside_load({}).endswith("no phase measured")
+
+
+def test_verdict_lists_not_measured_apart_from_not_met() -> None:
+    rows = evaluate(figures(run(3.4, None), "snapready"), {"go-peer": "no Go"})
+    assert verdict_line(rows) == (
+        "verdict: 4/6 targets met (NOT met: webhook CPU vs floor 3.40x; not measured: webhook CPU "
+        "vs Go peer (go-peer skipped: no Go))"
+    )
