@@ -151,18 +151,23 @@ def evaluate(fig: Figures, skipped: Mapping[str, str] | None = None) -> list[Tar
         ratio_row("CREATE p99", fig.p99_ratio, TARGET_P99_RATIO),
     ]
     if fig.admit_us:
-        limits = sorted({f"{target:g}" for _, _, target in fig.admit_us})
-        rows.append(
-            Target(
-                "in-process admit per review, us (bench.admit)",
-                "in-process admit",
-                " / ".join(f"{micros:.1f}" for _, micros, _ in fig.admit_us) + " us",
-                " / ".join(name for name, _, _ in fig.admit_us),
-                f"<= {' / '.join(limits)} us",
-                all(micros <= target for _, micros, target in fig.admit_us),
-            )
-        )
+        rows.append(admit_row(fig.admit_us))
     return rows
+
+
+def admit_row(admit_us: tuple[tuple[str, float, float], ...]) -> Target:
+    """The in-process target: every ``bench.admit`` figure that has one; the worst is shown."""
+    worst = max(micros - target for _, micros, target in admit_us)
+    name, micros, target = next(a for a in admit_us if a[1] - a[2] == worst)
+    each = ", ".join(f"{n.removeprefix('admit ')} {m:.1f}" for n, m, _ in admit_us)
+    return Target(
+        "in-process admit per review, us (bench.admit; the worst shown)",
+        "in-process admit",
+        f"{micros:.1f} us",
+        f"{name.removeprefix('admit ')}; all: {each}",
+        f"<= {target:g} us",
+        worst <= 0,
+    )
 
 
 def cpu_row(

@@ -97,7 +97,7 @@ def test_verdict_names_every_target_not_met_with_its_figure() -> None:
     rows = evaluate(figures(run(3.4, 2.72, unselected_calls=3), "snapready", admit))
     assert verdict_line(rows) == (
         "verdict: 3/7 targets met (NOT met: calls per 1,000 unselected pods 30 / 0; webhook CPU "
-        "vs floor 3.40x; webhook CPU vs Go peer 1.25x; in-process admit 72.8 / 58.0 us)"
+        "vs floor 3.40x; webhook CPU vs Go peer 1.25x; in-process admit 72.8 us)"
     )
 
 
@@ -156,3 +156,10 @@ def test_verdict_lists_not_measured_apart_from_not_met() -> None:
         "verdict: 4/6 targets met (NOT met: webhook CPU vs floor 3.40x; not measured: webhook CPU "
         "vs Go peer (go-peer skipped: no Go))"
     )
+
+
+def test_in_process_row_shows_the_worst_figure_and_lists_them_all() -> None:
+    admit = (("admit /mutate (new pod)", 58.0, 60.0), ("admit /validate", 61.5, 60.0))
+    row = by_short(evaluate(figures(run(1.5, 2.0), "snapready", admit)))["in-process admit"]
+    assert (row.figure, row.target, row.ok) == ("61.5 us", "<= 60 us", False)
+    assert row.detail == "/validate; all: /mutate (new pod) 58.0, /validate 61.5"
