@@ -52,7 +52,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--pods", type=int, default=200, help="pods per kind, scenario and round")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--quick", action="store_true", help="smoke run: 20 pods x 1 round")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 20 pods x 1 round, short in-process runs"
+    )
     parser.add_argument(
         "--injection",
         choices=["both", "chart", "on"],

@@ -61,7 +61,8 @@ def report(
     print_ratios(totals, scenarios)
 
     ours = [s for s in scenarios if s.startswith("snapready")]
-    timings = {s: admit_timings(inject=s == "snapready+inject") for s in ours}
+    rounds, number = (2, 300) if args.quick else (5, 2000)  # --quick: a smoke run
+    timings = {s: admit_timings(s == "snapready+inject", rounds, number) for s in ours}
     rows = {s: evaluate(figures(totals, s, with_targets(timings[s])), skipped) for s in ours}
     judged = "snapready" if "snapready" in ours else ours[0]
     print(
@@ -69,7 +70,7 @@ def report(
         + (", snapready+inject is shown beside it):" if len(ours) > 1 else "):")
     )
     print("\n".join(targets_table(rows)))
-    report_where(totals, ours, timings)
+    report_where(totals, ours, timings, pods=100 if args.quick else 500)
     report_rounds(totals, [s for s in scenarios if s not in ("none", "constant")], bench)
     return verdict_line(rows[judged])
 
@@ -150,7 +151,11 @@ def print_ratios(totals: dict[tuple[str, str], Totals], scenarios: list[str]) ->
 
 
 def report_where(
-    totals: dict[tuple[str, str], Totals], ours: list[str], timings: dict[str, list[Timing]]
+    totals: dict[tuple[str, str], Totals],
+    ours: list[str],
+    timings: dict[str, list[Timing]],
+    *,
+    pods: int,
 ) -> None:
     """Where a selected pod's webhook CPU goes: what any webhook pays (the constant server), and
     snapready's own work measured in this process with warm and with flushed CPU caches."""
@@ -161,7 +166,7 @@ def report_where(
         t = totals[scenario, "selected"]
         measured = timings[scenario]
         hot = (2 * measured[0].micros + measured[1].micros + measured[2].micros) / 1000
-        _, cold = whole_pod(inject=scenario == "snapready+inject", pods=500)
+        _, cold = whole_pod(inject=scenario == "snapready+inject", pods=pods)
         print(
             f"  {scenario:<18}measured {t.per_pod(t.cpu['webhook']):.2f} = constant server "
             f"{floor:.2f} (TLS, HTTP, event loop: any webhook) + snapready's own "
