@@ -85,7 +85,7 @@ bench: $(STAMP) ## throughput/latency benchmark against a constant-response serv
 bench-admit: $(STAMP) ## in-process cost of one selected pod's admission (issue 16: admit <= 60 us)
 	$(BIN)/python -m bench.admit $(BENCH_ARGS)
 
-bench-cluster: $(STAMP) ## pod CREATE latency through a real kube-apiserver: none vs constant webhook vs snapready
+bench-cluster: $(STAMP) ## pod CREATE through a real kube-apiserver: none vs constant webhook vs Go/kopf peers vs snapready; targets + verdict
 	$(BIN)/python -m bench.cluster $(BENCH_ARGS)
 
 bench-scale: $(STAMP) ## caches at scale (2,000 nodes, 20,000 pods, 5,000 PodSnapshots): sync time, RSS, admission p99

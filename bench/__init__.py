@@ -6,7 +6,7 @@ Run from the repository root (the ``make`` targets do):
   against the constant webhook, driven by ``hey`` or httpx;
 * ``python -m bench.admit`` (``make bench-admit``): the in-process cost of one selected pod;
 * ``python -m bench.cluster`` (``make bench-cluster``): pod CREATE through a real kube-apiserver,
-  no webhook vs the constant webhook vs snapready;
+  no webhook vs the constant webhook vs the Go and kopf peers (``bench/peers/``) vs snapready;
 * ``python -m bench.scale`` (``make bench-scale``): the cluster caches at scale against an empty
   cluster;
 * ``python -m bench.cli`` (``make bench-cli``): the CLI on hostile and large input (YAML alias

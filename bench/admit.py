@@ -10,7 +10,12 @@ PodSnapshots were listed (none Ready: the prediction runs and says ``none``), as
   every new pod is new content;
 * ``admit /validate``: the pod as snapready's patch left it (what the API server sends next), with
   the memo holding ``/mutate``'s fingerprint (the same replica served both calls), and again with
-  the memo empty (another replica served ``/mutate``).
+  the memo empty (another replica served ``/mutate``);
+* what a request costs beyond decoding and answering, each part on its own (issue 35): the
+  fingerprint (``distill`` + RFC 8785 + SHA-256, memo empty), the prediction against 100 Ready
+  snapshots of the pod's policy in its namespace, 21 of them in its group (``hit``: one has its
+  fingerprint; ``miss``: none has, the differing fields are named), and ``admit /mutate`` under
+  each of those states.
 
 Each figure is the best of 5 rounds: the same request objects again and again, so the CPU
 caches hold everything (the classic micro-benchmark). Then the whole pod (both parses,
@@ -39,9 +44,14 @@ import orjson
 
 from bench.harness.objects import review_file
 from tests.conftest import make_settings
-from webhook.admission.engine import Engine, admit
+from webhook.admission.engine import Engine, admit, selected_pod_context
 from webhook.kube.review import parse_review
-from webhook.pod import memo
+from webhook.kube.snapshots import OriginRecord, SnapshotIndex, SnapshotView
+from webhook.mutation.patch import Draft
+from webhook.mutation.prediction import pod_facts
+from webhook.pod import distill, memo
+from webhook.pod.fields import field_digests
+from webhook.pod.restore import predict
 from webhook.server.runner import build_engine
 
 TARGET_ADMIT_US = 60.0
@@ -63,6 +73,38 @@ def cluster_engine(inject: bool) -> Engine:
     state = dataclasses.replace(engine.state(), snapshots_known=True)
     engine.state = lambda: state
     return engine
+
+
+def with_snapshots(engine: Engine, body: bytes, *, match: bool) -> Engine:
+    """``engine`` with 100 Ready recorded snapshots of ``llm-policy`` in ``snap``, 21 of them in
+    review 03's group (``model``), as on the scale bench's cluster: two templates' fingerprints
+    on five node versions; with ``match`` the newest-but-some one has the stamped pod's
+    fingerprint (a hit), else none does (a miss naming the image)."""
+    request = parse_review(body).request
+    admitted = jsonpatch.apply_patch(request.object, list(admit(request, "mutate", engine).patch))
+    spec_hash = distill.fingerprint(admitted)
+    digests = field_digests(admitted)
+    if not match:
+        spec_hash = "v1:sha256:" + "0" * 64
+        digests = {**digests, "spec.containers[0].image": "0" * 12}
+    group = {"model": admitted["metadata"]["labels"]["model"]}
+    hashes = [spec_hash, "v1:sha256:" + "1" * 64]  # the scale bench's group: two templates
+    views = [
+        SnapshotView(
+            "snap", f"llm-policy-{number:03d}", "llm-policy", None, True, "Ready",
+            f"2026-12-01T10:{number % 60:02d}:00Z", None,
+            OriginRecord(
+                "origin", hashes[number % 2 if not match or number != 7 else 0], digests,
+                {"version": f"1.35.{number % 5}-gke.1"},
+                group if number % 5 == 2 or number == 7 else {"model": f"other-{number}"},
+            ),
+        )
+        for number in range(100)
+    ]  # fmt: skip
+    state = dataclasses.replace(engine.state(), snapshots=SnapshotIndex.build(views))
+    copy = dataclasses.replace(engine)
+    copy.state = lambda: state
+    return copy
 
 
 def bodies(engine: Engine) -> tuple[bytes, bytes]:
@@ -90,6 +132,30 @@ def admit_timings(inject: bool = False, rounds: int = 5, number: int = 2000) -> 
         memo._memo.clear()
         return admit(validate, "validate", engine)
 
+    hit, miss = (with_snapshots(engine, mutate_body, match=m) for m in (True, False))
+    stamped = parse_review(validate_body).request.object
+    ctx = selected_pod_context(validate, stamped, engine)
+    assert ctx is not None
+
+    def predicts(on: Engine) -> Callable[[], Any]:
+        facts = pod_facts(Draft(stamped), dataclasses.replace(ctx, cluster=on.state()))
+        state = on.state()
+        return lambda: predict(
+            dataclasses.replace(facts, fields=lambda: field_digests(stamped)),
+            state.snapshots, state.node_pools, rootfs_only=False,
+        )  # fmt: skip
+
+    def fresh(on: Engine, *, first_replica: bool = True) -> Callable[[], Any]:
+        """A new pod; ``first_replica``: also the first of its template (no digests yet)."""
+
+        def call() -> Any:
+            memo._memo.clear()
+            if first_replica:
+                memo._digests.clear()
+            return admit(mutate, "mutate", on)
+
+        return call
+
     admit(mutate, "mutate", engine)  # the memo now holds the stamped pod's fingerprint
     calls: list[tuple[str, Callable[[], Any], float | None]] = [
         ("parse_review (/mutate body)", lambda: parse_review(mutate_body), None),
@@ -97,6 +163,14 @@ def admit_timings(inject: bool = False, rounds: int = 5, number: int = 2000) -> 
         ("admit /validate (memo from /mutate)", lambda: admit(validate, "validate", engine),
          TARGET_ADMIT_US),
         ("admit /validate (memo empty)", cold_validate, None),
+        ("  part: fingerprint of the pod", lambda: distill.fingerprint(stamped), None),
+        ("  part: predict, no Ready snapshot", predicts(engine), None),
+        ("  part: predict, hit (100 Ready)", predicts(hit), None),
+        ("  part: predict, miss (fields named)", predicts(miss), None),
+        ("admit /mutate, prediction hit", fresh(hit), TARGET_ADMIT_US),
+        ("admit /mutate, prediction miss", fresh(miss), TARGET_ADMIT_US),
+        ("admit /mutate, miss, a later replica", fresh(miss, first_replica=False),
+         TARGET_ADMIT_US),
     ]  # fmt: skip
     out = []
     for name, call, target in calls:
@@ -136,7 +210,7 @@ def print_report(inject: bool, rounds: int, number: int) -> None:
         if t.target is not None:
             verdict = "met" if t.micros <= t.target else "NOT met"
             target = f"   target <= {t.target:.0f} us: {verdict}"
-        print(f"  {t.name:<40}{t.micros:>8.1f} us{target}")
+        print(f"  {t.name:<42}{t.micros:>8.1f} us{target}")
     hot = 2 * timings[0].micros + timings[1].micros + timings[2].micros
     warm, cold = whole_pod(inject)
     print(

@@ -1,9 +1,10 @@
 """The webhook servers of ``make bench-cluster`` and the configurations that register them.
 
-Every server is registered with the chart's two webhook configurations, only ``clientConfig``
-pointed at it (``url`` + ``caBundle``), each webhook with the ``matchConditions`` snapready's
-scope controller wrote; snapready runs as the chart's ServiceAccount (a TokenRequest token, the
-chart's RBAC) with the chart's settings file.
+Every server (the constant webhook, the Go and kopf peers, each snapready variant) is registered
+with the chart's two webhook configurations, only ``clientConfig`` pointed at it (``url`` +
+``caBundle``), each webhook with the ``matchConditions`` snapready's scope controller wrote;
+snapready runs as the chart's ServiceAccount (a TokenRequest token, the chart's RBAC) with the
+chart's settings file, and the kopf peer reads discovery with the same token.
 """
 
 from __future__ import annotations
@@ -19,6 +20,14 @@ import yaml
 from bench.harness.api import Api
 from bench.harness.identity import RELEASE_NS, chart_objects, install_identity
 from bench.harness.objects import Obj
+from bench.harness.peers import (
+    go_peer_counts,
+    kopf_peer_counts,
+    start_go_peer,
+    start_kopf_peer,
+    wait_go_peer,
+    wait_kopf_peer,
+)
 from bench.harness.servers import (
     Launcher,
     Server,
@@ -47,6 +56,8 @@ class Webhook:
     configs: list[Obj]
     counts: Callable[[], dict[str, float]]
     """Calls answered so far, by ``mutate``/``validate``."""
+    ready: Callable[[], float]
+    """Waits until the server answers; seconds since its start."""
 
 
 def webhook_configs(objs: list[Obj], port: int, ca: str) -> list[Obj]:
@@ -89,15 +100,17 @@ def start_servers(
     scenarios: list[str],
     certs: Path,
     scope_mode: str | None,
+    go_peer: Path | None = None,
 ) -> dict[str, Webhook]:
-    """Start the constant server and one ``snapready serve --source kube`` per variant, each
-    snapready as the chart's ServiceAccount with the chart's settings file.
+    """Start the constant server, the peers and one ``snapready serve --source kube`` per
+    variant, each snapready as the chart's ServiceAccount with the chart's settings file
+    (``go_peer``: the Go peer's binary, when ``go-peer`` is a scenario).
 
     The chart's webhook configurations (pointed at the first snapready) are registered before
     snapready starts: with ``scope.mode: dynamic`` its ``/readyz`` waits until the scope
     controller has written (leader) or seen (follower) the ``matchConditions`` on them. Those
-    conditions are then kept for every scenario: the constant server is registered exactly like
-    snapready."""
+    conditions are then kept for every scenario: the constant server and the peers are
+    registered exactly like snapready."""
     ca = ca_bundle(certs)
     charts = {False: chart_objects(False)}
     if "snapready+inject" in scenarios:
@@ -105,11 +118,25 @@ def start_servers(
     kubeconfig = install_identity(api, plane, charts[False], tmp)
     hooks: dict[str, Webhook] = {}
     launcher = Launcher(tmp, plane)
+
+    def hook(name: str, server: Server, counts: Callable[[], dict[str, float]],
+             ready: Callable[[], float], objs: list[Obj] = charts[False]) -> None:  # fmt: skip
+        hooks[name] = Webhook(server, webhook_configs(objs, server.port, ca), counts, ready)
+
     if "constant" in scenarios:
-        port = free_port()
-        server = launcher.constant(port, certs, echo=True)
-        counts = partial(constant_counts, port, certs / "ca.crt")
-        hooks["constant"] = Webhook(server, webhook_configs(charts[False], port, ca), counts)
+        server = launcher.constant(free_port(), certs, echo=True)
+        hook("constant", server, partial(constant_counts, server.port, certs / "ca.crt"),
+             partial(wait_ready, server, certs / "ca.crt", "/counts"))  # fmt: skip
+    if "go-peer" in scenarios:
+        assert go_peer is not None, "go-peer needs the Go peer's binary"
+        server = start_go_peer(launcher, go_peer, free_port(), certs)
+        hook("go-peer", server, partial(go_peer_counts, server.port, certs / "ca.crt"),
+             partial(wait_go_peer, server, certs))  # fmt: skip
+    if "kopf-peer" in scenarios:
+        counts_port = free_port()
+        server = start_kopf_peer(launcher, free_port(), counts_port, certs, kubeconfig)
+        hook("kopf-peer", server, partial(kopf_peer_counts, counts_port),
+             partial(wait_kopf_peer, server, counts_port, certs))  # fmt: skip
     for scenario in [s for s in scenarios if s.startswith("snapready")]:
         objs = charts[scenario == "snapready+inject"]
         port, metrics_port = free_port(), free_port()
@@ -121,12 +148,12 @@ def start_servers(
         server = launcher.snapready(
             scenario, argv, port, SNAPREADY_CONFIG_FILE=str(config), POD_NAMESPACE=RELEASE_NS
         )
-        counts = partial(snapready_counts, metrics_port)
-        hooks[scenario] = Webhook(server, webhook_configs(objs, port, ca), counts)
+        hook(scenario, server, partial(snapready_counts, metrics_port),
+             partial(wait_ready, server, certs / "ca.crt", "/readyz"), objs)  # fmt: skip
         if len([s for s in hooks if s.startswith("snapready")]) == 1:
             register(api, hooks[scenario].configs, {})  # before readiness, see above
-    for name, hook in hooks.items():
-        wait_ready(hook.server, certs / "ca.crt", "/counts" if name == "constant" else "/readyz")
+    for webhook in hooks.values():
+        webhook.ready()
     return hooks
 
 

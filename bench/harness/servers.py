@@ -18,7 +18,9 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import urllib3
@@ -81,13 +83,16 @@ class Launcher:
     folder: Path
     plane: ControlPlane | None = None
 
-    def module(self, name: str, argv: list[str], port: int, env: dict[str, str]) -> Server:
-        """``python -m argv`` as server ``name`` on ``port``, logging to ``folder/name.log``."""
+    def program(self, name: str, argv: list[str], port: int, env: dict[str, str]) -> Server:
+        """``argv`` as server ``name`` on ``port``, logging to ``folder/name.log``."""
         log = self.folder / f"{name}.log"
         began_wall, began = time.time(), time.monotonic()
-        command = [sys.executable, "-m", *argv]
-        process = spawn(command, log, env, plane=self.plane, name=name)
+        process = spawn(argv, log, env, plane=self.plane, name=name)
         return Server(name, process, port, log, began, began_wall)
+
+    def module(self, name: str, argv: list[str], port: int, env: dict[str, str]) -> Server:
+        """``python -m argv`` (this interpreter) as server ``name`` on ``port``."""
+        return self.program(name, [sys.executable, "-m", *argv], port, env)
 
     def snapready(self, name: str, args: list[str], port: int, **env: str) -> Server:
         """``snapready serve args``; no shutdown drain unless ``env`` or a settings file says so."""
@@ -127,10 +132,18 @@ def https_get(port: int, path: str, ca: Path, timeout: float = 2.0) -> tuple[int
 
 
 def wait_ready(
-    server: Server, ca: Path, path: str = "/readyz", timeout: float = 90.0, every: float = 0.1
+    server: Server,
+    ca: Path,
+    path: str = "/readyz",
+    timeout: float = 90.0,
+    every: float = 0.1,
+    *,
+    probe: Callable[[], tuple[int, bytes]] | None = None,
 ) -> float:
-    """Seconds from the server's start until ``path`` answers 200, polled every ``every``."""
+    """Seconds from the server's start until ``path`` answers 200 over HTTPS (or ``probe``
+    returns status 200), polled every ``every``."""
     last = b""
+    get = probe or partial(https_get, server.port, path, ca)
 
     def up() -> bool:
         nonlocal last
@@ -138,7 +151,7 @@ def wait_ready(
             log = server.log.read_text(errors="replace")[-3000:]
             raise BenchError(f"{server.name} exited with {server.process.returncode}:\n{log}")
         try:
-            status, last = https_get(server.port, path, ca)
+            status, last = get()
         except urllib3.exceptions.HTTPError:
             return False
         return status == 200
@@ -146,7 +159,7 @@ def wait_ready(
     try:
         wait(f"{server.name} on port {server.port}", up, timeout, every)
     except BenchError as error:
-        raise BenchError(f"{error}; last {path}: {last[:600]!r}; log {server.log}") from None
+        raise BenchError(f"{error}; last answer: {last[:600]!r}; log {server.log}") from None
     return time.monotonic() - server.began
 
 

@@ -33,6 +33,19 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
+def verdict_line(checks: Sequence[tuple[str, str, bool | None]]) -> str:
+    """The one line a benchmark ends with: ``verdict: 5/7 targets met (NOT met: name
+    measured; ...)`` from (target, measured, met) rows; met ``None`` is a target that could not
+    be measured (``measured`` says why): listed apart, never counted as met."""
+    met = sum(1 for _, _, ok in checks if ok)
+    missed = [f"{name} {measured}" for name, measured, ok in checks if ok is False]
+    unknown = [f"{name} ({measured})" for name, measured, ok in checks if ok is None]
+    notes = [f"NOT met: {'; '.join(missed)}"] if missed else []
+    notes += [f"not measured: {'; '.join(unknown)}"] if unknown else []
+    line = f"verdict: {met}/{len(checks)} targets met"
+    return line + (f" ({'; '.join(notes)})" if notes else "")
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A Markdown table (what the README quotes), one line per row."""
     lines = [_row(header), "|" + "---|" * len(header)]

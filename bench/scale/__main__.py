@@ -20,10 +20,12 @@ from bench.harness.identity import RELEASE_NS, chart_objects, install_identity
 from bench.harness.objects import Obj
 from bench.harness.plane import assets, run_in_folder, start_plane, versions
 from bench.harness.proc import MIB
+from bench.harness.profile import recording, summarise_profile
 from bench.harness.servers import certificates
 from bench.scale import serve
+from bench.scale.churn import Churn
 from bench.scale.heap import heap_report
-from bench.scale.latency import measure_latency, review_body
+from bench.scale.latency import Busy, busy_rounds, measure_latency, profile_rounds, review_body
 from bench.scale.nodes import POOLS, node_objects
 from bench.scale.populate import (
     record_objects,
@@ -35,7 +37,7 @@ from bench.scale.populate import (
 from bench.scale.report import Outcome, listed_line, report
 from bench.scale.reports import Target, measure_reports
 from bench.scale.serve import Figures, Snapready
-from bench.scale.workload import Sizes, make_plan, namespace_name, pod_objects
+from bench.scale.workload import Plan, Sizes, make_plan, namespace_name, pod_objects
 from tests.envtest.controlplane import ControlPlane
 
 DEFAULTS = {"nodes": 2000, "pods": 20000, "snapshots": 5000, "namespaces": 50}
@@ -77,6 +79,20 @@ def parse_args() -> argparse.Namespace:
         "--ready-timeout", type=float, default=600, help="give snapready SECONDS to sync"
     )
     parser.add_argument(
+        "--busy-rounds",
+        type=int,
+        default=4,
+        help="alternating rounds while pods and PodSnapshots of the scale cluster change, so "
+        "the leader's passes run (0: skip; default 4)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="after the measured rounds, one unmeasured round per server under py-spy (raw "
+        "stacks and a summary of the event-loop thread in DIR)",
+    )
+    parser.add_argument(
         "--reports",
         action="store_true",
         help="then what policy reports cost: OpenReports CRDs, snapready's first audit pass "
@@ -95,6 +111,7 @@ def parse_args() -> argparse.Namespace:
         args.settle = 10.0 if args.quick else 30.0
     if args.quick:
         args.rounds = min(args.rounds, 4)
+        args.busy_rounds = min(args.busy_rounds, 2)
     return args
 
 
@@ -138,14 +155,26 @@ class Run:
         ``settle_s`` later."""
         server = serve.start(label, plane, self.identity(plane, api), self.certs, self.tmp)
         self.servers.append(server)
-        serve.wait_synced(server, self.certs / "ca.crt", self.args.ready_timeout)
-        f = server.figures
-        self.say(
-            f"  snapready {label}: ready in {f.ready_s:.1f} s, RSS {f.rss_sync_mib:.0f} MiB "
-            f"(peak {f.hwm_sync_mib:.0f}); lists: {listed_line(f)}"
-        )
-        serve.settle(server, settle_s)
-        self.say(f"  +{settle_s:.0f} s: RSS {f.rss_settled_mib:.0f} MiB")
+        folder = self.args.profile
+        profiled = folder is not None and label == "scale"
+        with contextlib.ExitStack() as stack:
+            if profiled:
+                folder.mkdir(parents=True, exist_ok=True)
+                raw = folder.resolve() / "scale-sync.collapsed.txt"
+                stack.enter_context(recording(server.pid, raw))
+            serve.wait_synced(server, self.certs / "ca.crt", self.args.ready_timeout)
+            f = server.figures
+            self.say(
+                f"  snapready {label}: ready in {f.ready_s:.1f} s, RSS {f.rss_sync_mib:.0f} MiB "
+                f"(peak {f.hwm_sync_mib:.0f}); lists: {listed_line(f)}"
+            )
+            serve.settle(server, settle_s)
+            self.say(f"  +{settle_s:.0f} s: RSS {f.rss_settled_mib:.0f} MiB")
+        if profiled:
+            summary = summarise_profile(raw, thread=None)
+            (raw.parent / "scale-sync.summary.txt").write_text(summary + "\n")
+            self.say(f"py-spy profile of the sync and settle (every thread; figures of this "
+                     f"run are perturbed by the sampling):\n{summary}")  # fmt: skip
         return server
 
     def stop(self, server: Snapready) -> None:
@@ -192,6 +221,51 @@ def start_planes(run: Run) -> tuple[dict[str, ControlPlane], dict[str, Api], str
         f"{ran.apiserver}, {ran.etcd.replace('Version: ', 'etcd ')}, {os.cpu_count()} CPUs"
     )
     return planes, apis, described
+
+
+def churn_objects(
+    plan: Plan, sizes: Sizes, uids: dict[tuple[str, str], str]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(pods, PodSnapshots) the busy rounds change: every 7th pod, every snapshot."""
+    pods = [(plan.pods[i][1].namespace, plan.pods[i][0]) for i in range(0, sizes.pods, 7)]
+    return pods, sorted(uids)
+
+
+def measure_busy(
+    run: Run,
+    empty: Snapready,
+    scale: Snapready,
+    body: Path,
+    *,
+    objects: tuple[list[tuple[str, str]], list[tuple[str, str]]],
+    admin: Api,
+    gke: Api,
+) -> Busy | None:
+    """The busy rounds (``--busy-rounds``; None when 0), profiled with ``--profile``."""
+    args = run.args
+    if not args.busy_rounds:
+        return None
+    churn = Churn(admin, gke, *objects)
+    run.say(
+        f"admission latency while the leader's passes run: {args.requests} POST /mutate per "
+        f"server, {args.busy_rounds} rounds, pods and PodSnapshots changing"
+    )
+    ca = run.certs / "ca.crt"
+    raw = None
+    with contextlib.ExitStack() as stack:
+        if args.profile:  # every thread: the passes run beside the event loop
+            args.profile.mkdir(parents=True, exist_ok=True)
+            raw = args.profile.resolve() / "scale-busy.collapsed.txt"
+            stack.enter_context(recording(scale.pid, raw))
+        busy = busy_rounds(
+            empty, scale, ca, body, requests=args.requests, rounds=args.busy_rounds, churn=churn
+        )
+    if raw is not None:
+        summary = summarise_profile(raw, thread=None)
+        (raw.parent / "scale-busy.summary.txt").write_text(summary + "\n")
+        run.say(f"py-spy profile of the busy rounds (every thread; their figures are "
+                f"perturbed by the sampling):\n{summary}")  # fmt: skip
+    return busy
 
 
 def measure(run: Run) -> int:
@@ -255,10 +329,14 @@ def measure(run: Run) -> int:
     latency = measure_latency(
         [empty, scale], run.certs / "ca.crt", body, args.requests, args.rounds
     )
+    objects = churn_objects(plan, sizes, uids)
+    busy = measure_busy(run, empty, scale, body, objects=objects, admin=apis["scale"], gke=gke)
+    if args.profile:
+        profile_rounds([empty, scale], run.certs / "ca.crt", body, args.requests, args.profile)
     for server in (empty, scale):
         server.figures.rss_after_load_mib = proc.memory_mib(server.pid)["VmRSS"]
     outcome = Outcome(sizes, create_s, empty.figures, scale.figures, stages, latency,
-                      args.requests, args.rounds, described)  # fmt: skip
+                      args.requests, args.rounds, described, busy, args.quick)  # fmt: skip
     rss_met = report(outcome)
     if args.heap == "on" or (args.heap == "auto" and not rss_met):
         for server in list(run.servers):

@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.harness import objects
+from bench.harness import objects, proc
 from bench.harness.objects import ROOT, Obj
 from bench.harness.plane import BenchError
+from bench.harness.profile import record, summarise_profile
 from bench.harness.stats import percentile
+from bench.scale.churn import Churn
 from bench.scale.serve import Snapready, log_entries
 from bench.scale.workload import PREFIX, namespace_name
 
@@ -118,6 +120,82 @@ def measure_latency(
             flush=True,
         )
     return results
+
+
+@dataclass
+class Busy:
+    """In-handler latencies (ms) of the scale server while the leader's passes run (churn on
+    its cluster), and of the empty server in the same alternating rounds."""
+
+    handler: list[float]
+    empty: list[float]
+    what: str
+    """The churn: objects changed per second."""
+    passes: str
+    """What the scale server spent meanwhile (CPU seconds)."""
+
+    @property
+    def ratio_p99(self) -> float:
+        return percentile(self.handler, 99) / percentile(self.empty, 99)
+
+
+def busy_rounds(
+    empty: Snapready,
+    scale: Snapready,
+    ca: Path,
+    body: Path,
+    *,
+    requests: int,
+    rounds: int,
+    churn: Churn,
+) -> Busy:
+    """``rounds`` alternating rounds (``requests`` per server in all) while ``churn`` changes
+    objects of the scale cluster, so its leader's controllers pass again and again."""
+    handler: list[float] = []
+    baseline: list[float] = []
+    cpu = proc.cpu_ms(scale.pid)
+    churn.start()
+    try:
+        time.sleep(6.0)  # a first lifecycle pass (at most one per 5 s) is under way
+        per_round = max(1, requests // rounds)
+        for number in range(rounds):
+            order = [empty, scale] if number % 2 == 0 else [scale, empty]
+            for server in order:
+                latencies, _, _ = one_round(server, ca, body, per_round)
+                (handler if server is scale else baseline).extend(latencies)
+    finally:
+        done = churn.stop()
+    spent = (proc.cpu_ms(scale.pid) - cpu) / 1000
+    what = (
+        f"{done.pods / done.seconds:.0f} pod and {done.snapshots / done.seconds:.1f} PodSnapshot "
+        "label changes per second"
+    )
+    passes = (
+        f"scale server CPU {spent:.1f} s over {done.seconds:.0f} s "
+        f"({100 * spent / done.seconds:.0f}% of a core)"
+    )
+    return Busy(handler, baseline, what, passes)
+
+
+def profile_rounds(
+    servers: Sequence[Snapready], ca: Path, body: Path, requests: int, folder: Path
+) -> None:
+    """One extra, unmeasured round of ``requests`` per server under py-spy; prints where each
+    server's event-loop thread spends its busy samples (raw stacks kept in ``folder``)."""
+    folder = folder.resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    for server in servers:
+
+        def during(server: Snapready = server) -> None:
+            one_round(server, ca, body, requests)
+
+        raw = record(server.pid, folder / f"{server.label}.collapsed.txt", during)
+        if raw is None:
+            continue
+        summary = summarise_profile(raw)
+        (folder / f"{server.label}.summary.txt").write_text(summary + "\n")
+        print(f"\npy-spy profile of snapready {server.label}, {requests} POST /mutate "
+              f"({raw}):\n{summary}", flush=True)  # fmt: skip
 
 
 def review_body(tmp: Path) -> Path:

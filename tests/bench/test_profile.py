@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.cluster.profile import area, short_frame, summarise_profile
+from bench.harness.profile import area, short_frame, summarise_profile
 
 RAW = "\n".join(
     [
@@ -46,3 +46,12 @@ def test_no_busy_samples_says_so(tmp_path: Path) -> None:
     raw = tmp_path / "idle.txt"
     raw.write_text("MainThread: 1;epoll_wait (libc.so.6) 9\n")
     assert summarise_profile(raw).endswith("no active samples of the event-loop thread")
+
+
+def test_every_thread_counts_the_reflector_too(tmp_path: Path) -> None:
+    raw = tmp_path / "sync.collapsed.txt"
+    raw.write_text(RAW)
+    summary = summarise_profile(raw, thread=None)
+    assert summary.startswith("every thread: 44 busy samples, 500 waiting")
+    assert "     4  reflector" in summary  # busy samples by thread, the reflector's included
+    assert " 68.2%  distill (webhook/pod/distill.py)" in summary  # 30 of 44

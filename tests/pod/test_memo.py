@@ -18,8 +18,18 @@ from tests.mutation.test_mutation import apply, engine_for, run
 from webhook.admission.engine import admit, selected_pod_context
 from webhook.kube.review import parse_review
 from webhook.mutation import run_mutators
+from webhook.mutation.patch import Draft
+from webhook.mutation.prediction import pod_facts
 from webhook.pod import distill, memo
-from webhook.pod.memo import MEMO_SIZE, admitted_fingerprint, content_key, recorded_fingerprint
+from webhook.pod.fields import field_digests
+from webhook.pod.memo import (
+    DIGESTS_SIZE,
+    MEMO_SIZE,
+    admitted_field_digests,
+    admitted_fingerprint,
+    content_key,
+    recorded_fingerprint,
+)
 
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
@@ -27,6 +37,7 @@ INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 @pytest.fixture(autouse=True)
 def empty_memo() -> None:
     memo._memo.clear()
+    memo._digests.clear()
 
 
 def pod03() -> dict[str, Any]:
@@ -163,3 +174,53 @@ def test_what_mutate_stamps_is_plain_json() -> None:
     draft, changed = run_mutators(request.object, ctx, inject=True)
     assert "helpers" in changed and plain(draft.doc)
     assert final["spec"]["initContainers"][-1]["name"] == "snapready-helpers"
+
+
+def test_field_digests_are_computed_once_per_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replicas of one template (one fingerprint) distill once for a miss's differing fields."""
+    calls = []
+
+    def counting(pod: Any) -> dict[str, str]:
+        calls.append(1)
+        return field_digests(pod)
+
+    monkeypatch.setattr(memo, "field_digests", counting)
+    pod = pod03()
+    value = admitted_fingerprint(pod)
+    first = admitted_field_digests(value, pod)
+    second = admitted_field_digests(value, copy.deepcopy(pod))
+    assert len(calls) == 1
+    assert dict(first) == dict(second) == field_digests(pod)
+    with pytest.raises(TypeError):
+        first["spec.dnsPolicy"] = "x"  # type: ignore[index]  # shared: read-only
+
+
+def test_field_digests_bounded_least_recently_used_out() -> None:
+    pod = pod03()
+    admitted_field_digests("kept", pod)
+    for number in range(DIGESTS_SIZE):
+        admitted_field_digests(f"h{number}", pod)
+        admitted_field_digests("kept", pod)  # used again: stays
+    assert len(memo._digests) == DIGESTS_SIZE
+    assert "kept" in memo._digests and "h0" not in memo._digests
+
+
+def test_a_fingerprint_the_pod_brought_never_keys_the_digests() -> None:
+    """Only the value stamp_fingerprint computed keys the memo: a pod arriving with another
+    pod's fingerprint in its spec-hash annotation cannot plant its digests under it."""
+    review = load_review("03")
+    engine = engine_for()
+    request = parse_review(orjson.dumps(review)).request
+    ctx = selected_pod_context(request, request.object, engine)
+    assert ctx is not None
+    forged = copy.deepcopy(request.object)
+    forged["metadata"].setdefault("annotations", {})[ctx.settings.annotation("spec-hash")] = (
+        "v1:sha256:" + "f" * 64
+    )
+    facts = pod_facts(Draft(forged), ctx)  # the spec-hash step did not run: no own value
+    assert dict(facts.field_digests()) == field_digests(forged)
+    assert not memo._digests
+    draft, _ = run_mutators(request.object, ctx, inject=False)  # stamps its own fingerprint
+    facts = pod_facts(draft, ctx)
+    facts.field_digests()
+    assert list(memo._digests) == [facts.spec_hash]

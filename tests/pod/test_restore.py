@@ -7,12 +7,17 @@ groups without snapshots, and ``ps-name`` pins across policies.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from webhook.kube.matching import Policy, compile_selector
 from webhook.kube.snapshots import OriginRecord, SnapshotIndex, SnapshotView, snapshot_view
+from webhook.kube.state import NodePoolFacts
 from webhook.pod.node_pins import node_selection
-from webhook.pod.restore import PodFacts, predict
+from webhook.pod.restore import PodFacts, differences, landing_pools, predict
 
 HASH = "v1:sha256:" + "a" * 64
 POLICY = Policy(
@@ -105,3 +110,108 @@ def test_origin_pod_annotation_forms(value: str, origin: str | None) -> None:
     }
     view = snapshot_view(obj, origin_annotation="snapready.io/origin")
     assert view is not None and view.origin_pod == origin
+
+
+def test_admission_reads_only_the_pods_own_group() -> None:
+    """Issue 35: the prediction never walks the namespace's snapshots (``of_policy``); it reads
+    the Ready snapshots of the pod's group, indexed when the cache changed."""
+
+    class Guarded(SnapshotIndex):
+        def of_policy(self, namespace: str, policy: str) -> tuple[SnapshotView, ...]:
+            raise AssertionError("the request path iterated every snapshot of the policy")
+
+    other = [snapshot(f"other-{i}", group={"model": "m2"}) for i in range(50)]
+    mine = snapshot("mine", group={"model": "m1"}, created="2026-12-02T10:00:00Z")
+    built = SnapshotIndex.build([*other, mine])
+    index = Guarded(built.by_policy, built.by_name, built.ready)
+    result = predict(pod({"app": "llm", "model": "m1"}), index, {}, rootfs_only=False)
+    assert (result.outcome, result.snapshot, result.candidates) == ("hit", "mine", 1)
+
+
+def reference_predict(pod: PodFacts, views: list[SnapshotView]) -> tuple[str, str | None, str, int]:
+    """The prediction as specified, the slow way: walk every snapshot of the pod's policies,
+    keep the Ready ones of its group (or unrecorded), newest first, compare each in turn."""
+    names = {p.name for p in pod.policies}
+    found = []
+    for view in views:
+        policy = next((p for p in pod.policies if p.name == view.policy), None)
+        if policy is None or not view.ready or view.namespace != pod.namespace:
+            continue
+        wanted = {k: pod.labels[k] for k in policy.grouping_labels if k in pod.labels}
+        if view.origin is None or dict(view.origin.group) == wanted:
+            found.append(view)
+    found.sort(key=lambda v: (v.created, v.name), reverse=True)
+    if not found:
+        return "none", None, "", 0
+    recorded = [v for v in found if v.origin is not None and v.origin.spec_hash]
+    if not recorded:
+        return "none", None, "", 0
+    best = None
+    for view in recorded:
+        assert view.origin is not None
+        fields, reasons = differences(pod, view.origin, [], rootfs_only=False)
+        if not reasons:
+            return "hit", view.name, "", len(recorded)
+        score = len(reasons) * 1000 + len(fields)
+        if best is None or score < best[0]:
+            best = (score, view)
+    assert best is not None and names
+    return "miss", best[1].name, "", len(recorded)
+
+
+SNAPSHOTS = st.lists(
+    st.tuples(
+        st.sampled_from(["llm-policy", "other-policy"]),
+        st.sampled_from([None, "m1", "m2"]),  # recorded group; None: no record yet
+        st.booleans(),  # Ready
+        st.sampled_from([HASH, "v1:sha256:" + "b" * 64, None]),  # origin fingerprint
+        st.sampled_from(["1.35.1-gke.1", "1.35.2-gke.7"]),  # origin node version
+        st.integers(0, 5),  # creation minute
+    ),
+    max_size=30,
+)
+
+
+@given(SNAPSHOTS, st.sampled_from(["m1", "m2"]), st.booleans())
+def test_property_indexed_prediction_equals_the_walk_over_every_snapshot(
+    rows: list[Any], model: str, two_policies: bool
+) -> None:
+    """Issue 35 moved the candidate search into the index (the pod's group only, each distinct
+    origin once): outcome, snapshot and candidate count equal the slow reference's."""
+    views = []
+    for number, (policy, group, ready, spec_hash, version, minute) in enumerate(rows):
+        origin = None
+        if group is not None:
+            fields = {"spec.containers[0].image": "0" * 12} if spec_hash != HASH else {}
+            origin = OriginRecord("o", spec_hash, fields, {"version": version}, {"model": group})
+        created = f"2026-12-01T10:0{minute}:00Z"
+        views.append(
+            SnapshotView("snap", f"s{number:02d}", policy, "o", ready, "", created, None, origin)
+        )
+    other = Policy("other-policy", "snap", compile_selector({}), "s", grouping_labels=("model",))
+    facts = pod({"app": "llm", "model": model})
+    if two_policies:
+        facts.policies = (POLICY, other)
+    result = predict(facts, SnapshotIndex.build(views), {}, rootfs_only=False)
+    expected = reference_predict(facts, views)
+    assert (result.outcome, result.snapshot, result.candidates) == (
+        expected[0],
+        expected[1],
+        expected[3],
+    )
+
+
+def test_an_unpinned_pod_lands_on_every_pool_with_nodes_of_the_current_map() -> None:
+    """The unpinned answer is kept per node-pool map (the state replaces the map on a change):
+    a new map is read afresh, never answered from the old one."""
+    g2 = NodePoolFacts("g2-pool", 3, machine_families=frozenset({"g2"}))
+    empty = NodePoolFacts("empty-pool", 0)
+    a3 = NodePoolFacts("a3-pool", 2, machine_families=frozenset({"a3"}))
+    unpinned = node_selection({}, "spec")
+    first = {"g2-pool": g2, "empty-pool": empty}
+    assert [f.name for f in landing_pools(unpinned, first)] == ["g2-pool"]
+    assert [f.name for f in landing_pools(unpinned, first)] == ["g2-pool"]
+    second = {**first, "a3-pool": a3}
+    assert [f.name for f in landing_pools(unpinned, second)] == ["a3-pool", "g2-pool"]
+    pinned = node_selection({"nodeSelector": {"cloud.google.com/machine-family": "a3"}}, "spec")
+    assert [f.name for f in landing_pools(pinned, second)] == ["a3-pool"]

@@ -46,6 +46,4 @@ def rollout_warning(ctx: PodContext) -> str | None:
 
 
 def _ready_count(index: SnapshotIndex, ctx: PodContext) -> int:
-    return sum(
-        1 for p in ctx.policies for view in index.of_policy(ctx.namespace, p.name) if view.ready
-    )
+    return sum(index.ready_of(ctx.namespace, p.name).ready for p in ctx.policies)

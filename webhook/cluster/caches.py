@@ -240,6 +240,9 @@ class ClusterSource:
         self.audit: Any = None
         """The audit and its policy reports (``cluster.audit``), when attached."""
         self.on_policies: list[Callable[[], None]] = []
+        self.on_synced: list[Callable[[], None]] = []
+        """Called (lock held) each time every cache has listed after not having (the first
+        sync, or after one was lost); ``heap.end_sync`` runs once."""
         self.on_snapshots: list[Callable[[], None]] = []
         """Woken when PodSnapshots or node pools change (origin records, stale snapshots)."""
         self.pods_gone: list[Callable[[PodRecord], None]] = []
@@ -346,7 +349,8 @@ class ClusterSource:
         details["policies"] = str(len(policies.view))
         details["gkeVersion"] = self.version.value or "unknown"
         synced = all(worker.synced for worker in self.workers)
-        if synced and not self._state.synced:
+        first = synced and not self._state.synced
+        if first:
             log.info("cluster caches synced: %s", details)
         self._state = ClusterState(
             policies=policies.view,
@@ -367,6 +371,9 @@ class ClusterSource:
             configs=self.configs.view() if self.configs is not None else {},
             scope_synced=None if self.scope is None else bool(self.scope.in_sync),
         )
+        if first:
+            for call in self.on_synced:
+                call()
         # Snapshots or node pools changed (a node-pool upgrade makes snapshots stale).
         facts = (joined, self.reflectors["nodes"].view)
         if facts != self._snapshots_seen:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings
+from webhook.cluster import heap
 from webhook.cluster.audit import AuditWorker
 from webhook.cluster.caches import ClusterSource, timing_from
 from webhook.cluster.client import KubeTransport, api_client
@@ -72,10 +73,12 @@ def _audit(
     return audit
 
 
-def open_cluster_source(settings: Settings) -> ClusterSource:
+def open_cluster_source(settings: Settings, *, tune_heap: bool = False) -> ClusterSource:
     """A started ``ClusterSource`` reading the API server named by the settings.
 
-    Returns at once; ``state().synced`` turns True when every cache has listed once.
+    Returns at once; ``state().synced`` turns True when every cache has listed once. With
+    ``tune_heap`` (``snapready serve`` only: it changes the process-wide garbage collector), the
+    first sync runs under ``heap.begin_sync`` and ends with ``heap.end_sync``.
 
     Raises:
         ConfigError: the client configuration cannot be loaded (see ``api_client``).
@@ -171,5 +174,8 @@ def open_cluster_source(settings: Settings) -> ClusterSource:
 
         elector.on_leading = on_leading
     log.info("cluster mode: watching the API server at %s", client.configuration.host)
+    if tune_heap:
+        heap.begin_sync()
+        source.on_synced.append(heap.end_sync)
     source.start()
     return source

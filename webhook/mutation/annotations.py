@@ -13,6 +13,9 @@ from webhook.pod.context import PodContext
 from webhook.pod.memo import admitted_fingerprint
 
 ANNOTATIONS = ("metadata", "annotations")
+FINGERPRINT_KEY = "fingerprint"
+"""Key in ``PodContext.memo`` of the fingerprint ``stamp_fingerprint`` computed (so later steps
+know the value is snapready's own, not one the pod brought)."""
 
 
 def stamp_policy(draft: Draft, ctx: PodContext) -> bool:
@@ -29,4 +32,5 @@ def stamp_fingerprint(draft: Draft, ctx: PodContext) -> bool:
     finds the value instead of recomputing it for ``hash-drift``.
     """
     value = admitted_fingerprint(draft.doc)
+    ctx.memo[FINGERPRINT_KEY] = value
     return draft.put(ANNOTATIONS, ctx.settings.annotation("spec-hash"), value)

@@ -16,9 +16,11 @@ from webhook.base.text import clip
 from webhook.base.types import mapping
 from webhook.kube.config_refs import config_changes
 from webhook.kube.snapshots import workload_of
+from webhook.mutation.annotations import FINGERPRINT_KEY
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
 from webhook.pod.fields import field_digests
+from webhook.pod.memo import admitted_field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, Prediction, predict
 
@@ -46,13 +48,20 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
     doc = draft.doc
     metadata = mapping(doc.get("metadata"))
     labels, annotations = mapping(metadata.get("labels")), mapping(metadata.get("annotations"))
+    spec_hash = str(annotations.get(ctx.settings.annotation("spec-hash"), ""))
+    computed = ctx.memo.get(FINGERPRINT_KEY)
     return PodFacts(
         namespace=ctx.namespace,
         labels={k: v for k, v in labels.items() if isinstance(v, str)},
         annotations={k: v for k, v in annotations.items() if isinstance(v, str)},
         policies=ctx.policies,
-        spec_hash=str(annotations.get(ctx.settings.annotation("spec-hash"), "")),
-        fields=lambda: field_digests(doc),
+        spec_hash=spec_hash,
+        # The replicas of one template share the fingerprint stamp_fingerprint computed just
+        # before: they distill once for their field digests (only snapready's own value keys
+        # the memo, never one the pod brought).
+        fields=lambda: (
+            admitted_field_digests(spec_hash, doc) if spec_hash == computed else field_digests(doc)
+        ),
         # Injection never touches node pins; read only when there are snapshots to compare.
         selection=lambda: node_selection(ctx.spec, "spec"),
     )

@@ -16,6 +16,12 @@ NaN from null, which JSON never holds; what those options refuse (dataclasses, d
 subclasses, integers beyond 2**53, non-string keys) skips the memo. Only ``/mutate`` writes
 entries (``admitted_fingerprint``); ``hash-drift`` only reads them (``recorded_fingerprint``),
 since it also runs on YAML manifests in ``snapready check``.
+
+``admitted_field_digests`` remembers the per-field digests (``webhook.pod.fields``) of a
+fingerprint ``/mutate`` just stamped: a prediction that misses names the differing fields, and
+the replicas of one template (the same fingerprint) then distill once, not once per pod
+(py-spy, ``make bench-scale --profile``: 12% of a missing pod's admission was that second
+distill; issue 35).
 """
 
 from __future__ import annotations
@@ -23,17 +29,24 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 import orjson
 
 from webhook.base.types import RawObject, mapping
 from webhook.pod.distill import GVISOR_ANNOTATION_PREFIX, HASHED_LABELS, PLAIN_JSON, fingerprint
+from webhook.pod.fields import field_digests
 
 MEMO_SIZE: Final = 2048
 """Pods remembered (~150 bytes each): the mutating/validating pairs in flight, many times over."""
 
+DIGESTS_SIZE: Final = 128
+"""Fingerprints whose field digests are remembered (~3 KiB each for review 03's pod)."""
+
 _memo: OrderedDict[bytes, str] = OrderedDict()
+_digests: OrderedDict[str, Mapping[str, str]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -95,3 +108,27 @@ def _known(key: bytes | None) -> str | None:
         return None
     with _lock:
         return _memo.get(key)
+
+
+def admitted_field_digests(spec_hash: str, pod: RawObject) -> Mapping[str, str]:
+    """``field_digests(pod)`` (read-only), remembered by ``spec_hash``.
+
+    ``spec_hash`` must be the fingerprint snapready itself just computed for ``pod``
+    (``stamp_fingerprint`` writes it on every selected pod, overwriting whatever the pod
+    brought), never a value read from a request: equal fingerprints mean equal distilled
+    fields, hence equal digests. Bounded to ``DIGESTS_SIZE``, least recently used out first.
+
+    Raises:
+        ValueError: as ``field_digests`` (never for a pod decoded from JSON).
+    """
+    with _lock:
+        known = _digests.get(spec_hash)
+        if known is not None:
+            _digests.move_to_end(spec_hash)
+            return known
+    value: Mapping[str, str] = MappingProxyType(field_digests(pod))
+    with _lock:
+        _digests[spec_hash] = value
+        if len(_digests) > DIGESTS_SIZE:
+            _digests.popitem(last=False)
+    return value

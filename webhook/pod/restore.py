@@ -27,12 +27,21 @@ from typing import Literal
 from webhook.base.text import clip
 from webhook.kube.gke import ARCHITECTURE, INSTANCE_TYPE, MACHINE_FAMILY, NODE_POOL, PS_NAME
 from webhook.kube.matching import Policy
-from webhook.kube.snapshots import OriginRecord, SnapshotIndex, SnapshotView
+from webhook.kube.snapshots import (
+    OriginKey,
+    OriginRecord,
+    SnapshotIndex,
+    SnapshotView,
+    distinct_origins,
+    group_key,
+)
 from webhook.kube.state import NodePoolFacts
 from webhook.pod.fields import differing_fields
 from webhook.pod.node_pins import NodeSelection
 
 Outcome = Literal["hit", "miss", "none"]
+Origin = tuple[OriginKey, SnapshotView]
+"""A distinct origin to compare, with its newest snapshot."""
 MAX_FIELDS_NAMED = 3
 """Differing fields named in a reason before ``+N more`` (warnings are cut at 256 characters)."""
 
@@ -124,11 +133,12 @@ def candidates(pod: PodFacts, index: SnapshotIndex) -> tuple[list[SnapshotView],
         if policy.grouping_labels:
             shown = ",".join(f"{k}={wanted.get(k, '<none>')}" for k in policy.grouping_labels)
             groups.append(f"{policy.name} group {shown}")
-        for view in index.of_policy(pod.namespace, policy.name):
-            any_ready = any_ready or view.ready
-            if view.ready and (view.origin is None or dict(view.origin.group) == wanted):
-                found.append(view)
-    found.sort(key=lambda v: (v.created, v.name), reverse=True)
+        # Indexed at cache-update time: the pod's own group only, never the namespace's.
+        ready = index.ready_of(pod.namespace, policy.name)
+        any_ready = any_ready or ready.ready > 0
+        found += ready.candidates(wanted)
+    if len(pod.policies) > 1:
+        found.sort(key=lambda v: (v.created, v.name), reverse=True)
     if not found and any_ready and groups:
         return [], f"no Ready snapshot in {'; '.join(groups)} yet (first start checkpoints)"
     if not found:
@@ -147,10 +157,28 @@ def _families(selection: NodeSelection) -> frozenset[str] | None:
     return None
 
 
+_LANDING_PINS = (NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE)
+_UNPINNED: list[tuple[Mapping[str, NodePoolFacts], tuple[NodePoolFacts, ...]]] = []
+"""The last node-pool map seen by a pod without landing pins, and its pools with nodes (the
+cluster state replaces that map on a change and never edits it, so identity is enough)."""
+
+
 def landing_pools(
     selection: NodeSelection, pools: Mapping[str, NodePoolFacts]
 ) -> list[NodePoolFacts]:
-    """Known node pools the pod can be scheduled on, judged by its exhaustive pins."""
+    """Known node pools the pod can be scheduled on, judged by its exhaustive pins.
+
+    A pod without an exhaustive pool, family, instance-type or architecture pin can land on
+    every pool with nodes: that list is computed once per node-pool map, not per admission.
+    """
+    pins = [selection.pins.get(key) for key in _LANDING_PINS]
+    if not any(pin is not None and pin.exhaustive for pin in pins):
+        cached = _UNPINNED[0] if _UNPINNED else None
+        if cached is None or cached[0] is not pools:
+            with_nodes = (f for f in pools.values() if f.node_count)
+            cached = (pools, tuple(sorted(with_nodes, key=lambda f: f.name)))
+            _UNPINNED[:] = [cached]
+        return list(cached[1])
     out = []
     for facts in pools.values():
         if facts.node_count == 0:
@@ -172,13 +200,27 @@ def landing_pools(
 
 
 def differences(
-    pod: PodFacts, origin: OriginRecord, pools: list[NodePoolFacts], rootfs_only: bool
+    pod: PodFacts,
+    origin: OriginRecord,
+    pools: list[NodePoolFacts],
+    rootfs_only: bool,
+    by_hash: dict[str, list[str]] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """(differing field paths, every reason) between the pod and one origin record."""
+    """(differing field paths, every reason) between the pod and one origin record.
+
+    ``by_hash``: the differing paths already computed in this prediction, by the origin's
+    fingerprint (origins of one template on several node pools share them; filled here).
+    """
     reasons: list[str] = []
     fields: list[str] = []
     if not rootfs_only and origin.spec_hash != pod.spec_hash:
-        fields = differing_fields(pod.field_digests(), origin.fields) if origin.fields else []
+        known = by_hash.get(origin.spec_hash) if by_hash is not None and origin.spec_hash else None
+        if known is not None:
+            fields = known
+        else:
+            fields = differing_fields(pod.field_digests(), origin.fields) if origin.fields else []
+            if by_hash is not None and origin.spec_hash:
+                by_hash[origin.spec_hash] = fields
         reasons.append(_fields_reason(fields) if fields else "the spec fingerprint differs")
     node = origin.node
     families = _families(pod.node_selection())
@@ -213,6 +255,48 @@ def _pools_text(pools: Iterable[NodePoolFacts], attribute: str) -> str:
     return "; ".join(parts)
 
 
+def comparisons(pod: PodFacts, index: SnapshotIndex) -> tuple[int, int, list[Origin], str]:
+    """What ``predict`` compares, from the index alone (no walk over the namespace).
+
+    Returns:
+        (candidates: Ready snapshots of the pod's group(s), unrecorded ones included;
+        comparable: those whose record knows the origin's fingerprint; the distinct origins to
+        compare, each with its newest snapshot, newest first; why there are no candidates).
+    """
+    if pod.annotations.get(PS_NAME):
+        found, why_none = candidates(pod, index)
+        classes = list(distinct_origins(found))
+        comparable = sum(1 for v in found if v.origin is not None and v.origin.spec_hash)
+        return len(found), comparable, classes, why_none
+    count = comparable = 0
+    classes = []
+    groups: list[str] = []
+    any_ready = False
+    for policy in pod.policies:
+        wanted = group_of(policy, pod.labels)
+        if policy.grouping_labels:
+            shown = ",".join(f"{k}={wanted.get(k, '<none>')}" for k in policy.grouping_labels)
+            groups.append(f"{policy.name} group {shown}")
+        ready = index.ready_of(pod.namespace, policy.name)
+        any_ready = any_ready or ready.ready > 0
+        key = group_key(wanted)
+        count += len(ready.by_group.get(key, ())) + len(ready.unrecorded)
+        comparable += ready.comparable.get(key, 0)
+        classes += ready.origins.get(key, ())
+    if len(pod.policies) > 1:  # several policies: one newest-first list, each origin once
+        classes.sort(key=lambda item: (item[1].created, item[1].name), reverse=True)
+        first: dict[OriginKey, SnapshotView] = {}
+        for origin, view in classes:
+            first.setdefault(origin, view)
+        classes = list(first.items())
+    names = ", ".join(sorted(p.name for p in pod.policies))
+    if not count and any_ready and groups:
+        return 0, 0, [], f"no Ready snapshot in {'; '.join(groups)} yet (first start checkpoints)"
+    if not count:
+        return 0, 0, [], f"no Ready snapshot of {names} yet (first start checkpoints)"
+    return count, comparable, classes, ""
+
+
 def predict(
     pod: PodFacts,
     index: SnapshotIndex,
@@ -220,33 +304,31 @@ def predict(
     *,
     rootfs_only: bool,
 ) -> Prediction:
-    """The prediction for ``pod`` from the snapshot index and node-pool facts (no I/O)."""
-    found, why_none = candidates(pod, index)
+    """The prediction for ``pod`` from the snapshot index and node-pool facts (no I/O).
+
+    Reads only the pod's group(s) of the index (``comparisons``), and compares each distinct
+    origin once: snapshots of one template on one pool share their record's fingerprint and
+    node facts, so 21 snapshots of a group cost one comparison, not 21.
+    """
+    found, comparable, classes, why_none = comparisons(pod, index)
     if not found:
         return Prediction("none", None, why_none)
     # A record whose origin pod was never known (``specHash`` null) cannot be compared: it is
     # treated like a snapshot without a record, never as a difference.
-    recorded = [v for v in found if v.origin is not None and v.origin.spec_hash]
-    if not recorded:
-        return Prediction(
-            "none", None, f"{len(found)} Ready snapshot(s) have no known origin yet", (), 0
-        )
+    if not comparable:
+        why = f"{found} Ready snapshot(s) have no known origin yet"
+        return Prediction("none", None, why, (), 0)
     landing = landing_pools(pod.node_selection(), pools)
     best: tuple[int, SnapshotView, list[str], list[str]] | None = None
-    # Snapshots of one template on one pool share their record's hash and node facts: compare
-    # each distinct origin once (21 snapshots of a group cost one comparison, not 21).
-    seen: dict[tuple[object, ...], tuple[list[str], list[str]]] = {}
-    for view in recorded:
+    by_hash: dict[str, list[str]] = {}
+    for _, view in classes:
         assert view.origin is not None
-        key = (view.origin.spec_hash, bool(view.origin.fields), *sorted(view.origin.node.items()))
-        if key not in seen:
-            seen[key] = differences(pod, view.origin, landing, rootfs_only)
-        fields, reasons = seen[key]
+        fields, reasons = differences(pod, view.origin, landing, rootfs_only, by_hash)
         if not reasons:
-            return Prediction("hit", view.name, "matches snapshot " + view.name, (), len(recorded))
+            return Prediction("hit", view.name, "matches snapshot " + view.name, (), comparable)
         score = len(reasons) * 1000 + len(fields)
         if best is None or score < best[0]:
             best = (score, view, fields, reasons)
     assert best is not None
     _, view, fields, reasons = best
-    return Prediction("miss", view.name, "; ".join(reasons), tuple(fields), len(recorded))
+    return Prediction("miss", view.name, "; ".join(reasons), tuple(fields), comparable)
