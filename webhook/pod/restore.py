@@ -30,6 +30,7 @@ from webhook.kube.matching import Policy
 from webhook.kube.snapshots import (
     OriginKey,
     OriginRecord,
+    ReadyGroups,
     SnapshotIndex,
     SnapshotView,
     distinct_origins,
@@ -104,6 +105,29 @@ def group_of(policy: Policy, labels: Mapping[str, str]) -> dict[str, str]:
     return {key: labels[key] for key in policy.grouping_labels if key in labels}
 
 
+def _group_reads(
+    pod: PodFacts, index: SnapshotIndex
+) -> tuple[list[tuple[dict[str, str], ReadyGroups]], str]:
+    """Per selecting policy: the pod's group and the policy's Ready snapshots by group (indexed
+    at cache-update time: admission reads the pod's own group, never the namespace's); and the
+    reason to give when the pod's groups hold none."""
+    reads = []
+    groups: list[str] = []
+    any_ready = False
+    for policy in pod.policies:
+        wanted = group_of(policy, pod.labels)
+        if policy.grouping_labels:
+            shown = ",".join(f"{k}={wanted.get(k, '<none>')}" for k in policy.grouping_labels)
+            groups.append(f"{policy.name} group {shown}")
+        ready = index.ready_of(pod.namespace, policy.name)
+        any_ready = any_ready or ready.ready > 0
+        reads.append((wanted, ready))
+    if any_ready and groups:
+        return reads, f"no Ready snapshot in {'; '.join(groups)} yet (first start checkpoints)"
+    names = ", ".join(sorted(p.name for p in pod.policies))
+    return reads, f"no Ready snapshot of {names} yet (first start checkpoints)"
+
+
 def candidates(pod: PodFacts, index: SnapshotIndex) -> tuple[list[SnapshotView], str]:
     """Ready snapshots the pod could restore from (newest first), and why there are none.
 
@@ -125,24 +149,12 @@ def candidates(pod: PodFacts, index: SnapshotIndex) -> tuple[list[SnapshotView],
                 f"not to {', '.join(sorted(names))}"
             )
         return [view], ""
-    found: list[SnapshotView] = []
-    groups: list[str] = []
-    any_ready = False
-    for policy in pod.policies:
-        wanted = group_of(policy, pod.labels)
-        if policy.grouping_labels:
-            shown = ",".join(f"{k}={wanted.get(k, '<none>')}" for k in policy.grouping_labels)
-            groups.append(f"{policy.name} group {shown}")
-        # Indexed at cache-update time: the pod's own group only, never the namespace's.
-        ready = index.ready_of(pod.namespace, policy.name)
-        any_ready = any_ready or ready.ready > 0
-        found += ready.candidates(wanted)
-    if len(pod.policies) > 1:
+    reads, why_none = _group_reads(pod, index)
+    found = [view for wanted, ready in reads for view in ready.candidates(wanted)]
+    if len(reads) > 1:
         found.sort(key=lambda v: (v.created, v.name), reverse=True)
-    if not found and any_ready and groups:
-        return [], f"no Ready snapshot in {'; '.join(groups)} yet (first start checkpoints)"
     if not found:
-        return [], f"no Ready snapshot of {', '.join(sorted(names))} yet (first start checkpoints)"
+        return [], why_none
     return found, ""
 
 
@@ -265,35 +277,24 @@ def comparisons(pod: PodFacts, index: SnapshotIndex) -> tuple[int, int, list[Ori
     """
     if pod.annotations.get(PS_NAME):
         found, why_none = candidates(pod, index)
-        classes = list(distinct_origins(found))
         comparable = sum(1 for v in found if v.origin is not None and v.origin.spec_hash)
-        return len(found), comparable, classes, why_none
+        return len(found), comparable, list(distinct_origins(found)), why_none
+    reads, why_none = _group_reads(pod, index)
     count = comparable = 0
-    classes = []
-    groups: list[str] = []
-    any_ready = False
-    for policy in pod.policies:
-        wanted = group_of(policy, pod.labels)
-        if policy.grouping_labels:
-            shown = ",".join(f"{k}={wanted.get(k, '<none>')}" for k in policy.grouping_labels)
-            groups.append(f"{policy.name} group {shown}")
-        ready = index.ready_of(pod.namespace, policy.name)
-        any_ready = any_ready or ready.ready > 0
+    classes: list[Origin] = []
+    for wanted, ready in reads:
         key = group_key(wanted)
         count += len(ready.by_group.get(key, ())) + len(ready.unrecorded)
         comparable += ready.comparable.get(key, 0)
         classes += ready.origins.get(key, ())
-    if len(pod.policies) > 1:  # several policies: one newest-first list, each origin once
+    if not count:
+        return 0, 0, [], why_none
+    if len(reads) > 1:  # several policies: one newest-first list, each origin once
         classes.sort(key=lambda item: (item[1].created, item[1].name), reverse=True)
         first: dict[OriginKey, SnapshotView] = {}
         for origin, view in classes:
             first.setdefault(origin, view)
         classes = list(first.items())
-    names = ", ".join(sorted(p.name for p in pod.policies))
-    if not count and any_ready and groups:
-        return 0, 0, [], f"no Ready snapshot in {'; '.join(groups)} yet (first start checkpoints)"
-    if not count:
-        return 0, 0, [], f"no Ready snapshot of {names} yet (first start checkpoints)"
     return count, comparable, classes, ""
 
 
