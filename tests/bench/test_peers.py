@@ -11,12 +11,11 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 import urllib3
@@ -40,16 +39,11 @@ from bench.peers import kopf_peer
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import service_account_token
 from tests.support.ports import free_port
+from tests.support.required import unavailable
 
 HASH_PATH = "/metadata/annotations/snapready.io~1spec-hash"
 GO_HASH_03 = "peer:sha256:6995414ef7ab4caf9f2022fead343b75ccaa7fd4dc2f6c336b770cd097a15187"
 KOPF_HASH_03 = "peer:sha256:84dcd4fbe0da0b7d7320a3e11569f574f58e0cfd32772621494316d90df18aec"
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the Go peer must run in CI: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +53,9 @@ def go_binary() -> Path:
         return go_peer_binary()
     except PeerUnavailable as error:
         if shutil.which("go") is None:
-            _unavailable(f"Go is not installed, so the Go peer cannot be built: {error}")
+            unavailable(
+                "the Go peer", f"Go is not installed, so the Go peer cannot be built: {error}"
+            )
         pytest.fail(f"Go is installed but the Go peer did not build: {error}")
 
 

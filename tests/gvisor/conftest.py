@@ -7,12 +7,10 @@ Go, so there a missing or unstartable runsc fails them.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
@@ -24,14 +22,9 @@ from tests.support.gvisor import (
     debian_rootfs,
     find_runsc,
 )
+from tests.support.required import unavailable
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"runsc must run in CI: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -40,14 +33,14 @@ def runsc_binary() -> Path:
     try:
         binary = find_runsc()
     except RunscUnavailable as error:
-        _unavailable(str(error))
+        unavailable("runsc", str(error))
     smoke = subprocess.run(
         [str(binary), "--network=none", "--ignore-cgroups", "do", "/bin/sh", "-c",
          "test -c /proc/gvisor/checkpoint && echo gvisor-ok"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     if "gvisor-ok" not in smoke.stdout:
-        _unavailable(f"runsc cannot start a sandbox here: {smoke.stderr.strip()[-500:]}")
+        unavailable("runsc", f"runsc cannot start a sandbox here: {smoke.stderr.strip()[-500:]}")
     return binary
 
 
@@ -70,7 +63,7 @@ def busybox(tmp_path_factory: pytest.TempPathFactory) -> Rootfs:
     """A busybox-only root filesystem (``make tools`` installs busybox)."""
     binary = shutil.which("busybox")
     if binary is None:
-        _unavailable("busybox is not installed (sudo make tools)")
+        unavailable("runsc", "busybox is not installed (sudo make tools)")
     return busybox_rootfs(tmp_path_factory.mktemp("busybox-rootfs"), binary)
 
 
