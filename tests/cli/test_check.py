@@ -522,6 +522,20 @@ def test_no_objects_at_all_exits_2(
     assert f"no objects found in {path}" in err
 
 
+def test_an_empty_input_beside_others_is_an_error_row_not_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing is silently dropped: ``check pod.json empty.yaml`` names the empty input."""
+    pod = write_text(tmp_path / "pod.json", json.dumps(load_review("01")["request"]["object"]))
+    empty = write_text(tmp_path / "empty.yaml", "")
+    code, out, _ = run_check(capsys, str(pod), str(empty), "--format", "json")
+    report = json.loads(out)
+    assert [(row["source"], row["reason"]) for row in report["errors"]] == [
+        (str(empty), "no objects found (an empty input?)")
+    ]
+    assert code == 2  # an unreadable input, as for any error row (--fail-on unreadable)
+
+
 def test_empty_stdin_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

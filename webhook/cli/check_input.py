@@ -71,10 +71,24 @@ def expand_paths(names: Sequence[str]) -> tuple[list[str], list[dict[str, Any]]]
 
 
 def read_inputs(names: Sequence[str]) -> tuple[list[LoadedObject], list[dict[str, Any]]]:
-    """Every object of the inputs ``names``, and the error rows of those that cannot be read."""
+    """Every object of the inputs ``names``, and the error rows of those that cannot be read.
+
+    An input named on the command line that holds no object (an empty file) is an error row
+    too when other inputs gave something, so it is never silently left out of the report (when
+    nothing gave anything, ``check`` says "no objects found in ..." and exits 2).
+    """
     files, errors = expand_paths(names)
     objects, failed = read_lenient(files)
     errors.extend(_manifest_row(exc) for exc in failed)
+    if objects or errors:
+        seen = {item.file for item in objects} | {
+            str(row["source"]).partition("#")[0] for row in errors
+        }
+        errors.extend(
+            error_row(name, "no objects found (an empty input?)")
+            for name in dict.fromkeys(names)
+            if name not in seen and (name == "-" or not Path(name).is_dir())
+        )
     return objects, errors
 
 
