@@ -276,7 +276,7 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     def annotation(self, name: str) -> str:
-        """Full annotation key for ``name``, e.g. ``annotation("spec-hash")``."""
+        """Full annotation key for ``name``, e.g. ``annotation(SPEC_HASH)`` (``base.keys``)."""
         return self.prefix + name
 
 
