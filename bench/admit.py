@@ -42,6 +42,7 @@ from typing import Any
 import jsonpatch
 import orjson
 
+from bench.harness import results
 from bench.harness.objects import review_file
 from tests.conftest import make_settings
 from webhook.admission.engine import Engine, admit, selected_pod_context
@@ -227,8 +228,10 @@ def main() -> int:
     parser.add_argument("--inject", action="store_true", help="injectHelpers: true")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--number", type=int, default=2000, help="calls per round")
+    results.add_flag(parser)
     args = parser.parse_args()
-    print_report(args.inject, args.rounds, args.number)
+    with results.recorded("admit", args.docs):
+        print_report(args.inject, args.rounds, args.number)
     return 0
 
 

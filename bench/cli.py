@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.harness import results
 from bench.harness.stats import markdown_table, verdict
 
 POLICIES = "manifests/examples"
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bomb-levels", type=int, default=9, help="alias nesting of the bomb")
     parser.add_argument("--limit-mib", type=int, default=2048, help="address-space limit")
     parser.add_argument("--timeout", type=float, default=150.0, help="seconds per command")
+    results.add_flag(parser)
     args = parser.parse_args(argv)
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(prefix="snapready-bench-cli-") as tmp:
@@ -188,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"{label}: {result.seconds:.2f} s, {result.peak_mib:.0f} MiB", file=sys.stderr)
     header = ["input", "seconds", "peak MiB", "exit", "10 s / 512 MiB", "first stderr line"]
-    print(markdown_table(header, rows))
+    with results.recorded("cli", args.docs, argv):
+        print(markdown_table(header, rows))
     return 0
 
 

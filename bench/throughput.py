@@ -35,7 +35,7 @@ from pathlib import Path
 import httpx
 
 from bench.admit import print_report
-from bench.harness import proc
+from bench.harness import proc, results
 from bench.harness.objects import EXAMPLES, review_file
 from bench.harness.servers import (
     Launcher,
@@ -124,9 +124,13 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="runs per server and scenario")
     parser.add_argument("--generator", choices=["hey", "httpx"], default=None)
+    results.add_flag(parser)
     args = parser.parse_args()
     generator = args.generator or ("hey" if shutil.which("hey") else "httpx")
-    with tempfile.TemporaryDirectory(prefix="snapready-bench-") as tmp_name:
+    with (
+        results.recorded("throughput", args.docs),
+        tempfile.TemporaryDirectory(prefix="snapready-bench-") as tmp_name,
+    ):
         return bench(Path(tmp_name), generator, args.requests, args.concurrency, args.rounds)
 
 

@@ -18,6 +18,7 @@ from bench.cluster.phases import Bench, run_bench
 from bench.cluster.profile import profile_phase
 from bench.cluster.report import report
 from bench.cluster.webhooks import live_conditions, register, start_servers
+from bench.harness import results
 from bench.harness.api import Api
 from bench.harness.peers import (
     PeerUnavailable,
@@ -82,6 +83,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="work in DIR and keep it (control plane and server logs)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=1800, help="give up after SECONDS")
+    results.add_flag(parser)
     args = parser.parse_args()
     if args.quick:
         args.pods, args.rounds = 20, 1
@@ -111,9 +113,10 @@ def main() -> int:
         print(f"{name} skipped: {why}", flush=True)
     scenarios += {"both": ["snapready", "snapready+inject"], "chart": ["snapready"],
                   "on": ["snapready+inject"]}[args.injection]  # fmt: skip
-    return run_in_folder(
-        "bench-cluster", args.keep, lambda tmp: bench_in(tmp, args, scenarios, peers)
-    )
+    with results.recorded("cluster", args.docs):
+        return run_in_folder(
+            "bench-cluster", args.keep, lambda tmp: bench_in(tmp, args, scenarios, peers)
+        )
 
 
 def bench_in(tmp: Path, args: argparse.Namespace, scenarios: list[str], peers: Peers) -> int:

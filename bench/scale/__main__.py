@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.harness import proc
+from bench.harness import proc, results
 from bench.harness.api import Api, create
 from bench.harness.identity import RELEASE_NS, chart_objects, install_identity
 from bench.harness.objects import Obj
@@ -100,6 +100,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--keep", type=Path, metavar="DIR", help="work in DIR and keep it (logs)")
     parser.add_argument("--timeout", type=float, default=3600, help="give up after SECONDS")
+    results.add_flag(parser)
     args = parser.parse_args()
     preset = QUICK if args.quick else DEFAULTS
     for name, value in preset.items():
@@ -117,7 +118,8 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
-    return run_in_folder("bench-scale", args.keep, lambda tmp: bench_in(tmp, args))
+    with results.recorded("scale", args.docs):
+        return run_in_folder("bench-scale", args.keep, lambda tmp: bench_in(tmp, args))
 
 
 @dataclass

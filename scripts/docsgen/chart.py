@@ -81,8 +81,7 @@ def missing_comments(path: Path) -> list[str]:
     return [
         v.key
         for v in values(path)
-        if not v.section
-        and not any(v.key == d or v.key.startswith(d + ".") for d in described)
+        if not v.section and not any(v.key == d or v.key.startswith(d + ".") for d in described)
     ]
 
 

@@ -18,3 +18,14 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     """Expand the markers of one page (``page.file.src_uri``: ``reference/settings.md``)."""
     root = Path(config["config_file_path"]).resolve().parent
     return expand(markdown, page.file.src_uri, root)
+
+
+def on_config(config: Any) -> Any:
+    """Add every rule page (docs/rules/<id>.md) to the nav's "Rules" section, sorted by id, so a
+    new rule needs its page and nothing else."""
+    docs = Path(config["docs_dir"])
+    pages = sorted(p.stem for p in (docs / "rules").glob("*.md") if p.stem != "index")
+    for item in config["nav"]:
+        if isinstance(item, dict) and "Rules" in item:
+            item["Rules"] = ["rules/index.md", *(f"rules/{stem}.md" for stem in pages)]
+    return config

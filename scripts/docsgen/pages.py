@@ -2,12 +2,13 @@
 reference, built from the code at build time (the hook calls ``expand``).
 
 Markers: ``settings``, ``cli``, ``metrics``, ``alerts``, ``chart-values``, ``rules`` (the index of
-every rule id, from the code and the rule pages' front matter) and ``rule`` (on a rule page: the
-modules that raise it). An unknown marker is an error, so a typo cannot leave a hole in a page.
+every rule id, from the code and the rule pages' front matter), ``rule`` (on a rule page: the
+modules that raise it) and ``bench-results`` (the reports the benchmarks wrote with ``--docs``). An unknown marker is an error, so a typo cannot leave a hole in a page.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,8 @@ from pathlib import Path
 import yaml
 
 from scripts.docsgen import chart, cli, metrics, rules, settings
+from webhook.base.config import Settings
+from webhook.cli import build_parser
 
 MARKER = re.compile(r"<!-- snapready:([a-z-]+) -->")
 
@@ -33,19 +36,21 @@ def front_matter(page: Path) -> dict[str, str]:
 
 
 def _settings(root: Path) -> str:
-    from webhook.base.config import Settings
-
     return settings.render(Settings)
 
 
 def _cli(root: Path) -> str:
-    from webhook.cli import build_parser
-
     return cli.render(build_parser())
 
 
+@functools.cache
+def _rule_ids(package: Path) -> dict[str, list[str]]:
+    """``rules.rule_ids``, once per build (every rule page asks)."""
+    return rules.rule_ids(package)
+
+
 def _rules_index(root: Path) -> str:
-    found = rules.rule_ids(root / "webhook")
+    found = _rule_ids(root / "webhook")
     out = ["| rule id | applies to | default | checks |", "|---|---|---|---|"]
     for rule in found:
         meta = front_matter(root / "docs" / "rules" / f"{rule}.md")
@@ -59,14 +64,39 @@ def _rule(root: Path, page: str) -> str:
     if not page.startswith("rules/"):
         raise MarkerError(f"{page}: the rule marker belongs on a rule page")
     rule = Path(page).stem
-    found = rules.rule_ids(root / "webhook")
+    found = _rule_ids(root / "webhook")
     if rule not in found:
         raise MarkerError(f"{page}: no finding in the code carries rule id {rule!r}")
     modules = ", ".join(f"`{m}`" for m in found[rule])
     return f"Raised by {modules}. Rule id in findings, metrics and reports: `{rule}`.\n"
 
 
+BENCHMARKS = {
+    "cluster": "Real path: `make bench-cluster`",
+    "admit": "In-process admission: `make bench-admit`",
+    "scale": "Scale: `make bench-scale`",
+    "throughput": "In-process and hey: `make bench`",
+    "cli": "The CLI on hostile and large input: `make bench-cli`",
+}
+
+
+def _bench_results(root: Path) -> str:
+    """Each benchmark's last ``--docs`` report (docs/performance/<name>.md, written by
+    ``bench.harness.results``), or how to record one."""
+    out: list[str] = []
+    for name, title in BENCHMARKS.items():
+        out += [f"### {title} {{ #results-{name} }}", ""]
+        report = root / "docs" / "performance" / f"{name}.md"
+        if report.is_file():
+            out += [report.read_text().rstrip(), ""]
+        else:
+            target = title.split("`")[1]
+            out += [f"Not recorded yet: `{target} BENCH_ARGS=--docs` writes it.", ""]
+    return "\n".join(out)
+
+
 GENERATORS: dict[str, Callable[[Path], str]] = {
+    "bench-results": _bench_results,
     "settings": _settings,
     "cli": _cli,
     "metrics": lambda root: metrics.render(metrics.metrics(root / "webhook")),

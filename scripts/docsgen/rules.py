@@ -2,8 +2,8 @@
 
 A rule id is a string literal in one of the shapes the code builds findings with: the second
 argument of ``Finding(...)``, the ``rule`` argument of a module's own helper that has one, a
-``rule=`` keyword, a ``rule_ids`` tuple, or a module constant whose name ends in ``RULE``. Each id has a page
-``docs/rules/<id>.md``; ``missing_pages`` and ``stale_pages`` compare the two.
+``rule=`` keyword, a ``rule_ids`` tuple, or a module constant whose name ends in ``RULE``.
+Each id has a page ``docs/rules/<id>.md``; ``missing_pages`` and ``stale_pages`` compare them.
 """
 
 from __future__ import annotations
@@ -93,5 +93,7 @@ def missing_pages(ids: dict[str, list[str]], rules_dir: Path) -> list[str]:
 def stale_pages(ids: dict[str, list[str]], rules_dir: Path) -> list[str]:
     """Pages of ``rules_dir`` for a rule id the code no longer raises."""
     return sorted(
-        page.stem for page in rules_dir.glob("*.md") if page.stem != "index" and page.stem not in ids
+        page.stem
+        for page in rules_dir.glob("*.md")
+        if page.stem != "index" and page.stem not in ids
     )

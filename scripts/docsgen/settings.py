@@ -113,8 +113,10 @@ def render(model: type[BaseModel]) -> str:
         out += ["| setting | type | default | description |", "|---|---|---|---|"]
         for s in rows:
             setting = f"`{s.name}`<br>`{s.env}`"
-            default = f"`{_cell(s.default)}`" if len(s.default) <= 60 else (
-                f"<code>{_cell(s.default)}</code>"
+            default = (
+                f"`{_cell(s.default)}`"
+                if len(s.default) <= 60
+                else (f"<code>{_cell(s.default)}</code>")
             )
             out.append(f"| {setting} | {_cell(s.type)} | {default} | {_cell(s.description)} |")
         out.append("")
