@@ -1,5 +1,5 @@
-"""The package's shape holds: no import circle, a README code map that names every folder,
-no module over 400 lines.
+"""The package's shape holds: no import circle, a code map (docs/architecture.md) that names
+every folder, no module over 400 lines.
 
 The layers and their contracts are import-linter's (``make lint``, ``pyproject.toml``
 ``[tool.importlinter]``); these are the three rules it cannot state. An import circle
@@ -99,10 +99,10 @@ def test_no_import_circle_in_the_package() -> None:
 
 
 def _code_map() -> str:
-    """The README's "Code map" section (up to the next ``## `` heading)."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index("## Code map")
-    end = text.find("\n## ", start + 1)
+    """The code map: the docs' architecture page (docs/architecture.md), "Code map" heading."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    start = text.index("# Code map")
+    end = text.find("\n# ", start + 1)
     return text[start : end if end != -1 else len(text)]
 
 
@@ -122,7 +122,7 @@ def _folders() -> list[str]:
 
 
 def test_the_code_map_names_every_folder() -> None:
-    """Each folder of ``webhook/`` appears in the README's code map as `` `folder/` ``."""
+    """Each folder of ``webhook/`` appears in the code map as `` `folder/` ``."""
     named = set(re.findall(r"`([a-z_]+(?:/[a-z_]+)*/)`", _code_map()))
     assert [f for f in _folders() if f not in named] == []
 

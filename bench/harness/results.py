@@ -108,7 +108,7 @@ def recorded(name: str, enabled: bool, argv: Sequence[str] | None = None) -> Ite
         yield
         return
     buffer = io.StringIO()
-    with contextlib.redirect_stdout(_Tee(sys.stdout, buffer)):  # type: ignore[type-var]
+    with contextlib.redirect_stdout(_Tee(sys.stdout, buffer)):
         yield
     args = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--docs"]
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -3,7 +3,8 @@ reference, built from the code at build time (the hook calls ``expand``).
 
 Markers: ``settings``, ``cli``, ``metrics``, ``alerts``, ``chart-values``, ``rules`` (the index of
 every rule id, from the code and the rule pages' front matter), ``rule`` (on a rule page: the
-modules that raise it) and ``bench-results`` (the reports the benchmarks wrote with ``--docs``). An unknown marker is an error, so a typo cannot leave a hole in a page.
+modules that raise it) and ``bench-results`` (the reports the benchmarks wrote with ``--docs``).
+An unknown marker is an error, so a typo cannot leave a hole in a page.
 """
 
 from __future__ import annotations

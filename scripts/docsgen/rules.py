@@ -53,17 +53,18 @@ def _ids_in(tree: ast.Module) -> set[str]:
         return _literal(node)
 
     position = {"Finding": 1}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            names = [arg.arg for arg in node.args.posonlyargs + node.args.args]
+    for statement in tree.body:
+        if isinstance(statement, ast.FunctionDef):
+            names = [arg.arg for arg in statement.args.posonlyargs + statement.args.args]
             if "rule" in names:
-                position[node.name] = names.index("rule")
+                position[statement.name] = names.index("rule")
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and (index := position.get(_callee(node))) is not None:
             if len(node.args) > index and (value := resolve(node.args[index])):
                 ids.add(value)
             ids.update(v for k in node.keywords if k.arg == "rule" and (v := resolve(k.value)))
-        target = None
+        target: ast.expr | None = None
+        value_node: ast.expr | None = None
         if isinstance(node, ast.AnnAssign):
             target, value_node = node.target, node.value
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:

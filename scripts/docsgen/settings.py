@@ -39,9 +39,9 @@ def _is_model(annotation: Any) -> bool:
 def _type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
-        return " \\| ".join(json.dumps(arg) for arg in typing.get_args(annotation))
+        return " | ".join(json.dumps(arg) for arg in typing.get_args(annotation))
     if origin in (typing.Union, types.UnionType):
-        return " \\| ".join(_type_name(arg) for arg in typing.get_args(annotation))
+        return " | ".join(_type_name(arg) for arg in typing.get_args(annotation))
     if origin is not None:
         args = ", ".join(_type_name(arg) for arg in typing.get_args(annotation))
         return f"{getattr(origin, '__name__', str(origin))}[{args}]"

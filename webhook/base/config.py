@@ -110,7 +110,11 @@ class ServerSettings(BaseModel):
     graceful_timeout_seconds: float = Field(
         20.0, ge=0, description="Max seconds to finish in-flight requests after the drain."
     )
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info",
+        description="Least severe log line written (JSON on stderr). debug adds an `admission "
+        "object` line per review with the object redacted (docs: operations/logs.md).",
+    )
 
 
 class SourceSettings(BaseModel):

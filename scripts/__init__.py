@@ -1,0 +1,1 @@
+"""Developer scripts; ``scripts.docsgen`` generates the docs site's references."""
