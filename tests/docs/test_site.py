@@ -78,6 +78,17 @@ def test_a_citation_of_a_missing_page_or_anchor_is_caught(built_site: Path, tmp_
     ]
 
 
+def test_no_page_shows_raw_markdown(built_site: Path) -> None:
+    """A table or heading that Markdown did not render (an HTML block swallowing it, a table
+    without its blank line) shows as raw text: none in the built pages."""
+    raw = [
+        page.relative_to(built_site).as_posix()
+        for page in built_site.rglob("index.html")
+        if "|---|" in page.read_text() or "\n## " in page.read_text()
+    ]
+    assert raw == []
+
+
 def test_the_gke_facts_keep_one_anchor_per_section(built_site: Path) -> None:
     """The code cites ``docs/gke-facts.md#section-N``: each of the ten sections keeps its id."""
     html = (built_site / "gke-facts" / "index.html").read_text()
