@@ -88,17 +88,20 @@ def _commit() -> str:
     return found.stdout.strip()
 
 
-def page(name: str, output: str, argv: Sequence[str], *, commit: str, when: str) -> str:
-    """The Markdown page of one run of benchmark ``name``."""
+def page(
+    name: str, output: str, argv: Sequence[str], *, commit: str, when: str, load: float
+) -> str:
+    """The Markdown page of one run of benchmark ``name`` (``load``: the machine's 1-minute load
+    average when it ended, since the figures of a shared machine move with it)."""
     command = " ".join(["python -m bench." + name, *argv])
     head = [
         f"<!-- Written by `{command} --docs`; rerun it to update this file. -->",
         "",
-        f"`{command}` on `{commit}`, {when}, {os.cpu_count()} CPUs:",
-        "",
+        f"`{command}` on `{commit}`, {when}, {os.cpu_count()} CPUs, load average {load:.2f} at"
+        " the end:",
         "",
     ]
-    return "\n".join(head[:-1]) + "\n" + as_markdown(output)
+    return "\n".join(head) + "\n" + as_markdown(output)
 
 
 @contextlib.contextmanager
@@ -114,5 +117,7 @@ def recorded(name: str, enabled: bool, argv: Sequence[str] | None = None) -> Ite
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     DOCS.mkdir(parents=True, exist_ok=True)
     target = DOCS / f"{name}.md"
-    target.write_text(page(name, buffer.getvalue(), args, commit=_commit(), when=when))
+    load = os.getloadavg()[0]
+    text = page(name, buffer.getvalue(), args, commit=_commit(), when=when, load=load)
+    target.write_text(text)
     print(f"report written to {target.relative_to(ROOT)}", file=sys.stderr)

@@ -15,7 +15,9 @@ def test_tables_stay_tables_and_other_lines_become_text_blocks() -> None:
 
 
 def test_the_page_names_the_command_commit_and_date() -> None:
-    text = page("admit", "x\n", ["--rounds", "3"], commit="abc1234", when="2026-12-06 08:00 UTC")
+    when = "2026-12-06 08:00 UTC"
+    text = page("admit", "x\n", ["--rounds", "3"], commit="abc1234", when=when, load=0.5)
     assert text.startswith("<!-- Written by `python -m bench.admit --rounds 3 --docs`")
     assert "`python -m bench.admit --rounds 3` on `abc1234`, 2026-12-06 08:00 UTC" in text
+    assert "load average 0.50 at the end" in text
     assert text.endswith("```text\nx\n```\n")
