@@ -99,10 +99,11 @@ def test_no_import_circle_in_the_package() -> None:
 
 
 def _code_map() -> str:
-    """The code map: the docs' architecture page (docs/architecture.md), "Code map" heading."""
+    """The code map: the "Code map" section of the docs' architecture page (docs/architecture.md),
+    up to the next ``## `` heading."""
     text = (ROOT / "docs" / "architecture.md").read_text()
-    start = text.index("# Code map")
-    end = text.find("\n# ", start + 1)
+    start = text.index("\n## Code map\n")
+    end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else len(text)]
 
 
