@@ -1,0 +1,87 @@
+"""Comments and docstrings that name a module of the package: does it still exist?
+
+Only names in backticks count (``webhook.cluster.fence``, ``cluster.fence``,
+``webhook/cluster/fence.py``, ``fence.py``), and only inside comments and string literals of
+Python files (anywhere in other files), so code such as ``webhook.get(...)`` is never read as a
+name. A dotted name resolves when its longest prefix that is a module or package of
+``webhook/`` exists and the next part, if any, is defined there (a submodule or a name in its
+source); a short ``folder.module`` name is read under ``webhook/`` unless it is a setting
+(``rules.disabled``); a bare ``fence.py`` must be some file of the repository. Paths
+``webhook/<folder>/<module>.py`` count in backticks or not.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+TICKED = re.compile(r"`{1,2}([A-Za-z_][\w.]*(?:/[\w.]+)*)`{1,2}")
+PATHS = re.compile(r"(?<![\w./-])(webhook/[\w/]+\.py)\b")
+IDENT = re.compile(r"^[A-Za-z_]\w*$")
+
+
+def _texts(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, text) of the comments and strings of a Python file; every line of another file."""
+    source = path.read_text()
+    if path.suffix != ".py":
+        yield from enumerate(source.splitlines(), 1)
+        return
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type in (tokenize.COMMENT, tokenize.STRING):
+            for offset, line in enumerate(token.string.splitlines()):
+                yield token.start[0] + offset, line
+
+
+def _module_or_attr(parts: list[str], package: Path) -> bool:
+    for cut in range(len(parts), 0, -1):
+        base = package.joinpath(*parts[:cut])
+        source = base.with_suffix(".py")
+        if not source.is_file():
+            source = base / "__init__.py"
+        if source.is_file():
+            rest = parts[cut:]
+            return not rest or re.search(rf"\b{re.escape(rest[0])}\b", source.read_text()) is not None
+    return False
+
+
+class Names:
+    """What exists: the package's folders and modules, the repository's files, the settings."""
+
+    def __init__(self, root: Path, settings: Iterable[str]) -> None:
+        self.root = root
+        self.package = root / "webhook"
+        self.folders = {p.parent.name for p in self.package.glob("*/__init__.py")}
+        self.files = {p.name for p in root.rglob("*.py") if ".venv" not in p.parts}
+        self.settings = set(settings)
+
+    def stale(self, ref: str) -> bool:
+        """Whether ``ref`` names a module, path or attribute that is not there."""
+        if "/" in ref:
+            return ref.startswith("webhook/") and ref.endswith(".py") and not (
+                self.root / ref
+            ).exists()
+        if ref.endswith(".py"):
+            return ref not in self.files
+        parts = ref.split(".")
+        if not all(IDENT.match(p) for p in parts) or len(parts) < 2:
+            return False
+        if parts[0] == "webhook":
+            return not _module_or_attr(parts[1:], self.package)
+        if parts[0] in self.folders and ref not in self.settings:
+            prefix = ".".join(parts[:2])
+            return prefix not in self.settings and not _module_or_attr(parts, self.package)
+        return False
+
+
+def stale_names(files: Iterable[Path], names: Names) -> list[str]:
+    """``file:line: name`` for each name in ``files`` that no longer exists."""
+    found = []
+    for path in files:
+        for number, text in _texts(path):
+            for ref in dict.fromkeys([*TICKED.findall(text), *PATHS.findall(text)]):
+                if names.stale(ref.rstrip(".")):
+                    found.append(f"{path.relative_to(names.root).as_posix()}:{number}: {ref}")
+    return found
