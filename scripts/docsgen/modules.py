@@ -43,7 +43,9 @@ def _module_or_attr(parts: list[str], package: Path) -> bool:
             source = base / "__init__.py"
         if source.is_file():
             rest = parts[cut:]
-            return not rest or re.search(rf"\b{re.escape(rest[0])}\b", source.read_text()) is not None
+            if not rest:
+                return True
+            return re.search(rf"\b{re.escape(rest[0])}\b", source.read_text()) is not None
     return False
 
 
@@ -60,9 +62,11 @@ class Names:
     def stale(self, ref: str) -> bool:
         """Whether ``ref`` names a module, path or attribute that is not there."""
         if "/" in ref:
-            return ref.startswith("webhook/") and ref.endswith(".py") and not (
-                self.root / ref
-            ).exists()
+            return (
+                ref.startswith("webhook/")
+                and ref.endswith(".py")
+                and not (self.root / ref).exists()
+            )
         if ref.endswith(".py"):
             return ref not in self.files
         parts = ref.split(".")
