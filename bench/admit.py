@@ -46,13 +46,14 @@ from bench.harness.objects import review_file
 from tests.conftest import make_settings
 from webhook.admission.engine import Engine, admit, selected_pod_context
 from webhook.kube.review import parse_review
-from webhook.kube.snapshots import OriginRecord, SnapshotIndex, SnapshotView
 from webhook.mutation.patch import Draft
 from webhook.mutation.prediction import pod_facts
 from webhook.pod import distill, memo
 from webhook.pod.fields import field_digests
 from webhook.pod.restore import predict
 from webhook.server.runner import build_engine
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.views import OriginRecord, SnapshotView
 
 TARGET_ADMIT_US = 60.0
 CACHE_FLUSH_BYTES = 16 * 1024 * 1024

@@ -27,8 +27,8 @@ from bench.harness.plane import BenchError, stop_named
 from bench.scale.nodes import Pool, stamp, suffix
 from bench.scale.workload import POLICY, PREFIX, Plan
 from tests.envtest.controlplane import ControlPlane
-from webhook.kube.snapshot_records import record_object
-from webhook.kube.snapshots import OriginRecord, SnapshotView
+from webhook.snapshots.records import record_object
+from webhook.snapshots.views import OriginRecord, SnapshotView
 
 STORAGE_CONFIG = "snapshots-us-central1"
 BUCKET = "snapready-snapshots-us-central1"

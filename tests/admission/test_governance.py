@@ -36,8 +36,8 @@ from webhook.cli import main
 from webhook.kube.matching import PolicyIndex
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionRequest
-from webhook.kube.state import ClusterState, StorageConfig
 from webhook.server.runner import build_engine
+from webhook.snapshots.state import ClusterState, StorageConfig
 
 REVIEW_BUCKET = "my-project-pod-snapshots"
 

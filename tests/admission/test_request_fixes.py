@@ -17,8 +17,8 @@ from webhook.admission.engine import Engine, admit
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
 from webhook.kube.responses import finalize
 from webhook.kube.review import AdmissionRequest, parse_review
-from webhook.kube.state import ClusterState
 from webhook.server.runner import build_engine
+from webhook.snapshots.state import ClusterState
 
 
 def request_for(obj: dict[str, Any], kind: str = "Pod", group: str = "") -> AdmissionRequest:

@@ -13,7 +13,7 @@ from webhook.base.config import Settings
 from webhook.cli.snapshots_read import Live
 from webhook.cli.status import build_report
 from webhook.cli.status_text import render_text
-from webhook.kube.state import parse_policy
+from webhook.snapshots.state import parse_policy
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -8,8 +8,9 @@ from webhook.base.config import Settings
 from webhook.cli.snapshots_read import Live
 from webhook.cli.status_lifecycle import lifecycle_lines, lifecycle_report
 from webhook.kube.matching import Policy, compile_selector
-from webhook.kube.snapshots import OriginRecord, SnapshotIndex, SnapshotView
-from webhook.kube.state import NodePoolFacts
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.state import NodePoolFacts
+from webhook.snapshots.views import OriginRecord, SnapshotView
 
 NOW = datetime(2026, 12, 20, 12, 0, tzinfo=UTC)
 OLD, NEW = "1.35.3-gke.1234000", "1.35.4-gke.100"

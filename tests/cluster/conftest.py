@@ -18,7 +18,7 @@ from tests.support.reports import install_report_crds
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings
 from webhook.cluster.caches import ClusterSource
-from webhook.kube.state import ClusterState
+from webhook.snapshots.state import ClusterState
 
 FAST = {"backoff_initial_seconds": 0.05, "backoff_max_seconds": 0.5}
 """Retry quickly: the tests wait for recoveries with a deadline."""

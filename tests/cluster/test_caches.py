@@ -33,9 +33,9 @@ from tests.support.fake_apiserver import (
 from tests.support.kube_real import SelectedRule, pod_review, selected_by, validate
 from webhook.admission.engine import Engine
 from webhook.base.errors import ConfigError
-from webhook.kube.state import ClusterState
 from webhook.server.app import AdmissionApp
 from webhook.server.runner import build_engine, stop_source
+from webhook.snapshots.state import ClusterState
 
 POLICY_EVENTS = load_events("podsnapshotpolicies-watch.jsonl")
 TOO_OLD = load_events("podsnapshotpolicies-watch-too-old.jsonl")[0]

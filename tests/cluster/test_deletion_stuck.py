@@ -12,8 +12,9 @@ from typing import Any, cast
 
 from webhook.cluster.events import Event, EventRecorder
 from webhook.cluster.restores import RestoreTracker
-from webhook.kube.snapshots import SnapshotIndex, SnapshotView
-from webhook.kube.state import ClusterState, NodeView
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.state import ClusterState, NodeView
+from webhook.snapshots.views import SnapshotView
 
 DELETED_AT = "2026-12-01T10:00:00Z"
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC).timestamp()

@@ -24,8 +24,9 @@ from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from tests.support.gke_agent import GkeAgent
 from webhook.cluster.wiring import open_cluster_source
-from webhook.kube.outcomes import Verdict, restore_seconds
-from webhook.kube.snapshots import PodRecord, SnapshotView
+from webhook.snapshots.outcomes import Verdict, restore_seconds
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.views import SnapshotView
 
 SETTLE = 40.0
 """Seconds a Ready pod waits for evidence here: above the 30 s PodRestored delay replayed."""

@@ -73,8 +73,8 @@ from webhook.kube.gke import (
     NODE_POOL,
 )
 from webhook.kube.matching import Policy
-from webhook.kube.state import ClusterState, NodeView
 from webhook.server.app import AdmissionApp
+from webhook.snapshots.state import ClusterState, NodeView
 
 RBAC = ROOT / "manifests" / "rbac.yaml"
 K8S_VERSION = "1.36.3"  # tests/envtest builds kube-apiserver v1.36.3: no "-gke.N" suffix

@@ -31,7 +31,7 @@ from tests.cluster.test_snapshots import env as env  # noqa: PLC0414 - the fixtu
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import service_account_token, wait_for
 from tests.support.records import get_record, records_in, view_of, wait_record
-from webhook.kube.snapshots import OriginRecord, SnapshotView
+from webhook.snapshots.views import OriginRecord, SnapshotView
 
 RECORDS = ("snapready.io", "v1alpha1", "snapshotrecords")
 
@@ -371,8 +371,8 @@ def test_records_beyond_the_crd_bounds_are_accepted_as_unknown(env: Env) -> None
     """What snapready builds always fits the CRD: an absurd ownerReference (a tenant's, 300
     characters) or 9,000 field digests become unknown instead of a 422 the leader would never
     retry."""
-    from webhook.kube.snapshot_records import record_object  # noqa: PLC0415
-    from webhook.kube.snapshots import WorkloadRef  # noqa: PLC0415
+    from webhook.snapshots.records import record_object  # noqa: PLC0415
+    from webhook.snapshots.views import WorkloadRef  # noqa: PLC0415
 
     huge = OriginRecord(
         pod="p",

@@ -23,7 +23,7 @@ from webhook.cluster.audit_queue import StampedQueue
 from webhook.cluster.reports import ReportWriter
 from webhook.cluster.syncing import Conflict, NotServed, Timing, TransportError
 from webhook.kube.policy_reports import OPENREPORTS, ReportView, Scope, digest, result
-from webhook.kube.state import ClusterState
+from webhook.snapshots.state import ClusterState
 
 KEY = "snapready.io/report-digest"
 SCOPE = Scope("v1", "Pod", "ns", "p1", "uid-1")

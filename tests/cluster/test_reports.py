@@ -28,10 +28,10 @@ from tests.support import kube_raw
 from tests.support.kube_real import create_policy, policy
 from tests.support.reports import by_rule, get_report, reports_in, wait_report
 from webhook.cluster.audit import AuditWorker
-from webhook.kube.audit import selector_query, with_query
 from webhook.kube.matching import compile_selector
 from webhook.kube.policy_reports import WGPOLICY
 from webhook.server.report_metrics import ReportCollector
+from webhook.snapshots.audit import selector_query, with_query
 
 ALL_RESULTS = ["pass", "fail", "warn", "error", "skip"]
 FAST = {
@@ -310,7 +310,7 @@ def labelled_pods(control_plane: ControlPlane) -> Iterator[str]:
 def test_the_audit_lists_exactly_what_a_policy_selects(
     control_plane: ControlPlane, labelled_pods: str, selector: dict[str, Any]
 ) -> None:
-    """A policy's selector as a list's label selector (``kube.audit.selector_query``): the
+    """A policy's selector as a list's label selector (``snapshots.audit.selector_query``): the
     API server returns exactly the pods the policy selects by Kubernetes' own semantics."""
     compiled = compile_selector(selector)
     path = with_query(f"/api/v1/namespaces/{labelled_pods}/pods", selector_query(compiled))

@@ -34,8 +34,8 @@ from webhook.cluster.client import KubeTransport, api_client
 from webhook.cluster.events import Event, EventRecorder, Regarding
 from webhook.cluster.leader import LeaderElector
 from webhook.cluster.syncing import TransportError
-from webhook.kube.outcomes import Verdict, startup_seconds
-from webhook.kube.snapshots import PodRecord
+from webhook.snapshots.outcomes import Verdict, startup_seconds
+from webhook.snapshots.pods import PodRecord
 
 SETTLE = 3.0
 

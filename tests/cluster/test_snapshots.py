@@ -36,8 +36,8 @@ from webhook.base.config import Settings
 from webhook.cluster.caches import ClusterSource
 from webhook.cluster.wiring import open_cluster_source
 from webhook.kube.review import AdmissionRequest
-from webhook.kube.snapshots import OriginRecord
 from webhook.server.runner import build_engine
+from webhook.snapshots.views import OriginRecord
 
 GROUP, VERSION = "podsnapshot.gke.io", "v1"
 OLD, NEW = "v1.35.3-gke.1234000", "v1.35.4-gke.100"

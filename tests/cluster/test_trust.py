@@ -23,9 +23,10 @@ from tests.cluster.test_snapshots import GROUP, VERSION, Env, make_env, take_sna
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from webhook.cluster.events import Event, Regarding
-from webhook.kube.outcomes import Verdict
-from webhook.kube.snapshots import OriginRecord, PodRecord
 from webhook.server.outcome_metrics import OutcomeMetrics
+from webhook.snapshots.outcomes import Verdict
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.views import OriginRecord
 
 SETTLE = 2.0
 

@@ -41,13 +41,14 @@ from tests.support.helm_support import (
     settings_configmap,
     validate_all,
 )
-from webhook.kube.audit import NeverJudged
-from webhook.kube.outcomes import OUTCOMES
 from webhook.kube.policy_reports import OPENREPORTS, ReportView
-from webhook.kube.snapshots import SnapshotIndex, SnapshotView
-from webhook.kube.state import ClusterState
 from webhook.server.metrics import Metrics
 from webhook.server.report_metrics import ReportCollector
+from webhook.snapshots.audit import NeverJudged
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.outcomes import OUTCOMES
+from webhook.snapshots.state import ClusterState
+from webhook.snapshots.views import SnapshotView
 
 DASHBOARD_FILE = CHART / "files" / "snapready-dashboard.json"
 ENABLED = {
@@ -68,7 +69,7 @@ LABEL_VALUES: dict[str, frozenset[str]] = {
     "outcome": frozenset(OUTCOMES) | {"succeeded", "failed"},
     "state": frozenset({"ready", "stale", "awaiting", "failed", "not_ready"}),
 }
-"""Closed label value sets a matcher may use (outcomes from webhook.kube.outcomes)."""
+"""Closed label value sets a matcher may use (outcomes from webhook.snapshots.outcomes)."""
 
 SAMPLE_SUFFIXES = {
     "counter": ("_total", "_created"),

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from webhook.governance import policy_findings, selectors_overlap
 from webhook.kube.matching import PolicyIndex, compile_selector
-from webhook.kube.state import ClusterState, StorageConfig, parse_policy
+from webhook.snapshots.state import ClusterState, StorageConfig, parse_policy
 
 NAMESPACE = "snap"
 LLM_POLICY: dict[str, Any] = {

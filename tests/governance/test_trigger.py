@@ -15,9 +15,10 @@ from webhook.admission.engine import Engine, admit
 from webhook.admission.governance import Governance
 from webhook.kube.matching import Policy, PolicyIndex
 from webhook.kube.review import AdmissionRequest, AdmissionReviewRequest
-from webhook.kube.snapshots import PodRecord, WorkloadRef
-from webhook.kube.state import ClusterState, parse_policy
 from webhook.server.logs import admission_fields
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.state import ClusterState, parse_policy
+from webhook.snapshots.views import WorkloadRef
 
 NS = "sandboxes"
 

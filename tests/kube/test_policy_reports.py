@@ -1,4 +1,4 @@
-"""The report object (``kube.policy_reports``) and the audit's pure helpers (``kube.audit``).
+"""The report object (``kube.policy_reports``) and the audit's pure helpers (``snapshots.audit``).
 
 Shapes follow the report APIs' own types (openreports/reports-api
 ``apis/openreports.io/v1alpha1/report_types.go``; wg-policy ``v1alpha2``); the real schemas judge
@@ -12,13 +12,6 @@ from typing import Any
 
 import pytest
 
-from webhook.kube.audit import (
-    admitted,
-    running,
-    selector_text,
-    template_changed_at,
-    template_never_judged,
-)
 from webhook.kube.matching import Policy, compile_selector
 from webhook.kube.policy_reports import (
     OPENREPORTS,
@@ -31,6 +24,13 @@ from webhook.kube.policy_reports import (
     report_view,
     result,
     summary,
+)
+from webhook.snapshots.audit import (
+    admitted,
+    running,
+    selector_text,
+    template_changed_at,
+    template_never_judged,
 )
 
 SCOPE = Scope("v1", "Pod", "ns", "p1", "0b3f6a2e-0000-4000-8000-000000000001")
@@ -110,7 +110,7 @@ def test_discovery_candidates(choice: str, expected: list[str]) -> None:
     assert [api.name for api in candidates(choice)] == expected
 
 
-# --- kube.audit -------------------------------------------------------------------------------
+# --- snapshots.audit ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -16,10 +16,10 @@ from tests.conftest import load_review, make_settings
 from tests.mutation.test_mutation import HASH_KEY, apply, engine_for, run
 from webhook.base.types import RawObject
 from webhook.kube.matching import LabelSelector, Policy
-from webhook.kube.state import ClusterState
 from webhook.pod.context import PodContext
 from webhook.rules import RULES
 from webhook.rules.drift import HashDrift
+from webhook.snapshots.state import ClusterState
 
 WHOLE_POD = Policy("llm-policy", "snap", LabelSelector(), "snapshots")
 ROOTFS_ONLY = Policy("rootfs", "snap", LabelSelector(), "snapshots", scope="rootfs-only")

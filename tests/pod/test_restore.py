@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.kube.matching import Policy, compile_selector
-from webhook.kube.snapshots import OriginRecord, SnapshotIndex, SnapshotView, snapshot_view
-from webhook.kube.state import NodePoolFacts
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, differences, landing_pools, predict
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.state import NodePoolFacts
+from webhook.snapshots.views import OriginRecord, SnapshotView, snapshot_view
 
 HASH = "v1:sha256:" + "a" * 64
 POLICY = Policy(

@@ -25,13 +25,13 @@ from tests.rules.test_table import (
 from webhook.admission.engine import Engine
 from webhook.base.sections import RuleSettings
 from webhook.kube.matching import Policy, PolicyIndex
-from webhook.kube.state import (
+from webhook.rules.gpu_whole_node import parse_gke_version
+from webhook.snapshots.state import (
     ClusterState,
     ComputeClassFacts,
     NodePoolFacts,
     parse_policy,
 )
-from webhook.rules.gpu_whole_node import parse_gke_version
 
 NODE_POOL = "cloud.google.com/gke-nodepool"
 COMPUTE_CLASS = "cloud.google.com/compute-class"

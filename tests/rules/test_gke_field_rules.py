@@ -19,7 +19,7 @@ from tests.rules.test_table import GPU, judge, lines, outcomes, ready_pod
 from webhook.admission.engine import Engine, admit
 from webhook.kube.matching import PolicyIndex
 from webhook.kube.review import AdmissionRequest
-from webhook.kube.state import (
+from webhook.snapshots.state import (
     ClusterState,
     ComputeClassFacts,
     DisruptionBudget,

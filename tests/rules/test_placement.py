@@ -38,9 +38,9 @@ from webhook.admission.engine import Engine, admit
 from webhook.kube.gke import INSTANCE_TYPE, LEGACY_INSTANCE_TYPE, NODE_NAME
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionRequest
-from webhook.kube.state import NodePoolFacts, NodeView
 from webhook.pod.node_pins import Exclusion, node_pins, node_selection
 from webhook.server.runner import build_engine, stop_source
+from webhook.snapshots.state import NodePoolFacts, NodeView
 
 Pod = dict[str, Any]
 ACCELERATOR = "cloud.google.com/gke-accelerator"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
-from webhook.kube.selection import OTHER
-from webhook.kube.snapshots import SnapshotIndex, SnapshotView
-from webhook.kube.state import ClusterState
 from webhook.server.collectors import SnapshotCollector
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.selection import OTHER
+from webhook.snapshots.state import ClusterState
+from webhook.snapshots.views import SnapshotView
 
 
 def test_snapshots_of_made_up_policies_share_one_series() -> None:

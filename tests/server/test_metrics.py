@@ -25,12 +25,12 @@ from webhook.admission.engine import Engine
 from webhook.base.types import Finding
 from webhook.kube.responses import allowed, patched
 from webhook.kube.review import parse_review
-from webhook.kube.state import ClusterState
 from webhook.pod.context import PodContext
 from webhook.server import certs
 from webhook.server.app import create_app
 from webhook.server.metrics import Metrics
 from webhook.server.runner import build_engine
+from webhook.snapshots.state import ClusterState
 
 FAMILIES = (
     "snapready_admission_requests",

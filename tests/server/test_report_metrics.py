@@ -10,11 +10,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT
-from webhook.kube.audit import NeverJudged
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
 from webhook.kube.policy_reports import OPENREPORTS, ReportView
-from webhook.kube.state import ClusterState
 from webhook.server.report_metrics import ReportCollector
+from webhook.snapshots.audit import NeverJudged
+from webhook.snapshots.state import ClusterState
 
 STATE = ClusterState(
     policies=PolicyIndex.build([Policy("llm-policy", "llm", compile_selector({}), "storage")])

@@ -8,7 +8,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.envtest.plugin import wait_for
-from webhook.kube.snapshot_records import RecordView, record_view
+from webhook.snapshots.records import RecordView, record_view
 
 GROUP, VERSION, PLURAL = "snapready.io", "v1alpha1", "snapshotrecords"
 

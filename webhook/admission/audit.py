@@ -10,7 +10,7 @@ spec would restore from. A pod admission never judged is judged as admission wou
 when it is created: without the ``<prefix>`` keys admission removes from a new pod
 (``mutation.ownership``), so a key a tenant wrote on a pod created around snapready changes no
 result. The fingerprint is computed and the prediction derived, never read from a key; the only
-keys read are those of ``kube.audit.admitted`` (which count a pod falls in: an admitted pod's
+keys read are those of ``snapshots.audit.admitted`` (which count a pod falls in: an admitted pod's
 stamps are admission's, the ownership webhook guards them) and an admitted pod's recorded
 ``<prefix>restore-outcome`` (a property; only the leader writes it).
 
@@ -33,9 +33,7 @@ from dataclasses import dataclass
 from webhook.admission.engine import Engine, admit
 from webhook.base.reporting import ResultStatus
 from webhook.base.types import Finding, Mode, RawObject, mapping
-from webhook.kube.audit import admitted, template_changed_at, template_never_judged
 from webhook.kube.matching import Policy
-from webhook.kube.outcomes import OUTCOMES
 from webhook.kube.policy_reports import Result, Scope, Severity, result
 from webhook.kube.review import AdmissionRequest
 from webhook.kube.workloads import TEMPLATE_PATHS
@@ -44,6 +42,8 @@ from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, predict
+from webhook.snapshots.audit import admitted, template_changed_at, template_never_judged
+from webhook.snapshots.outcomes import OUTCOMES
 
 READY_RULE = "snapshot-ready"
 """The rule id of the one ``pass`` result of an object without findings."""
@@ -60,7 +60,7 @@ class Judgement:
         scope: the object (kind, namespace, name, uid).
         policies: the selecting policies, sorted by name.
         admitted: a pod snapready's mutating webhook stamped; a template changed while one of
-            its selecting policies existed (``kube.audit``); False: never judged.
+            its selecting policies existed (``snapshots.audit``); False: never judged.
         denied: admission would deny it now (a finding whose outcome is ``enforce``).
         results: every result, before ``reports.results`` filters them.
     """

@@ -17,9 +17,9 @@ from webhook.kube.responses import (
     denied,
 )
 from webhook.kube.review import AdmissionRequest
-from webhook.kube.state import ClusterState
 from webhook.mutation import container_count
 from webhook.pod.context import PodContext
+from webhook.snapshots.state import ClusterState
 
 _MODE_STRICTNESS: Mapping[str, int] = {"audit": 0, "warn": 1, "enforce": 2}
 

@@ -34,12 +34,12 @@ from webhook.kube.custom_views import (
 from webhook.kube.matching import Policy
 from webhook.kube.responses import HTTP_BAD_REQUEST, Decision, allowed, denied, with_warnings
 from webhook.kube.review import AdmissionRequest
-from webhook.kube.state import ClusterState
 from webhook.kube.workloads import TEMPLATE_PATHS, pod_template
 from webhook.mutation import mutate_pod
 from webhook.pod.context import PodContext, join_path
 from webhook.rules import RULES, Rule, evaluate
 from webhook.rules.sandbox import EphemeralCompat
+from webhook.snapshots.state import ClusterState
 
 Handler = Callable[[AdmissionRequest, Endpoint, "Engine"], Decision]
 

@@ -10,13 +10,13 @@ spec.containers[0].image``. Advisory only (a rollout is how snapshots get replac
 
 from __future__ import annotations
 
-from webhook.kube.snapshots import SnapshotIndex
 from webhook.mutation import as_admitted
 from webhook.pod.context import PodContext
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, predict
+from webhook.snapshots.index import SnapshotIndex
 
 
 def rollout_warning(ctx: PodContext) -> str | None:

@@ -13,7 +13,8 @@ too); a refused or failed list is a note, never an error: outcomes are then deci
 pods' conditions and the recorded ``<prefix>restore-outcome`` alone. ``judge`` is the outcome
 both commands show: the outcome the leader recorded on the pod when it is a known one (GKE's
 Events expire with the API server's ``--event-ttl``, 1 h by default, so older pods rely on it),
-else ``kube.outcomes.decide`` on the same evidence the leader uses; None: not decided (pending).
+else ``snapshots.outcomes.decide`` on the same evidence the leader uses; None: not decided
+(pending).
 
 Errors: ``ConfigError`` (kubeconfig), ``NotServed`` (404), ``TransportError`` (anything else:
 unreachable, 403, 5xx); the commands turn them into one ``snapready: ...`` line and exit 2.
@@ -38,14 +39,22 @@ from webhook.cli.common import add_settings_arguments, fail, print_json, setting
 from webhook.cluster.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
 from webhook.cluster.records import selected_label_query
 from webhook.cluster.syncing import Gone, NotServed, TransportError
-from webhook.kube.config_refs import ConfigMeta, config_meta, watched_namespaces
-from webhook.kube.evidence import GKE_EVENT_REASON, GkeEvent, PodEvents, gke_event, index_events
-from webhook.kube.facts import node_pools, node_view
 from webhook.kube.matching import Policy
-from webhook.kube.outcomes import OUTCOMES, Verdict, decide
-from webhook.kube.snapshot_records import GROUP, PLURAL, VERSION, RecordView, join_all, record_view
-from webhook.kube.snapshots import PodRecord, SnapshotIndex, SnapshotView, snapshot_view
-from webhook.kube.state import NodePoolFacts, NodeView, parse_policy
+from webhook.snapshots.config_refs import ConfigMeta, config_meta, watched_namespaces
+from webhook.snapshots.evidence import (
+    GKE_EVENT_REASON,
+    GkeEvent,
+    PodEvents,
+    gke_event,
+    index_events,
+)
+from webhook.snapshots.facts import node_pools, node_view
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.outcomes import OUTCOMES, Verdict, decide
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.records import GROUP, PLURAL, VERSION, RecordView, join_all, record_view
+from webhook.snapshots.state import NodePoolFacts, NodeView, parse_policy
+from webhook.snapshots.views import SnapshotView, snapshot_view
 
 if TYPE_CHECKING:  # the kubernetes client is imported only when a command connects
     from webhook.cluster.client import Connection, KubeTransport

@@ -11,7 +11,7 @@ rules, modes and prediction), and writes one report per object (``cluster.report
   pod the pod cache sees for the first time (created through admission) or whose recorded
   outcome or phase changed (GET, judge, write; ``observe``).
 - what: per namespace with a policy, the pods each policy selects (one paginated list per
-  policy with its selector as a label selector: ``kube.audit.selector_query``, so unselected
+  policy with its selector as a label selector: ``snapshots.audit.selector_query``, so unselected
   pods are never read), running ones only; with ``reports.templates`` the pod templates of
   Deployments, StatefulSets, DaemonSets, Jobs (not a CronJob's) and CronJobs (no label
   selector can reach a template: the namespace's workloads are listed). Reports of objects that
@@ -53,7 +53,8 @@ from webhook.cluster.syncing import (
     Worker,
     describe,
 )
-from webhook.kube.audit import (
+from webhook.kube.matching import Policy
+from webhook.snapshots.audit import (
     TERMINAL_PHASES,
     NeverJudged,
     owned_by_controller,
@@ -61,9 +62,8 @@ from webhook.kube.audit import (
     selector_query,
     with_query,
 )
-from webhook.kube.matching import Policy
-from webhook.kube.snapshots import PodRecord
-from webhook.kube.state import ClusterState
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.state import ClusterState
 
 log = logging.getLogger("snapready.audit")
 POLL = 5.0

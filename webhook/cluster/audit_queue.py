@@ -14,7 +14,7 @@ import collections
 import threading
 
 from webhook.base.types import RawObject, mapping
-from webhook.kube.audit import TERMINAL_PHASES
+from webhook.snapshots.audit import TERMINAL_PHASES
 
 Shape = tuple[str | None, bool]
 """(recorded ``<prefix>restore-outcome`` or None, finished): what makes a pod's report change

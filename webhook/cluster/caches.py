@@ -32,18 +32,19 @@ from webhook.cluster.watched import (
     VERSION_PATH,
     stamped_pods,
 )
-from webhook.kube.evidence import gke_event, index_events, updated_events
-from webhook.kube.facts import (
+from webhook.kube.matching import PolicyIndex
+from webhook.snapshots.evidence import gke_event, index_events, updated_events
+from webhook.snapshots.facts import (
     compute_class_facts,
     gke_version,
     namespace_labels,
     node_pools,
     node_view,
 )
-from webhook.kube.matching import PolicyIndex
-from webhook.kube.snapshot_records import RecordJoin, record_view
-from webhook.kube.snapshots import PodRecord, SnapshotIndex, snapshot_view
-from webhook.kube.state import (
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.records import RecordJoin, record_view
+from webhook.snapshots.state import (
     ClusterState,
     DisruptionBudget,
     NodeView,
@@ -51,6 +52,7 @@ from webhook.kube.state import (
     parse_policy,
     parse_storage_config,
 )
+from webhook.snapshots.views import snapshot_view
 
 log = logging.getLogger("snapready.kube")
 
@@ -72,7 +74,7 @@ def resources(
     PodSnapshot CRDs are tried as ``v1`` first, then ``v1alpha1`` (older GKE clusters served only
     that). Namespaces keep only ``prefix`` labels; nodes only the GKE labels in ``facts``.
     PodSnapshots and snapready's SnapshotRecords tell ``join`` which ``namespace/name``
-    changed, so the state's snapshot index carries each record (``kube.snapshot_records``).
+    changed, so the state's snapshot index carries each record (``snapshots.records``).
     """
     touched, pods = join or RecordJoin(), stamped_pods(prefix)
     return (

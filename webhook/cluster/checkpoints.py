@@ -1,12 +1,12 @@
 """Checkpoint lifecycle (leader only): failed and stalled checkpoints as Warning Events, metrics.
 
-Read from each PodSnapshot's ``Checkpoint`` condition (``kube.snapshots.checkpoint_state``;
+Read from each PodSnapshot's ``Checkpoint`` condition (``snapshots.views.checkpoint_state``;
 domain.md section 9). A failed checkpoint gets one Warning ``SnapshotCheckpointFailed`` on its
 PodSnapshotPolicy and on the origin pod while it exists, with GKE's message and the likely cause
-(``kube.checkpoints.failure_hint``); a snapshot ``AwaitingCheckpoint`` longer than
+(``snapshots.checkpoints.failure_hint``); a snapshot ``AwaitingCheckpoint`` longer than
 ``checkpoint.stall_seconds`` one Warning ``SnapshotCheckpointStalled``. Finished checkpoints are
 handed to the listeners (metrics: checkpoints by outcome, seconds from creation to
-``Succeeded``), with ``namespace``/``policy`` as ``kube.selection.bounded_labels`` allows.
+``Succeeded``), with ``namespace``/``policy`` as ``snapshots.selection.bounded_labels`` allows.
 Each snapshot is reported once per process; a new leader reports transitions no older than
 ``outcomes.catch_up_seconds`` before it took over (older ones were an earlier leader's).
 """
@@ -19,18 +19,18 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from webhook.cluster.events import Event, EventRecorder, Regarding
-from webhook.kube.checkpoints import (
+from webhook.kube.gke import ACCELERATOR, GPU_DRIVER_VERSION
+from webhook.snapshots.checkpoints import (
     OriginFacts,
     awaiting_seconds,
     checkpoint_seconds,
     failed_note,
     stalled_note,
 )
-from webhook.kube.gke import ACCELERATOR, GPU_DRIVER_VERSION
-from webhook.kube.outcomes import parse_time
-from webhook.kube.selection import bounded_labels
-from webhook.kube.snapshots import SnapshotView
-from webhook.kube.state import ClusterState
+from webhook.snapshots.outcomes import parse_time
+from webhook.snapshots.selection import bounded_labels
+from webhook.snapshots.state import ClusterState
+from webhook.snapshots.views import SnapshotView
 
 log = logging.getLogger("snapready.checkpoints")
 CheckpointListener = Callable[[SnapshotView, str, float | None], None]

@@ -2,7 +2,7 @@
 
 A snapshot restores the values its origin pod read (domain.md section 3: GKE hashes no env and no
 Secret content), so a rotated Secret goes unnoticed. ``ConfigWatch`` keeps, per namespace that
-has a snapshot whose origin record names consumed configuration (``kube.config_refs``), two
+has a snapshot whose origin record names consumed configuration (``snapshots.config_refs``), two
 reflectors: ``/api/v1/namespaces/<ns>/secrets`` and ``.../configmaps``, listed and watched as
 ``PartialObjectMetadata`` (``KubeTransport.metadata_only``: the API server sends metadata only,
 never ``data``), each object kept as a resourceVersion and a time (``ConfigMeta``). Namespaces
@@ -23,8 +23,8 @@ from typing import Any
 
 from webhook.cluster.reflector import Reflector
 from webhook.cluster.syncing import Resource, Timing, Transport, Worker
-from webhook.kube.config_refs import ConfigIndex, ConfigMeta, config_meta, watched_namespaces
-from webhook.kube.state import ClusterState
+from webhook.snapshots.config_refs import ConfigIndex, ConfigMeta, config_meta, watched_namespaces
+from webhook.snapshots.state import ClusterState
 
 log = logging.getLogger("snapready.kube")
 KINDS = (("Secret", "secrets"), ("ConfigMap", "configmaps"))

@@ -24,10 +24,11 @@ from typing import Any
 import yaml
 
 from webhook.base.errors import ConfigError
-from webhook.kube.facts import compute_class_facts, node_pools, node_view
 from webhook.kube.manifests import parse_lenient
 from webhook.kube.matching import Policy, PolicyIndex
-from webhook.kube.state import (
+from webhook.kube.yaml_bounds import REFUSED
+from webhook.snapshots.facts import compute_class_facts, node_pools, node_view
+from webhook.snapshots.state import (
     ClusterState,
     ComputeClassFacts,
     NodeView,
@@ -36,7 +37,6 @@ from webhook.kube.state import (
     parse_policy,
     parse_storage_config,
 )
-from webhook.kube.yaml_bounds import REFUSED
 
 POLICY_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -27,9 +27,10 @@ from urllib.parse import quote
 
 from webhook.base.types import RawObject
 from webhook.cluster.syncing import NotServed, TransportError, describe
-from webhook.kube.evidence import GkeEvent
-from webhook.kube.outcomes import parse_time
-from webhook.kube.snapshots import PodRecord, SnapshotView
+from webhook.snapshots.evidence import GkeEvent
+from webhook.snapshots.outcomes import parse_time
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.views import SnapshotView
 
 log = logging.getLogger("snapready.gate")
 

@@ -7,7 +7,7 @@ Before issue 27 its outcome was then silently dropped. Now the tracker asks the 
 
 - the pod is gone (404, or a newer pod of the same name: another uid): forget it;
 - it exists, lost the label, and a live PodSnapshotPolicy still selects it by its labels
-  (``kube.selection``): the label is written back (JSON merge patch with the uid as a
+  (``snapshots.selection``): the label is written back (JSON merge patch with the uid as a
   precondition, field manager ``snapready``), a warning is logged, and the pod stays pending: it
   re-enters the cache and gets its outcome as if nothing had happened;
 - it exists but no live policy selects it any more: forget it (not snapready's to report);
@@ -28,7 +28,7 @@ from webhook.base.types import RawObject
 from webhook.cluster.records import pod_record
 from webhook.cluster.syncing import NotServed, TransportError, describe
 from webhook.kube.matching import PolicyIndex
-from webhook.kube.selection import selecting_policies
+from webhook.snapshots.selection import selecting_policies
 
 log = logging.getLogger("snapready.restores")
 MAX_LOOKS = 5

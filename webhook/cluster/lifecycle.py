@@ -5,7 +5,7 @@ agrees (``prunable``, read at scrape time); only the leader writes, every write 
 lease-fenced transport (``cluster.fence``), each with an Event, none on an admission request:
 
 - ``lifecycle.refresh: on``: one PodSnapshotManualTrigger per stale group of a manual policy
-  (``kube.lifecycle.refresh_plan``), named ``trigger_name`` (policy, group, upgrade): a GET
+  (``snapshots.refresh.refresh_plan``), named ``trigger_name`` (policy, group, upgrade): a GET
   first (compare before write), a 409 on the POST is the other leader's trigger and counts as
   done, so a restart or a second replica never makes two. Normal Event
   ``SnapshotRefreshTriggered`` on the policy, its note built from the live trigger's target, so
@@ -39,23 +39,13 @@ from webhook.base.types import RawObject, mapping
 from webhook.cluster.events import Event, EventRecorder, Regarding
 from webhook.cluster.syncing import Conflict, NotServed, TransportError, Worker, describe
 from webhook.kube.custom_views import matching_labels, workload_views
-from webhook.kube.lifecycle import (
-    Prunable,
-    Refresh,
-    Usage,
-    UseCache,
-    UseKey,
-    pod_uses,
-    prune_plan,
-    refresh_plan,
-    unrunnable,
-    unused_candidates,
-    use_keys,
-)
-from webhook.kube.selection import bounded_labels
-from webhook.kube.state import ClusterState
 from webhook.mutation import as_admitted
 from webhook.pod.distill import fingerprint
+from webhook.snapshots.prune import Prunable, Usage, prune_plan, unrunnable, unused_candidates
+from webhook.snapshots.refresh import Refresh, refresh_plan
+from webhook.snapshots.selection import bounded_labels
+from webhook.snapshots.state import ClusterState
+from webhook.snapshots.usage import UseCache, UseKey, pod_uses, use_keys
 
 log = logging.getLogger("snapready.lifecycle")
 POLICY_API = "podsnapshot.gke.io/v1"
@@ -67,7 +57,7 @@ TEMPLATE_LISTS = (
     ("batch/v1", "CronJob", "cronjobs"),
 )
 """``(apiVersion, kind, resource)`` listed per candidate namespace
-(``kube.lifecycle.LISTED_KINDS``)."""
+(``snapshots.usage.LISTED_KINDS``)."""
 MIN_INTERVAL = 5.0
 """Seconds between two passes at least, however often the caches change: a pass over 20,000
 pods and 5,000 snapshots holds the interpreter for tens of ms, and nothing here needs to be

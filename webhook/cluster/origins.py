@@ -9,7 +9,7 @@ pod's ``spec.nodeName`` only where GKE names no node), with the node's facts fro
 cache (pool, machine family, instance type, arch, GKE node version, accelerator, GPU driver
 label) and GKE's ``gke-pod-snapshot-triggered-by`` label. Unknown parts stay null.
 
-The record is written as a ``SnapshotRecord`` (``kube.snapshot_records``): named after the
+The record is written as a ``SnapshotRecord`` (``snapshots.records``): named after the
 PodSnapshot, owned by it (garbage-collected with it), created with field manager
 ``snapready-origin``. It is never written on the PodSnapshot: GKE's ValidatingAdmissionPolicy
 refuses that (domain.md section 10). Every replica reads the records from its cache, so the
@@ -25,7 +25,7 @@ pod, is converted once into a SnapshotRecord (``convertedFrom: annotation``), so
 recorded before is lost; anything else is rebuilt from the pod. A record that disappears while
 its PodSnapshot stays (deleted by hand) is written again from the one this replica believed.
 
-Consumed configuration (``kube.config_refs``): the record also names the Secrets and ConfigMaps
+Consumed configuration (``snapshots.config_refs``): the record also names the Secrets and ConfigMaps
 the live origin pod reads, each with its resourceVersion and last change time from a
 metadata-only GET (never a value); unknown (null) when the pod is gone or the reads are refused.
 """
@@ -44,7 +44,6 @@ from typing import Protocol
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.fence import NotLeader
 from webhook.cluster.syncing import Conflict, NotServed, TransportError, Worker, describe
-from webhook.kube.config_refs import ConfigMeta, config_meta, consumed, refs_of
 from webhook.kube.gke import (
     ACCELERATOR,
     ARCHITECTURE,
@@ -52,8 +51,12 @@ from webhook.kube.gke import (
     INSTANCE_TYPE,
     MACHINE_FAMILY,
 )
-from webhook.kube.outcomes import parse_time
-from webhook.kube.snapshot_records import (
+from webhook.pod.distill import fingerprint
+from webhook.pod.fields import field_digests
+from webhook.pod.restore import group_of
+from webhook.snapshots.config_refs import ConfigMeta, config_meta, consumed, refs_of
+from webhook.snapshots.outcomes import parse_time
+from webhook.snapshots.records import (
     GROUP,
     PLURAL,
     RECORD_ACTIONS,
@@ -63,11 +66,8 @@ from webhook.kube.snapshot_records import (
     record_path,
     record_view,
 )
-from webhook.kube.snapshots import ConfigRef, OriginRecord, SnapshotView, workload_of
-from webhook.kube.state import ClusterState
-from webhook.pod.distill import fingerprint
-from webhook.pod.fields import field_digests
-from webhook.pod.restore import group_of
+from webhook.snapshots.state import ClusterState
+from webhook.snapshots.views import ConfigRef, OriginRecord, SnapshotView, workload_of
 
 log = logging.getLogger("snapready.origins")
 LEGACY_FIELD_MANAGER = "snapready-origin"

@@ -5,15 +5,16 @@ mutating webhook on every selected pod), and keeps per pod only what the snapsho
 labels (snapshot groups), the ``<prefix>`` annotations written at admission (fingerprint, policy,
 prediction, recorded outcome), the node it runs on, and its start-up evidence: the
 ``PodScheduled``, ``Ready`` and ``PodRestored`` transitions, a restore crash in its container
-statuses (``kube.evidence.restore_failure``) and the readiness gate's condition.
+statuses (``snapshots.evidence.restore_failure``) and the readiness gate's condition.
 """
 
 from __future__ import annotations
 
 from webhook.base.types import RawObject, mapping
-from webhook.kube.evidence import restore_failure
 from webhook.kube.gke import POD_RESTORED
-from webhook.kube.snapshots import PodRecord, condition, workload_of
+from webhook.snapshots.evidence import restore_failure
+from webhook.snapshots.pods import PodRecord, condition
+from webhook.snapshots.views import workload_of
 
 SETTLED = "restore-settled"
 """``<prefix>restore-settled``: the readiness gate's condition type (``restore.readiness_gate``)."""

@@ -1,7 +1,7 @@
 """Closing the loop (leader only): restore outcomes from GKE's evidence, their Events, stale
 snapshots, checkpoints and the readiness gate.
 
-Every stamped pod stays pending until ``kube.outcomes.decide`` finds evidence (``PodRestored``,
+Every stamped pod stays pending until ``snapshots.outcomes.decide`` finds evidence (``PodRestored``,
 GKE's ``GKEPodSnapshotting`` Events, a restore crash, or ``outcomes.settle_seconds`` of Ready
 without any); never at the Ready transition, which on GKE comes before a restore is done
 (domain.md section 9). A decided outcome goes to the listeners (metrics), gets its Event, and is
@@ -38,12 +38,12 @@ from webhook.cluster.labels import LabelGuard
 from webhook.cluster.records import SETTLED
 from webhook.cluster.snapshot_warnings import SnapshotWarnings
 from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
-from webhook.kube.evidence import events_of
-from webhook.kube.outcomes import Verdict, decide, parse_time
-from webhook.kube.restore_notes import failed_note, missed_note
-from webhook.kube.selection import believed
-from webhook.kube.snapshots import PodRecord
-from webhook.kube.state import ClusterState
+from webhook.snapshots.evidence import events_of
+from webhook.snapshots.outcomes import Verdict, decide, parse_time
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.restore_notes import failed_note, missed_note
+from webhook.snapshots.selection import believed
+from webhook.snapshots.state import ClusterState
 
 log = logging.getLogger("snapready.restores")
 MAX_SEEN = 200_000

@@ -2,7 +2,7 @@
 
 ``SnapshotsStale`` (Warning, on the PodSnapshotPolicy, once per node-pool upgrade): the pool a
 Ready snapshot was taken on now runs only another GKE version or GPU driver, so GKE will not
-restore it there (``kube.outcomes.stale_groups``; domain.md section 3).
+restore it there (``snapshots.outcomes.stale_groups``; domain.md section 3).
 ``SnapshotDeletionStuck`` (Warning, on the PodSnapshot, once per deletion): ``Deleting`` for longer
 than ``restore.deletion_stuck_seconds``. GKE's finalizer is released by the node agent
 (``pod-snapshot-agent``) on the node the snapshot was taken on, after it found the files through
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from webhook.cluster.events import Event, EventRecorder, Regarding
-from webhook.kube.outcomes import parse_time, stale_groups
-from webhook.kube.snapshots import SnapshotView
-from webhook.kube.state import ClusterState
+from webhook.snapshots.outcomes import parse_time, stale_groups
+from webhook.snapshots.state import ClusterState
+from webhook.snapshots.views import SnapshotView
 
 log = logging.getLogger("snapready.restores")
 SNAPSHOT_API = "podsnapshot.gke.io/v1"

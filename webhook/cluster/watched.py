@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from webhook.kube.evidence import GKE_EVENT_REASON
-from webhook.kube.snapshot_records import GROUP, PLURAL, VERSION
+from webhook.snapshots.evidence import GKE_EVENT_REASON
+from webhook.snapshots.records import GROUP, PLURAL, VERSION
 
 SNAPSHOT_API = "/apis/podsnapshot.gke.io"
 SNAPSHOT_VERSIONS = ("v1", "v1alpha1")

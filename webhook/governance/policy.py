@@ -18,7 +18,7 @@ from webhook.base.errors import ConfigError
 from webhook.base.text import clip_all
 from webhook.base.types import Finding, RawObject, Severity
 from webhook.kube.matching import LabelSelector, Requirement, compile_selector
-from webhook.kube.state import ClusterState
+from webhook.snapshots.state import ClusterState
 
 DOCUMENTED_TRIGGERS = ("workload", "manual")
 # GKE's CRD pattern ^(\d+)\s*(y|mo|d|h|min)$ (tests/data/crds). OpenAPI patterns are ECMA-262:

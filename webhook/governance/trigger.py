@@ -26,7 +26,7 @@ from typing import Any
 from webhook.base.config import Settings
 from webhook.base.text import clip
 from webhook.base.types import Finding, mapping
-from webhook.kube.state import ClusterState
+from webhook.snapshots.state import ClusterState
 
 RULE = "manual-trigger"
 TARGET_PATH = "spec.targetPod"

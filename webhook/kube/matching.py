@@ -122,7 +122,7 @@ class Policy:
         post_checkpoint: ``spec.triggerConfig.postCheckpoint`` (``resume``, the CRD's default,
             or ``stop``).
         created: ``metadata.creationTimestamp`` (RFC 3339; "" from files): the audit tells
-            templates changed before the policy existed (``kube.audit``). Not compared.
+            templates changed before the policy existed (``snapshots.audit``). Not compared.
     """
 
     name: str

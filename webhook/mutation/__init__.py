@@ -41,7 +41,6 @@ from webhook.kube.responses import (
     denied,
     patched,
 )
-from webhook.kube.state import ClusterState
 from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
 from webhook.mutation.driver import pin_gpu_driver
 from webhook.mutation.env import inject_env
@@ -58,6 +57,7 @@ from webhook.mutation.prediction import (
     stamp_selected,
 )
 from webhook.pod.context import PodContext
+from webhook.snapshots.state import ClusterState
 
 
 @dataclass(frozen=True)

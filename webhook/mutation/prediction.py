@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from webhook.base.text import clip
 from webhook.base.types import mapping
-from webhook.kube.config_refs import config_changes
-from webhook.kube.snapshots import workload_of
 from webhook.mutation.annotations import FINGERPRINT_KEY
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
@@ -23,6 +21,8 @@ from webhook.pod.fields import field_digests
 from webhook.pod.memo import admitted_field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, Prediction, predict
+from webhook.snapshots.config_refs import config_changes
+from webhook.snapshots.views import workload_of
 
 LABELS = ("metadata", "labels")
 ANNOTATIONS = ("metadata", "annotations")
@@ -88,7 +88,7 @@ def cross_workload_line(ctx: PodContext) -> str | None:
 
 def stale_config_line(ctx: PodContext) -> str | None:
     """``stale-config``: the warning for a ``hit`` on a snapshot taken before a Secret or
-    ConfigMap its origin pod read changed (``kube.config_refs``; GKE hashes no env and no
+    ConfigMap its origin pod read changed (``snapshots.config_refs``; GKE hashes no env and no
     Secret content, so the restored memory holds the old value), else None."""
     result: Prediction | None = ctx.memo.get(PREDICTION_KEY)
     if result is None or result.outcome != "hit" or result.snapshot is None:

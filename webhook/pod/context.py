@@ -16,7 +16,7 @@ from typing import Any
 from webhook.base.config import Settings
 from webhook.base.types import Mode, RawObject
 from webhook.kube.matching import Policy
-from webhook.kube.state import ClusterState
+from webhook.snapshots.state import ClusterState
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 ``field_digests(pod)`` flattens ``distill(pod)`` into field paths (``spec.dnsPolicy``,
 ``spec.containers[0].image``, ``metadata.annotations["dev.gvisor.x"]``) and keeps a short digest
-of each value. An origin record (a SnapshotRecord, ``kube.snapshot_records``) stores the digests of
+of each value. An origin record (a SnapshotRecord, ``snapshots.records``) stores the digests of
 the pod the snapshot was taken from; comparing them with a new pod's names the differing fields
 (``differing_fields``) while storing no value (env is not hashed at all, but images, commands and
 mounts could still be sensitive). Pure module.

@@ -4,7 +4,7 @@ GKE restores a new pod from a Ready PodSnapshot of its policy (and snapshot grou
 pod's distilled spec hashes the same as the snapshot's, it lands on the same machine series and
 CPU architecture, and its node runs the same gVisor kernel and GPU driver, i.e. the same GKE node
 version and driver branch (domain.md section 3). Otherwise it cold-starts silently.
-``predict`` checks those conditions against the origin records (``kube.snapshots``) from memory:
+``predict`` checks those conditions against the origin records (``snapshots.views``) from memory:
 
 1. candidates: the Ready snapshots of the selecting policies in the pod's namespace whose
    recorded group (the origin pod's values of ``snapshotGroupingRules.groupByLabelValue.labels``)
@@ -27,18 +27,17 @@ from typing import Literal
 from webhook.base.text import clip
 from webhook.kube.gke import ARCHITECTURE, INSTANCE_TYPE, MACHINE_FAMILY, NODE_POOL, PS_NAME
 from webhook.kube.matching import Policy
-from webhook.kube.snapshots import (
+from webhook.pod.fields import differing_fields
+from webhook.pod.node_pins import NodeSelection
+from webhook.snapshots.index import (
     OriginKey,
-    OriginRecord,
     ReadyGroups,
     SnapshotIndex,
-    SnapshotView,
     distinct_origins,
     group_key,
 )
-from webhook.kube.state import NodePoolFacts
-from webhook.pod.fields import differing_fields
-from webhook.pod.node_pins import NodeSelection
+from webhook.snapshots.state import NodePoolFacts
+from webhook.snapshots.views import OriginRecord, SnapshotView
 
 Outcome = Literal["hit", "miss", "none"]
 Origin = tuple[OriginKey, SnapshotView]

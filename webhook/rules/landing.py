@@ -23,12 +23,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from webhook.kube.gke import ACCELERATOR, ACCELERATOR_COUNT, INSTANCE_TYPE, MACHINE_FAMILY
-from webhook.kube.state import NodePoolFacts
 from webhook.pod.context import PodContext
 from webhook.pod.node_pins import Exclusion, NodeSelection
 from webhook.rules.constraints import Constraint, instance_family, possible
 from webhook.rules.placement import Placement, family_constraints
 from webhook.rules.tables import gpu_tables
+from webhook.snapshots.state import NodePoolFacts
 
 GPU_MACHINE_TYPES: dict[str, tuple[str, int]] = {
     "g2-standard-4": ("nvidia-l4", 1),

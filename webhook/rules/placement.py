@@ -34,7 +34,6 @@ from webhook.kube.gke import (
     SHARING_STRATEGY,
     TPU_RESOURCE,
 )
-from webhook.kube.state import NodePoolFacts
 from webhook.pod.context import PodContext
 from webhook.pod.node_pins import LabelPin, NodeSelection, node_selection
 from webhook.pod.resources import (
@@ -45,6 +44,7 @@ from webhook.pod.resources import (
 )
 from webhook.rules.constraints import Constraint, Unknown, instance_family
 from webhook.rules.tables import gpu_tables
+from webhook.snapshots.state import NodePoolFacts
 
 
 @dataclass(frozen=True)

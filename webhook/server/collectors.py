@@ -7,10 +7,10 @@ from collections.abc import Callable, Container, Iterable, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from webhook.kube.outcomes import snapshot_state
-from webhook.kube.selection import bounded_labels
-from webhook.kube.snapshot_records import RECORD_ACTIONS
-from webhook.kube.state import ClusterState
+from webhook.snapshots.outcomes import snapshot_state
+from webhook.snapshots.records import RECORD_ACTIONS
+from webhook.snapshots.selection import bounded_labels
+from webhook.snapshots.state import ClusterState
 
 NOT_SERVED = "not served"
 """Status prefix the cluster caches use for an API the cluster does not serve (a 404 on list)."""
@@ -59,11 +59,11 @@ class SourceApiCollector:
 
 class SnapshotCollector:
     """``snapready_snapshots{namespace,policy,state}``: PodSnapshots by state (``prunable``: no
-    pod can restore from it, ``kube.lifecycle``, counted there only; ``ready``, ``stale``,
+    pod can restore from it, ``snapshots.prune``, counted there only; ``ready``, ``stale``,
     ``stale-config``, ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint failed),
-    ``not_ready``; ``kube.outcomes.snapshot_state``), read from the cache at scrape
+    ``not_ready``; ``snapshots.outcomes.snapshot_state``), read from the cache at scrape
     time; no series in file mode. ``spec.policyName`` is whatever the PodSnapshot says: a pair
-    that is not a live policy is counted under ``kube.selection.OTHER`` (issue 27).
+    that is not a live policy is counted under ``snapshots.selection.OTHER`` (issue 27).
 
     Args:
         state: the current cluster state; ``prunable``: the ``(namespace, name)`` keys the
@@ -102,7 +102,7 @@ class SnapshotCollector:
 
 class RecordWritesCollector:
     """``snapready_snapshot_records_total{action}``: SnapshotRecords the leader wrote
-    (``kube.snapshot_records.RECORD_ACTIONS``: written, converted from an older snapready's
+    (``snapshots.records.RECORD_ACTIONS``: written, converted from an older snapready's
     annotation, restored after someone removed one; ``OriginRecorder.actions``, read at scrape
     time). A fixed label set: nothing a user writes adds a series."""
 

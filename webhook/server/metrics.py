@@ -24,15 +24,15 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from webhook.admission.engine import DISPATCH
 from webhook.base.types import Endpoint, Finding
-from webhook.kube.outcomes import Verdict
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionReviewRequest
-from webhook.kube.snapshots import PodRecord
-from webhook.kube.state import ClusterState
 from webhook.server import certs
 from webhook.server.collectors import SnapshotCollector, SourceApiCollector
 from webhook.server.logs import decision_label
 from webhook.server.outcome_metrics import OutcomeMetrics
+from webhook.snapshots.outcomes import Verdict
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.state import ClusterState
 
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 """Seconds. 0.5 ms resolves the fast path; 2.5 s is far past any healthy answer (the API server's

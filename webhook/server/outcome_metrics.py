@@ -1,26 +1,26 @@
 """Prometheus series of what GKE did: restore outcomes, start-up on GKE's clock, checkpoints.
 
-Counted by the leader only (``cluster.restores`` decides, ``cluster.checkpoints`` reports), once
-per pod or snapshot. Times run from ``PodScheduled`` (domain.md section 9: node provisioning and
-image pulls are not restore time): ``snapready_restore_seconds`` to ``PodRestored`` (when a
-restored pod's memory has streamed in), ``snapready_pod_ready_seconds`` to ``Ready`` (when its
-health check answered), ``snapready_pod_startup_seconds`` to ``PodRestored`` for restored pods
-and to ``Ready`` for cold ones (the start-up a user waits for).
-Label values are bounded by what an admin created, never by what users write into pods or
-PodSnapshots (issue 27): ``outcome`` from ``kube.outcomes.OUTCOMES``; ``policy`` the live
-PodSnapshotPolicies that select the pod by its labels (``kube.selection.believed``: a pod no live
-policy selects is never counted); for checkpoints ``namespace``/``policy`` of a live policy, else
-``kube.selection.OTHER`` for both. Series: at most P x 6 restore outcomes and P x 2 checkpoint
-outcomes (+1 ``OTHER`` pair), P the policies (or ``,``-joined sets of policies selecting one pod)
-seen while the process ran; histograms times their buckets.
-"""
+Counted by the leader only (``cluster.restores`` decides, ``cluster.checkpoints`` reports), once per
+pod or snapshot. Times run from ``PodScheduled`` (domain.md section 9: node provisioning and image
+pulls are not restore time): ``snapready_restore_seconds`` to ``PodRestored`` (when a restored pod's
+memory has streamed in), ``snapready_pod_ready_seconds`` to ``Ready`` (when its health check
+answered), ``snapready_pod_startup_seconds`` to ``PodRestored`` for restored pods and to ``Ready``
+for cold ones (the start-up a user waits for). Label values are bounded by what an admin created,
+never by what users write into pods or PodSnapshots (issue 27): ``outcome`` from
+``snapshots.outcomes.OUTCOMES``; ``policy`` the live PodSnapshotPolicies that select the pod by its
+labels (``snapshots.selection.believed``: a pod no live policy selects is never counted); for
+checkpoints ``namespace``/``policy`` of a live policy, else ``snapshots.selection.OTHER`` for both.
+Series: at most P x 6 restore outcomes and P x 2 checkpoint outcomes (+1 ``OTHER`` pair), P the
+policies (or ``,``-joined sets of policies selecting one pod) seen while the process ran; histograms
+times their buckets."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from webhook.kube.outcomes import Verdict, ready_seconds, restore_seconds, startup_seconds
-from webhook.kube.snapshots import PodRecord, SnapshotView
+from webhook.snapshots.outcomes import Verdict, ready_seconds, restore_seconds, startup_seconds
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.views import SnapshotView
 
 STARTUP_BUCKETS = (1, 2, 5, 10, 15, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1200, 1800)
 """Seconds: a restore takes seconds (26-52 s to the first answer on GKE), a cold AI-inference
@@ -103,8 +103,8 @@ class OutcomeMetrics:
 
     def observe_prune(self, namespace: str, policy: str, reason: str) -> None:
         """Count one prune; the lifecycle worker passes ``namespace``/``policy`` through
-        ``kube.selection.bounded_labels`` (``spec.policyName`` is the PodSnapshot's own word),
-        ``reason`` is one of ``kube.lifecycle.PRUNE_REASONS``."""
+        ``snapshots.selection.bounded_labels`` (``spec.policyName`` is the PodSnapshot's own word),
+        ``reason`` is one of ``snapshots.prune.PRUNE_REASONS``."""
         self.pruned.labels(namespace, policy, reason).inc()
 
     def observe_restore(self, record: PodRecord, verdict: Verdict) -> None:

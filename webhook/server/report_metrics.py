@@ -1,14 +1,13 @@
 """Scrape-time series of the audit and its policy reports (``cluster.audit``), leader only.
 
-``snapready_reports_total{action}`` (created, updated, deleted, failed: this replica's report
-writes as leader), ``snapready_report_objects`` and ``snapready_report_results{result}`` (what
-snapready's reports hold, from the leader's report cache), ``snapready_audit_never_judged`` and
+``snapready_reports_total{action}`` (created, updated, deleted, failed: this replica's report writes
+as leader), ``snapready_report_objects`` and ``snapready_report_results{result}`` (what snapready's
+reports hold, from the leader's report cache), ``snapready_audit_never_judged`` and
 ``snapready_audit_would_deny`` ``{namespace, policy, kind}`` (objects a policy selects that
 admission never judged, and those of them admission would deny now) and
-``snapready_audit_last_pass_timestamp_seconds``. Label values are bounded like every other
-series (``kube.selection.bounded_labels``: live policies only; ``kind`` is ``Pod`` or one of the
-five workload kinds); a follower, or a replica with reports off, has only the write counter.
-"""
+``snapready_audit_last_pass_timestamp_seconds``. Label values are bounded like every other series
+(``snapshots.selection.bounded_labels``: live policies only; ``kind`` is ``Pod`` or one of the five
+workload kinds); a follower, or a replica with reports off, has only the write counter."""
 
 from __future__ import annotations
 
@@ -19,8 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from webhook.cluster.audit import AuditWorker
 from webhook.cluster.reports import REPORT_ACTIONS, summed
-from webhook.kube.audit import counts
-from webhook.kube.selection import bounded_labels
+from webhook.snapshots.audit import counts
+from webhook.snapshots.selection import bounded_labels
 
 
 class ReportCollector:

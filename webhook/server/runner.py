@@ -27,7 +27,6 @@ from webhook.cluster.files import load_policy_dir
 from webhook.cluster.gcs import BucketInspector
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionReviewRequest
-from webhook.kube.state import ClusterState
 from webhook.server import certs
 from webhook.server.app import Observer, RejectHook, create_app
 from webhook.server.collectors import RecordWritesCollector
@@ -37,6 +36,7 @@ from webhook.server.metrics import Metrics, default_metrics, serve_metrics
 from webhook.server.protocol import protocol_class
 from webhook.server.report_metrics import ReportCollector
 from webhook.server.tls import CertReloader, run_with_reloader
+from webhook.snapshots.state import ClusterState
 
 log = logging.getLogger("snapready.server")
 

@@ -48,14 +48,14 @@ from webhook.cli.check_report import (
 )
 from webhook.cli.check_shared import shared_fingerprints
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
-from webhook.kube.facts import compute_class_facts
 from webhook.kube.manifests import LoadedObject
 from webhook.kube.responses import Decision
-from webhook.kube.state import DisruptionBudget, disruption_budget
+from webhook.snapshots.facts import compute_class_facts
+from webhook.snapshots.state import DisruptionBudget, disruption_budget
 
 __all__ = ["CHECK_FORMAT_VERSION", "build_report", "render_text", "run", "summarize"]
 from webhook.kube.review import AdmissionRequest
-from webhook.kube.state import ClusterState
+from webhook.snapshots.state import ClusterState
 
 CLUSTER_SCOPED = frozenset(
     {

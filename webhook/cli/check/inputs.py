@@ -20,8 +20,8 @@ from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
 from webhook.cluster.files import ClusterObjects, gather, policy_dir_objects
 from webhook.kube.manifests import LoadedObject, ManifestError, parse_lenient, read_lenient
-from webhook.kube.state import ClusterState
 from webhook.kube.yaml_bounds import REFUSED
+from webhook.snapshots.state import ClusterState
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 HELM_HINT = (

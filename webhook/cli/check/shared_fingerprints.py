@@ -22,11 +22,11 @@ from webhook.admission.engine import Engine
 from webhook.base.text import clip, clip_all
 from webhook.base.types import mapping
 from webhook.kube.manifests import LoadedObject
-from webhook.kube.snapshots import workload_of
 from webhook.kube.workloads import pod_views
 from webhook.mutation import as_admitted
 from webhook.pod.distill import fingerprint
 from webhook.pod.restore import group_of
+from webhook.snapshots.views import workload_of
 
 RULE = "shared-fingerprint"
 

@@ -13,12 +13,12 @@ Then what happened, on GKE's clock: the pod's timeline (created, ``PodScheduled`
 ``PodRestored``, and GKE's ``GKEPodSnapshotting`` Events about it with their messages, listed
 with the field selector ``reason=GKEPodSnapshotting,involvedObject.name=<pod>``; a refused list
 is a note), a restore crash in its container statuses, and the outcome (``snapshots_read.judge``:
-the one the leader recorded, else ``kube.outcomes.decide`` now; ``pending`` with what it waits
+the one the leader recorded, else ``snapshots.outcomes.decide`` now; ``pending`` with what it waits
 for; null for a pod snapready did not stamp at admission, label ``<prefix>selected``), with the
 seconds from ``PodScheduled`` to ``PodRestored`` and to ``Ready``. When the pod
 is the origin of PodSnapshots, their checkpoints: awaiting (stalled past
 ``checkpoint.stall_seconds``), succeeded, or failed with GKE's message and the likely cause
-(``kube.checkpoints.failure_hint``).
+(``snapshots.checkpoints.failure_hint``).
 
 Exit codes: 0 explained, 2 bad input, pod not found, or API server unreachable/refusing.
 """
@@ -44,11 +44,15 @@ from webhook.cli.snapshots_read import (
 )
 from webhook.cli.status import awaiting_entry, failed_entry
 from webhook.cluster.records import pod_record
-from webhook.kube.checkpoints import checkpoint_seconds
-from webhook.kube.config_refs import config_changes
-from webhook.kube.evidence import GkeEvent, events_of
 from webhook.kube.matching import PolicyIndex
-from webhook.kube.outcomes import (
+from webhook.pod.distill import fingerprint
+from webhook.pod.fields import field_digests
+from webhook.pod.node_pins import node_selection
+from webhook.pod.restore import PodFacts, candidates, landing_pools, predict
+from webhook.snapshots.checkpoints import checkpoint_seconds
+from webhook.snapshots.config_refs import config_changes
+from webhook.snapshots.evidence import GkeEvent, events_of
+from webhook.snapshots.outcomes import (
     RESTORED_OUTCOMES,
     Verdict,
     decide,
@@ -58,12 +62,9 @@ from webhook.kube.outcomes import (
     snapshot_state,
     startup_seconds,
 )
-from webhook.kube.snapshots import PodRecord, SnapshotView
-from webhook.kube.state import NodePoolFacts
-from webhook.pod.distill import fingerprint
-from webhook.pod.fields import field_digests
-from webhook.pod.node_pins import node_selection
-from webhook.pod.restore import PodFacts, candidates, landing_pools, predict
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.state import NodePoolFacts
+from webhook.snapshots.views import SnapshotView
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings

@@ -13,10 +13,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.kube.snapshots import OriginRecord
-from webhook.kube.state import NodePoolFacts
 from webhook.mutation.helpers import HELPERS_NAME
 from webhook.pod.restore import PodFacts, differences
+from webhook.snapshots.state import NodePoolFacts
+from webhook.snapshots.views import OriginRecord
 
 NEW_CHECKPOINT = "trigger a new checkpoint"
 _ITEM = re.compile(r"^spec\.(containers|initContainers|volumes)\[(\d+)\](?:\.(\w+))?")

@@ -1,16 +1,16 @@
 """``snapready status [-n NS | -A]``: snapshots, checkpoints, predictions and outcomes per policy.
 
-Read straight from the API server (``snapshots_read``), computed with the functions the webhook
-and the leader use (``kube.outcomes``: ``snapshot_state``, ``stale_groups``, ``decide``,
-``startup_seconds``; ``kube.checkpoints``; ``cluster.records.pod_record``), so it agrees with the
-annotations written at admission and with the leader's Events and metrics. Per policy: snapshot
+Read straight from the API server (``snapshots_read``), computed with the functions the webhook and
+the leader use (``snapshots.outcomes``: ``snapshot_state``, ``stale_groups``, ``decide``,
+``startup_seconds``; ``snapshots.checkpoints``; ``cluster.records.pod_record``), so it agrees with
+the annotations written at admission and with the leader's Events and metrics. Per policy: snapshot
 counts by state (``ready``, ``not_ready``, ``stale``: Ready but its origin pool now runs another
-node version or GPU driver, ``awaiting``: the checkpoint is uploading, ``failed``: GKE reported
-the checkpoint failed), the newest snapshot (age, origin node version, last access), the
-awaiting checkpoints (how long, stalled past ``checkpoint.stall_seconds``) and the failed ones
-(GKE's message and the likely cause, ``kube.checkpoints.failure_hint``); the stamped pods (label
-``<prefix>selected``, annotation ``<prefix>policy``) by ``<prefix>restore-prediction`` with the
-miss reasons; over the last 24 h, outcomes, the hit rate (``HIT_RATE``) and p50 times.
+node version or GPU driver, ``awaiting``: the checkpoint is uploading, ``failed``: GKE reported the
+checkpoint failed), the newest snapshot (age, origin node version, last access), the awaiting
+checkpoints (how long, stalled past ``checkpoint.stall_seconds``) and the failed ones (GKE's message
+and the likely cause, ``snapshots.checkpoints.failure_hint``); the stamped pods (label
+``<prefix>selected``, annotation ``<prefix>policy``) by ``<prefix>restore-prediction`` with the miss
+reasons; over the last 24 h, outcomes, the hit rate (``HIT_RATE``) and p50 times.
 
 Outcomes come from GKE's evidence, never from the Ready transition (domain.md section 9: a
 restored pod is Ready seconds before ``PodRestored``): the outcome the leader recorded on the
@@ -50,10 +50,10 @@ from webhook.cli.status_audit import never_judged
 from webhook.cli.status_lifecycle import lifecycle_report
 from webhook.cli.status_text import age_text, render_text
 from webhook.cluster.records import pod_record
-from webhook.kube.checkpoints import OriginFacts, awaiting_seconds, failure_hint
-from webhook.kube.config_refs import config_changes
-from webhook.kube.evidence import events_of
-from webhook.kube.outcomes import (
+from webhook.snapshots.checkpoints import OriginFacts, awaiting_seconds, failure_hint
+from webhook.snapshots.config_refs import config_changes
+from webhook.snapshots.evidence import events_of
+from webhook.snapshots.outcomes import (
     OUTCOMES,
     RESTORED_OUTCOMES,
     parse_time,
@@ -63,12 +63,13 @@ from webhook.kube.outcomes import (
     stale_groups,
     startup_seconds,
 )
-from webhook.kube.snapshots import PodRecord, SnapshotView
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.views import SnapshotView
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings
     from webhook.cluster.client import Connection
-    from webhook.kube.outcomes import Verdict
+    from webhook.snapshots.outcomes import Verdict
 
 WINDOW = timedelta(hours=24)
 HIT_RATE = (

@@ -1,6 +1,6 @@
 """``snapready status``: the pods and templates a policy selects that admission never judged.
 
-Computed here, from the API server, with the leader's own functions (``kube.audit``,
+Computed here, from the API server, with the leader's own functions (``snapshots.audit``,
 ``admission.audit.judge``), so the line agrees with the reports and the
 ``snapready_audit_*`` gauges whether or not reports are written: per policy, the running pods
 it selects that snapready's mutating webhook never stamped (one list per policy with its
@@ -25,16 +25,16 @@ from webhook.base.types import RawObject, mapping
 from webhook.cli.snapshots_read import READ_ERRORS, Live
 from webhook.cluster.lifecycle import TEMPLATE_LISTS
 from webhook.cluster.syncing import NotServed
-from webhook.kube.audit import (
+from webhook.kube.matching import PolicyIndex
+from webhook.snapshots.audit import (
     admitted,
     owned_by_controller,
     running,
     selector_query,
     with_query,
 )
-from webhook.kube.facts import compute_class_facts, gke_version, namespace_labels
-from webhook.kube.matching import PolicyIndex
-from webhook.kube.state import ClusterState, disruption_budget
+from webhook.snapshots.facts import compute_class_facts, gke_version, namespace_labels
+from webhook.snapshots.state import ClusterState, disruption_budget
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings

@@ -1,6 +1,6 @@
 """The lifecycle part of ``snapready status``: prunable snapshots and what refresh would do.
 
-Computed with the leader's own functions (``kube.lifecycle.prune_plan``, ``refresh_plan``) on one
+Computed with the leader's own functions (``snapshots.prune.prune_plan``, ``refresh_plan``) on one
 reading of the cluster, with two differences: templates are not listed (the leader lists them on
 demand and an ``unused`` verdict needs them, so ``status`` leaves ``unused`` to the leader's
 ``SnapshotsPrunable`` Event and the gauge), and the ``unrunnable`` grace runs on the leader's
@@ -24,9 +24,11 @@ from webhook.base.config import Settings
 from webhook.cli.snapshots_read import Live
 from webhook.cluster.records import pod_record
 from webhook.kube.gke import RESTORE_FROM_POLICY
-from webhook.kube.lifecycle import Refresh, Usage, pod_uses, prune_plan, refresh_plan
 from webhook.kube.matching import PolicyIndex
-from webhook.kube.state import ClusterState
+from webhook.snapshots.prune import Usage, prune_plan
+from webhook.snapshots.refresh import Refresh, refresh_plan
+from webhook.snapshots.state import ClusterState
+from webhook.snapshots.usage import pod_uses
 
 
 def live_state(live: Live, prefix: str) -> ClusterState:

@@ -31,8 +31,8 @@ from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.cli.snapshots_read import READ_ERRORS, Live, list_snapshot_api
-from webhook.kube.snapshots import SnapshotView
-from webhook.kube.state import StorageConfig, parse_storage_config
+from webhook.snapshots.state import StorageConfig, parse_storage_config
+from webhook.snapshots.views import SnapshotView
 
 if TYPE_CHECKING:
     from webhook.cluster.client import KubeTransport

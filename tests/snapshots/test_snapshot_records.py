@@ -11,7 +11,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.kube.snapshot_records import (
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.records import (
     RecordJoin,
     RecordView,
     join_all,
@@ -20,10 +21,9 @@ from webhook.kube.snapshot_records import (
     record_object,
     record_view,
 )
-from webhook.kube.snapshots import (
+from webhook.snapshots.views import (
     ConfigRef,
     OriginRecord,
-    SnapshotIndex,
     SnapshotView,
     WorkloadRef,
     snapshot_view,
@@ -185,7 +185,7 @@ def test_a_record_beyond_the_crd_bounds_is_written_with_those_parts_unknown() ->
     """The CRD bounds names at 253 characters, field digests at 8,192 and config at 2,048
     entries; ``record_spec`` never sends more (the API server would refuse the record with a
     422 the leader does not retry), it says "unknown" instead."""
-    from webhook.kube.snapshot_records import record_spec  # noqa: PLC0415
+    from webhook.snapshots.records import record_spec  # noqa: PLC0415
 
     odd = OriginRecord(
         pod="p",

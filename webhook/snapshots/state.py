@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.base.errors import ConfigError
-from webhook.kube.config_refs import ConfigIndex
-from webhook.kube.evidence import PodEvents
 from webhook.kube.matching import LabelSelector, Policy, PolicyIndex, compile_selector
-from webhook.kube.snapshots import PodRecord, SnapshotIndex
+from webhook.snapshots.config_refs import ConfigIndex
+from webhook.snapshots.evidence import PodEvents
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.pods import PodRecord
 
 POLICY_GROUP = "podsnapshot.gke.io"
 POLICY_VERSIONS = ("v1", "v1alpha1")
@@ -138,7 +139,7 @@ class ClusterState:
             once they were listed (restore predictions are made only then).
         pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``.
         gke_events: GKE's ``GKEPodSnapshotting`` Events by ``(namespace, pod)``
-            (``kube.evidence``; cluster mode).
+            (``snapshots.evidence``; cluster mode).
         pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``;
             ``pods_known`` once they were listed.
         scope_synced: whether the live webhook configurations carry the scope the policies
@@ -163,7 +164,7 @@ class ClusterState:
     """The stamped pods were listed (cluster mode): a pod absent from ``pods`` is not stamped."""
     configs: ConfigIndex = field(default_factory=dict)
     """The Secrets and ConfigMaps of namespaces with snapshots that read them, metadata only:
-    namespace -> (kind, name) -> ``kube.config_refs.ConfigMeta`` (cluster mode; a namespace
+    namespace -> (kind, name) -> ``snapshots.config_refs.ConfigMeta`` (cluster mode; a namespace
     still listing is absent)."""
     disruption_budgets: Mapping[str, tuple[DisruptionBudget, ...]] | None = None
     """PodDisruptionBudgets by namespace (``snapready check``: those of its input); None where

@@ -7,15 +7,15 @@ manual trigger's name), the condition ``Ready`` and ``status.lastAccessTime`` (d
 sections 2 and 10). Only GKE may write a PodSnapshot, so these are GKE's word. snapready's
 ``OriginRecord`` (what the snapshot was taken from: the origin pod's fingerprint and per-field
 digests, its node's facts, its grouping labels) lives in a ``SnapshotRecord`` of its own
-(``kube.snapshot_records``) and is folded into ``SnapshotView.origin``. Unknown parts are null,
-never guessed. ``SnapshotIndex`` answers "which ready snapshots could this pod restore from"
-from memory. Pure module.
+(``snapshots.records``) and is folded into ``SnapshotView.origin``. Unknown parts are null,
+never guessed. Pure module; ``snapshots.index`` indexes the views, ``snapshots.pods`` keeps the
+stamped pods.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,7 +115,7 @@ class OriginRecord:
         group: the origin pod's values of its policy's grouping labels (missing label: absent).
         workload: the origin pod's owning workload (``workload_of``: a ReplicaSet's Deployment,
             a Sandbox...), None for a bare pod or an older record.
-        config: the Secrets and ConfigMaps the origin pod consumed (``kube.config_refs``),
+        config: the Secrets and ConfigMaps the origin pod consumed (``snapshots.config_refs``),
             sorted; None when not recorded (the origin pod was gone, or an older record).
             Never their values: a name, a resourceVersion and a time each.
         node_name: the node it was taken on; ``node_from``: where that came from (``gke``:
@@ -215,7 +215,7 @@ class SnapshotView:
         ready: condition ``Ready`` is ``True``; ``reason``: its reason (or another condition's).
         created: ``metadata.creationTimestamp`` (RFC 3339 text, sorts by time).
         last_access: ``status.lastAccessTime`` or None.
-        origin: its ``SnapshotRecord``'s record (``kube.snapshot_records.joined``), None while
+        origin: its ``SnapshotRecord``'s record (``snapshots.records.joined``), None while
             there is none for this PodSnapshot's uid.
         checkpoint: the checkpoint's state from the ``Checkpoint`` condition (``CHECKPOINT``
             table in ``snapshot_view``): ``awaiting``, ``succeeded``, ``failed`` or ``""``
@@ -287,7 +287,7 @@ def checkpoint_state(conditions: Any) -> tuple[str, str, str | None]:
 def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | None:
     """Compact view of a PodSnapshot; None without namespace, name or ``spec.policyName``.
 
-    ``origin`` stays None: records live in SnapshotRecords (``kube.snapshot_records``).
+    ``origin`` stays None: records live in SnapshotRecords (``snapshots.records``).
     ``legacy`` says whether an ``<origin_annotation>`` (an older snapready's) is there to
     convert; its value is neither parsed nor kept here (the leader reads it when it converts).
     """
@@ -335,225 +335,3 @@ def _ready(conditions: Any) -> tuple[bool, str]:
         if isinstance(condition, dict) and condition.get("type") == "Ready":
             return condition.get("status") == "True", str(condition.get("reason") or "")
     return False, ""
-
-
-def _newest_first(view: SnapshotView) -> tuple[str, str]:
-    """Sort key (with ``reverse=True``): newest ``created`` first, then by name."""
-    return (view.created, view.name)
-
-
-GroupKey = tuple[tuple[str, str], ...]
-"""A snapshot group as a dict key: the grouping labels' values, sorted by label key."""
-OriginKey = tuple[object, ...]
-"""What a prediction compares of a record: its fingerprint, whether it has field digests, and
-its node facts. Snapshots of one template on one node pool share it."""
-
-
-def origin_key(origin: OriginRecord) -> OriginKey:
-    """``origin``'s ``OriginKey``."""
-    return (origin.spec_hash, bool(origin.fields), *sorted(origin.node.items()))
-
-
-def distinct_origins(views: Iterable[SnapshotView]) -> tuple[tuple[OriginKey, SnapshotView], ...]:
-    """The first (newest, given newest first) view of each distinct ``OriginKey`` among the
-    ``views`` whose record knows the origin's fingerprint; the order is kept."""
-    seen: dict[OriginKey, SnapshotView] = {}
-    for view in views:
-        origin = view.origin
-        if origin is not None and origin.spec_hash:
-            seen.setdefault(origin_key(origin), view)
-    return tuple(seen.items())
-
-
-def group_key(group: Mapping[str, str]) -> GroupKey:
-    """``group`` (label key -> value) as a ``GroupKey``."""
-    return tuple(sorted(group.items()))
-
-
-@dataclass(frozen=True)
-class ReadyGroups:
-    """The Ready snapshots of one policy in one namespace, by recorded snapshot group.
-
-    What a prediction reads, indexed when the cache changes so that admission looks at the
-    pod's own group only (issue 35: nothing on the request path iterates the namespace's
-    snapshots).
-
-    Attributes:
-        by_group: group -> its Ready snapshots with a record, newest first.
-        unrecorded: Ready snapshots without a record (group unknown: every pod's candidate),
-            newest first.
-        ready: how many snapshots are Ready (recorded or not).
-        origins: group -> ``distinct_origins`` of its snapshots (what a prediction compares:
-            21 snapshots of one template on one pool are one comparison).
-        comparable: group -> how many of its snapshots know their origin's fingerprint.
-    """
-
-    by_group: Mapping[GroupKey, tuple[SnapshotView, ...]] = field(default_factory=dict)
-    unrecorded: tuple[SnapshotView, ...] = ()
-    ready: int = 0
-    origins: Mapping[GroupKey, tuple[tuple[OriginKey, SnapshotView], ...]] = field(
-        default_factory=dict
-    )
-    comparable: Mapping[GroupKey, int] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, views: Iterable[SnapshotView]) -> ReadyGroups:
-        """Group the Ready ones of ``views`` (given newest first; the order is kept)."""
-        by_group: dict[GroupKey, list[SnapshotView]] = {}
-        unrecorded: list[SnapshotView] = []
-        ready = 0
-        for view in views:
-            if not view.ready:
-                continue
-            ready += 1
-            if view.origin is None:
-                unrecorded.append(view)
-            else:
-                by_group.setdefault(group_key(view.origin.group), []).append(view)
-        return cls(
-            {k: tuple(v) for k, v in by_group.items()},
-            tuple(unrecorded),
-            ready,
-            {k: distinct_origins(v) for k, v in by_group.items()},
-            {k: sum(1 for x in v if x.origin is not None and x.origin.spec_hash)
-             for k, v in by_group.items()},
-        )  # fmt: skip
-
-    def candidates(self, group: Mapping[str, str]) -> list[SnapshotView]:
-        """The Ready snapshots of ``group`` plus the unrecorded ones, newest first."""
-        found = self.by_group.get(group_key(group), ())
-        if not self.unrecorded:
-            return list(found)
-        return sorted((*found, *self.unrecorded), key=_newest_first, reverse=True)
-
-
-NO_READY = ReadyGroups()
-
-
-@dataclass
-class SnapshotIndex:
-    """Snapshots by namespace and policy, newest first; by namespace and name; and the Ready
-    ones of each policy by snapshot group (``ReadyGroups``, what admission reads)."""
-
-    by_policy: dict[tuple[str, str], tuple[SnapshotView, ...]] = field(default_factory=dict)
-    by_name: dict[tuple[str, str], SnapshotView] = field(default_factory=dict)
-    ready: dict[tuple[str, str], ReadyGroups] = field(default_factory=dict)
-
-    @classmethod
-    def build(cls, views: Iterable[SnapshotView]) -> SnapshotIndex:
-        """Index ``views`` (newest ``created`` first, then by name for a stable order)."""
-        grouped: dict[tuple[str, str], list[SnapshotView]] = {}
-        by_name: dict[tuple[str, str], SnapshotView] = {}
-        for view in views:
-            grouped.setdefault((view.namespace, view.policy), []).append(view)
-            by_name[(view.namespace, view.name)] = view
-        ordered = {
-            key: tuple(sorted(items, key=_newest_first, reverse=True))
-            for key, items in grouped.items()
-        }
-        ready = {key: ReadyGroups.of(items) for key, items in ordered.items()}
-        return cls(ordered, by_name, {k: v for k, v in ready.items() if v.ready})
-
-    def updated(self, old: SnapshotView | None, new: SnapshotView | None) -> SnapshotIndex:
-        """A new index with ``old`` replaced by ``new`` (None: absent), equal to ``build`` of
-        the changed views; only the affected policies' snapshots are sorted and grouped
-        again, and this index is left as it is (readers of the current cluster state may
-        hold it)."""
-        by_policy, by_name = dict(self.by_policy), dict(self.by_name)
-        touched: set[tuple[str, str]] = set()
-        if old is not None:
-            by_name.pop((old.namespace, old.name), None)
-            key = (old.namespace, old.policy)
-            touched.add(key)
-            rest = tuple(v for v in by_policy.get(key, ()) if v.name != old.name)
-            if rest:
-                by_policy[key] = rest
-            else:
-                by_policy.pop(key, None)
-        if new is not None:
-            by_name[(new.namespace, new.name)] = new
-            key = (new.namespace, new.policy)
-            touched.add(key)
-            group = [v for v in by_policy.get(key, ()) if v.name != new.name]
-            group.append(new)
-            by_policy[key] = tuple(sorted(group, key=_newest_first, reverse=True))
-        ready = dict(self.ready)
-        for key in touched:
-            groups = ReadyGroups.of(by_policy.get(key, ()))
-            if groups.ready:
-                ready[key] = groups
-            else:
-                ready.pop(key, None)
-        return SnapshotIndex(by_policy, by_name, ready)
-
-    def of_policy(self, namespace: str, policy: str) -> tuple[SnapshotView, ...]:
-        """Every snapshot of ``policy`` in ``namespace``, newest first."""
-        return self.by_policy.get((namespace, policy), ())
-
-    def ready_of(self, namespace: str, policy: str) -> ReadyGroups:
-        """The Ready snapshots of ``policy`` in ``namespace`` by group (``NO_READY``: none)."""
-        return self.ready.get((namespace, policy), NO_READY)
-
-    def named(self, namespace: str, name: str) -> SnapshotView | None:
-        """The snapshot ``namespace/name``, if known."""
-        return self.by_name.get((namespace, name))
-
-    def __len__(self) -> int:
-        return len(self.by_name)
-
-
-@dataclass(frozen=True)
-class PodRecord:
-    """The part of a stamped pod (label ``<prefix>selected``) the caches keep.
-
-    Attributes:
-        namespace, name, uid: identity; ``labels``: all its labels (grouping values).
-        spec_hash: its ``<prefix>spec-hash`` annotation; ``fields``: its field digests.
-        node_name: ``spec.nodeName`` once scheduled.
-        prediction, predicted_snapshot: the ``<prefix>restore-*`` annotations written at
-            admission.
-        created: ``metadata.creationTimestamp``; ``ready_at``: when condition Ready turned True.
-        restored: condition ``PodRestored`` is True; ``restored_message``: its message.
-        policy: the ``<prefix>policy`` annotation.
-        scheduled_at: when ``PodScheduled`` turned True (GKE's clock for start-up time).
-        restored_at: when ``PodRestored`` turned True.
-        restore_failure: ``kube.evidence.restore_failure`` of its container statuses.
-        outcome: the ``<prefix>restore-outcome`` annotation the leader writes once it decided.
-        gated: the pod carries the ``<prefix>restore-settled`` readiness gate.
-        settled: that condition's status (``True``/``False``), None while unset.
-    """
-
-    namespace: str
-    name: str
-    uid: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    spec_hash: str | None = None
-    fields: Mapping[str, str] = field(default_factory=dict)
-    node_name: str | None = None
-    prediction: str | None = None
-    predicted_snapshot: str | None = None
-    created: str = ""
-    ready_at: str | None = None
-    restored: bool = False
-    restored_message: str = ""
-    policy: str | None = None
-    scheduled_at: str | None = None
-    restored_at: str | None = None
-    restore_failure: str | None = None
-    outcome: str | None = None
-    gated: bool = False
-    settled: str | None = None
-    phase: str = ""
-    """``status.phase`` (``Pending``, ``Running``, ...; empty when not reported yet)."""
-    owner: WorkloadRef | None = None
-    """The pod's top controller (``workload_of``): its Deployment, StatefulSet, Sandbox..."""
-
-
-def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    """The ``status.conditions`` entry of ``type`` ``kind``, or None."""
-    status = obj.get("status")
-    conditions = status.get("conditions") if isinstance(status, dict) else None
-    for entry in conditions if isinstance(conditions, list) else []:
-        if isinstance(entry, dict) and entry.get("type") == kind:
-            return entry
-    return None

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from webhook.kube.checkpoints import OriginFacts, failed_note, failure_hint
-from webhook.kube.evidence import (
+from webhook.snapshots.checkpoints import OriginFacts, failed_note, failure_hint
+from webhook.snapshots.evidence import (
     GkeEvent,
     events_of,
     gke_event,
@@ -16,8 +16,9 @@ from webhook.kube.evidence import (
     restore_failure,
     updated_events,
 )
-from webhook.kube.outcomes import decide, ready_seconds, restore_seconds, snapshot_state
-from webhook.kube.snapshots import PodRecord, SnapshotView, checkpoint_state
+from webhook.snapshots.outcomes import decide, ready_seconds, restore_seconds, snapshot_state
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.views import SnapshotView, checkpoint_state
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 AWAITING = "AwaitingCheckpoint"

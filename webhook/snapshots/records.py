@@ -24,11 +24,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from webhook.base.types import RawObject, mapping
-from webhook.kube.snapshots import (
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.views import (
     NODE_KEYS,
     ConfigRef,
     OriginRecord,
-    SnapshotIndex,
     SnapshotView,
     WorkloadRef,
     config_refs,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.kube.config_refs import (
+from webhook.snapshots.config_refs import (
     ConfigMeta,
     config_changes,
     config_meta,
@@ -12,7 +12,7 @@ from webhook.kube.config_refs import (
     refs_of,
     watched_namespaces,
 )
-from webhook.kube.snapshots import ConfigRef, OriginRecord, SnapshotView
+from webhook.snapshots.views import ConfigRef, OriginRecord, SnapshotView
 
 POD: dict[str, Any] = {
     "spec": {

@@ -31,7 +31,7 @@ from urllib.parse import quote
 
 from webhook.base.types import RawObject, mapping
 from webhook.kube.matching import LabelSelector, Policy, Requirement
-from webhook.kube.outcomes import parse_time
+from webhook.snapshots.outcomes import parse_time
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 """Pod phases of pods that run no more: not audited, their reports deleted."""
@@ -131,7 +131,7 @@ def owned_by_controller(metadata: Mapping[str, Any], kinds: Sequence[str]) -> bo
 
 @dataclass(frozen=True)
 class NeverJudged:
-    """An object a policy selects that admission never judged (``kube.audit``).
+    """An object a policy selects that admission never judged (``snapshots.audit``).
 
     Attributes:
         namespace, policy: where (``policy``: the selecting policies, ``,``-joined).

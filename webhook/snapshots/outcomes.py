@@ -3,7 +3,7 @@
 A real GKE cluster marks a restored pod ``Ready`` 3-20 s after scheduling and sets ``PodRestored``
 only when its memory has streamed in, tens of seconds later (domain.md section 9: Ready 5.0 s,
 PodRestored 33.0 s after ``PodScheduled`` in Google's measured run). So nothing is decided at the
-Ready transition; ``decide`` weighs the evidence (``kube.evidence``), first match wins:
+Ready transition; ``decide`` weighs the evidence (``snapshots.evidence``), first match wins:
 
 1. A restore crash in a container (``evidence.RESTORE_FAILURE_MARKERS``) and no ``PodRestored``:
    ``restore_failed``, at once.
@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from webhook.kube.config_refs import ConfigIndex, config_changes
-from webhook.kube.evidence import GkeEvent
-from webhook.kube.snapshots import PodRecord, SnapshotView
-from webhook.kube.state import NodePoolFacts
+from webhook.snapshots.config_refs import ConfigIndex, config_changes
+from webhook.snapshots.evidence import GkeEvent
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.state import NodePoolFacts
+from webhook.snapshots.views import SnapshotView
 
 Outcome = Literal[
     "restored", "restored_unexpected", "missed", "restore_failed", "cold_expected", "cold_first"
@@ -248,11 +249,11 @@ def snapshot_state(
     configs: ConfigIndex | None = None,
     prunable: Container[tuple[str, str]] = (),
 ) -> str:
-    """``prunable`` (``(namespace, name)`` in ``prunable``: ``kube.lifecycle.prune_plan`` says
+    """``prunable`` (``(namespace, name)`` in ``prunable``: ``snapshots.prune.prune_plan`` says
     no pod can restore from it; first, so a snapshot counts in one state only and the actionable
     state shows), else ``ready``, ``stale`` (its pool runs another GKE version or driver),
     ``stale-config`` (a Secret or ConfigMap its origin pod read changed since:
-    ``kube.config_refs``; judged only with ``configs``), ``awaiting`` (checkpoint uploading),
+    ``snapshots.config_refs``; judged only with ``configs``), ``awaiting`` (checkpoint uploading),
     ``failed`` (checkpoint failed) or ``not_ready`` (the ``snapready_snapshots`` gauge's
     ``state``). A snapshot GKE will not restore (``stale``) is that before it is
     ``stale-config``."""

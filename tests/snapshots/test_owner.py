@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from webhook.kube.snapshots import OriginRecord, WorkloadRef, workload_of
+from webhook.snapshots.views import OriginRecord, WorkloadRef, workload_of
 
 
 def owned(kind: str, name: str, labels: dict[str, str] | None = None, **ref: Any) -> Any:

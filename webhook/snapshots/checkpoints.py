@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from webhook.kube.outcomes import parse_time
-from webhook.kube.snapshots import SnapshotView
+from webhook.snapshots.outcomes import parse_time
+from webhook.snapshots.views import SnapshotView
 
 EXIT_128 = "exit status 128"
 

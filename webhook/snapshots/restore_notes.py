@@ -10,9 +10,10 @@ fallback, the pod never serves) names the container's error and the two fixes. P
 from __future__ import annotations
 
 from webhook.kube.gke import MACHINE_FAMILY
-from webhook.kube.outcomes import Verdict
-from webhook.kube.snapshots import OriginRecord, PodRecord
-from webhook.kube.state import ClusterState, NodeView
+from webhook.snapshots.outcomes import Verdict
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.state import ClusterState, NodeView
+from webhook.snapshots.views import OriginRecord
 
 
 def node_causes(record: PodRecord, node: NodeView | None, origin: OriginRecord) -> list[str]:

@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.kube.snapshots import OriginRecord, ReadyGroups, SnapshotIndex, SnapshotView
+from webhook.snapshots.index import ReadyGroups, SnapshotIndex
+from webhook.snapshots.views import OriginRecord, SnapshotView
 
 EVENTS = st.lists(
     st.tuples(

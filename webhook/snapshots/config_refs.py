@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.base.types import RawObject, mapping
-from webhook.kube.snapshots import ConfigRef, SnapshotView
+from webhook.snapshots.views import ConfigRef, SnapshotView
 
 ROOT_CA = "kube-root-ca.crt"
 """The ConfigMap every namespace gets from kube-controller-manager's root-ca-cert-publisher."""

@@ -1,4 +1,5 @@
-"""``kube.lifecycle``: which snapshots no pod can restore from, which groups to refresh."""
+"""``snapshots.prune`` and ``snapshots.refresh``: which snapshots no pod can restore from,
+which groups to refresh."""
 
 from __future__ import annotations
 
@@ -10,26 +11,16 @@ from typing import Any
 import pytest
 
 from webhook.base.tracking import LifecycleSettings
-from webhook.kube.config_refs import ConfigMeta
-from webhook.kube.lifecycle import (
-    Usage,
-    pod_uses,
-    prune_plan,
-    refresh_plan,
-    trigger_name,
-    unused_candidates,
-)
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
-from webhook.kube.outcomes import snapshot_state
-from webhook.kube.snapshots import (
-    ConfigRef,
-    OriginRecord,
-    PodRecord,
-    SnapshotIndex,
-    SnapshotView,
-    WorkloadRef,
-)
-from webhook.kube.state import ClusterState, NodePoolFacts, NodeView
+from webhook.snapshots.config_refs import ConfigMeta
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.outcomes import snapshot_state
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.prune import Usage, prune_plan, unused_candidates
+from webhook.snapshots.refresh import refresh_plan, trigger_name
+from webhook.snapshots.state import ClusterState, NodePoolFacts, NodeView
+from webhook.snapshots.usage import pod_uses
+from webhook.snapshots.views import ConfigRef, OriginRecord, SnapshotView, WorkloadRef
 
 NOW = datetime(2026, 12, 20, 12, 0, tzinfo=UTC)
 OLD, NEW = "1.35.3-gke.1234000", "1.35.4-gke.100"

@@ -1,4 +1,4 @@
-"""Cluster facts from raw API objects (``webhook.kube.facts``): node pools, namespaces,
+"""Cluster facts from raw API objects (``webhook.snapshots.facts``): node pools, namespaces,
 ComputeClasses.
 
 Node and Namespace inputs are the captured API lists in ``tests/data/kube-api/``; expected values
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_apiserver import load
-from webhook.kube.facts import (
+from webhook.snapshots.facts import (
     compute_class_facts,
     gke_version,
     machine_family,
@@ -23,7 +23,7 @@ from webhook.kube.facts import (
     node_pools,
     node_view,
 )
-from webhook.kube.state import ComputeClassFacts, NodePoolFacts
+from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
 
 NODES = load("nodes-list.json")["items"]
 NAMESPACES = load("namespaces-list.json")["items"]

@@ -1,12 +1,12 @@
-"""``kube.selection``: the policy of a pod comes from the live policies; labels are bounded."""
+"""``snapshots.selection``: the policy of a pod comes from the live policies; labels are bounded."""
 
 from __future__ import annotations
 
 import pytest
 
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
-from webhook.kube.selection import OTHER, believed, bounded_labels, selecting_policies
-from webhook.kube.snapshots import PodRecord
+from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.selection import OTHER, believed, bounded_labels, selecting_policies
 
 
 def policy(name: str, namespace: str = "ml", **labels: str) -> Policy:

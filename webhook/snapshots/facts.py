@@ -22,7 +22,7 @@ from webhook.kube.gke import (
     PARTITION_SIZE,
     SHARING_STRATEGY,
 )
-from webhook.kube.state import ComputeClassFacts, NodePoolFacts, NodeView
+from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts, NodeView
 
 NODE_FACT_LABELS: tuple[str, ...] = (
     MACHINE_FAMILY,
