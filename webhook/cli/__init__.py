@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from webhook import __version__
 
 COMMANDS = ("serve", "certs", "review", "hash", "diff", "check", "status", "explain")
-"""Subcommand modules under ``webhook.cli``; each defines ``register(subparsers)``."""
+"""Subcommands under ``webhook.cli`` (a module, or a package when the command has parts);
+each defines ``register(subparsers)``."""
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1

@@ -56,6 +56,7 @@ from webhook.snapshots.views import snapshot_view
 
 log = logging.getLogger("snapready.kube")
 
+
 def _where(obj: RawObject) -> str:
     metadata = obj.get("metadata")
     meta = metadata if isinstance(metadata, dict) else {}

@@ -85,4 +85,3 @@ CONFIG_MAPS = Collection("configmaps", CORE)
 def stamped_pods(prefix: str) -> Collection:
     """The pods snapready stamped: label ``<prefix>selected=true`` (``pods`` of the caches)."""
     return Collection("pods", CORE, labels=f"{prefix}selected=true")
-

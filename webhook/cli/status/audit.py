@@ -22,8 +22,8 @@ from webhook.admission.audit import judge
 from webhook.admission.engine import Engine
 from webhook.base.text import clip
 from webhook.base.types import RawObject, mapping
-from webhook.cli.snapshots_read import READ_ERRORS, Live
 from webhook.cluster.lifecycle import TEMPLATE_LISTS
+from webhook.cluster.snapshot_reader import READ_ERRORS, Live
 from webhook.cluster.syncing import NotServed
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.audit import (

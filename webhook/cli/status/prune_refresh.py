@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from webhook.base.config import Settings
-from webhook.cli.snapshots_read import Live
 from webhook.cluster.records import pod_record
+from webhook.cluster.snapshot_reader import Live
 from webhook.kube.gke import RESTORE_FROM_POLICY
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.prune import Usage, prune_plan
