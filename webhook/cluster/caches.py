@@ -16,22 +16,10 @@ from typing import Any
 
 from webhook.base.config import SourceSettings
 from webhook.base.types import RawObject
+from webhook.cluster import watched
 from webhook.cluster.records import pod_record
 from webhook.cluster.reflector import Reflector
 from webhook.cluster.syncing import Poller, Resource, Timing, Transport, Worker
-from webhook.cluster.watched import (
-    COMPUTE_CLASSES,
-    DISRUPTION_BUDGETS,
-    GKE_EVENTS,
-    NAMESPACES,
-    NODES,
-    POLICIES,
-    RECORDS,
-    SNAPSHOTS,
-    STORAGE_CONFIGS,
-    VERSION_PATH,
-    stamped_pods,
-)
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.evidence import gke_event, index_events, updated_events
 from webhook.snapshots.facts import (
@@ -77,35 +65,35 @@ def resources(
     PodSnapshots and snapready's SnapshotRecords tell ``join`` which ``namespace/name``
     changed, so the state's snapshot index carries each record (``snapshots.records``).
     """
-    touched, pods = join or RecordJoin(), stamped_pods(prefix)
+    touched, pods = join or RecordJoin(), watched.stamped_pods(prefix)
     return (
         Resource(
-            POLICIES.name,
-            POLICIES.paths(),
+            watched.POLICIES.name,
+            watched.POLICIES.paths(),
             convert=lambda obj: parse_policy(obj, prefix=prefix, where=_where(obj)),
             build=lambda items: PolicyIndex.build(items.values()),
         ),
         Resource(
-            STORAGE_CONFIGS.name,
-            STORAGE_CONFIGS.paths(),
+            watched.STORAGE_CONFIGS.name,
+            watched.STORAGE_CONFIGS.paths(),
             convert=lambda obj: parse_storage_config(obj, where=_where(obj)),
             build=lambda items: {config.name: config for config in items.values()},
         ),
         Resource(
-            NAMESPACES.name,
-            NAMESPACES.paths(),
+            watched.NAMESPACES.name,
+            watched.NAMESPACES.paths(),
             convert=lambda obj: namespace_labels(obj, prefix) or None,
             build=lambda items: {name: dict(labels) for name, labels in items.items()},
         ),
         Resource(
-            NODES.name,
-            NODES.paths(),
+            watched.NODES.name,
+            watched.NODES.paths(),
             convert=node_view,
             build=lambda items: node_pools(items.values()),
         ),
         Resource(
-            SNAPSHOTS.name,
-            SNAPSHOTS.paths(),
+            watched.SNAPSHOTS.name,
+            watched.SNAPSHOTS.paths(),
             convert=lambda obj: snapshot_view(obj, origin_annotation=prefix + "origin"),
             build=lambda items: _all(touched, SnapshotIndex.build(items.values())),
             # One event re-sorts one policy's snapshots, not all of them (a leader catching up
@@ -114,8 +102,8 @@ def resources(
         ),
         Resource(
             # snapready's own records, one per PodSnapshot (GKE refuses writes to PodSnapshots).
-            RECORDS.name,
-            RECORDS.paths(),
+            watched.RECORDS.name,
+            watched.RECORDS.paths(),
             convert=record_view,
             build=lambda items: _all(touched, items),
             update=lambda view, old, new: _one(touched, old, new, view),
@@ -133,21 +121,21 @@ def resources(
         Resource(
             # GKE's own restore evidence: only Events of reason GKEPodSnapshotting (a field
             # selector, never all Events of the cluster), kept as a few strings each.
-            GKE_EVENTS.name,
-            GKE_EVENTS.paths(),
+            watched.GKE_EVENTS.name,
+            watched.GKE_EVENTS.paths(),
             convert=gke_event,
             build=lambda items: index_events(items.values()),
             update=updated_events,
         ),
         Resource(
-            COMPUTE_CLASSES.name,
-            COMPUTE_CLASSES.paths(),
+            watched.COMPUTE_CLASSES.name,
+            watched.COMPUTE_CLASSES.paths(),
             convert=compute_class_facts,
             build=lambda items: {facts.name: facts for facts in items.values()},
         ),
         Resource(
-            DISRUPTION_BUDGETS.name,
-            DISRUPTION_BUDGETS.paths(),
+            watched.DISRUPTION_BUDGETS.name,
+            watched.DISRUPTION_BUDGETS.paths(),
             convert=disruption_budget,
             build=budgets_by_namespace,
         ),
@@ -229,7 +217,7 @@ class ClusterSource:
         }
         self.version = Poller(
             "version",
-            VERSION_PATH,
+            watched.VERSION_PATH,
             gke_version,
             transport=transport,
             timing=timing,
