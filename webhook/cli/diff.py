@@ -33,11 +33,12 @@ from webhook.cli.common.fingerprints import (
     problem_line,
     shaped,
 )
+from webhook.cli.common.inputs import read_lenient
 from webhook.cli.common.options import settings_from
 from webhook.cli.common.output import fail, print_json
 from webhook.kube.custom_views import Workloads, workload_views, workloads_from
 from webhook.kube.custom_workloads import BUILTIN
-from webhook.kube.manifests import LoadedObject, read_lenient
+from webhook.kube.manifests import LoadedObject
 from webhook.kube.workloads import PodView
 from webhook.pod.diff import changed_paths
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from webhook.base.keys import SELECTED
 from webhook.snapshots.evidence import GKE_EVENT_REASON
 from webhook.snapshots.records import GROUP, PLURAL, VERSION
 
@@ -84,4 +85,4 @@ CONFIG_MAPS = Collection("configmaps", CORE)
 
 def stamped_pods(prefix: str) -> Collection:
     """The pods snapready stamped: label ``<prefix>selected=true`` (``pods`` of the caches)."""
-    return Collection("pods", CORE, labels=f"{prefix}selected=true")
+    return Collection("pods", CORE, labels=f"{prefix}{SELECTED}=true")

@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from webhook.base.keys import RESTORE_REASON
 from webhook.cli.common.cluster_command import FORMAT_VERSION, add_cluster_arguments, run_reader
 from webhook.cli.common.entries import awaiting_entry, failed_entry, judge
 from webhook.cli.common.output import age_text
@@ -221,7 +222,7 @@ def _stale_key(group: Any) -> dict[str, Any]:
 
 def _reason(obj: dict[str, Any], prefix: str) -> str | None:
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(prefix + "restore-reason")
+    value = annotations.get(prefix + RESTORE_REASON)
     return value if isinstance(value, str) else None
 
 
