@@ -12,7 +12,7 @@ judged) or an object could not be judged (an unexpected error: that object's ``e
 never a traceback), and also no objects at all, invalid settings or policies, or bad usage; 3
 both 1 and 2, so an unreadable file never hides a denial. ``--format json`` prints exactly one
 document in every case, ``sarif`` and ``junit`` (``check.formats``) one log. The objects are
-judged in the cluster ``check.inputs.checked_state`` describes (the policy directory plus the
+judged in the cluster ``check.reading.checked_state`` describes (the policy directory plus the
 input's own policies, storage configs, ComputeClasses and Nodes). Notes on stderr: the embedded
 example policies are in use (no ``--policies``), or no PodSnapshotPolicy is known (nothing can
 be selected). The JSON shape (``--format json``) is documented in README "snapready check" and
@@ -35,7 +35,7 @@ from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import Finding, Mode, RawObject
 from webhook.cli.check.formats import junit, sarif
-from webhook.cli.check.inputs import checked_state, read_inputs
+from webhook.cli.check.reading import checked_state, read_inputs
 from webhook.cli.check.report import (
     CHECK_FORMAT_VERSION,
     EXIT_CODES,
