@@ -25,12 +25,14 @@ from webhook.cluster.snapshot_reader import (
 from webhook.cluster.syncing import NotServed
 from webhook.cluster.watched import (
     COMPUTE_CLASSES,
+    CONFIGS,
     DISRUPTION_BUDGETS,
     GKE_EVENTS,
     NAMESPACES,
     NODES,
     POLICIES,
     RECORDS,
+    SECRETS,
     SNAPSHOTS,
     STORAGE_CONFIGS,
     Collection,
@@ -164,6 +166,13 @@ def test_the_reader_falls_back_to_v1alpha1_like_the_caches() -> None:
             id="one-pods-gke-events",
         ),
         pytest.param(
+            SECRETS,
+            "team-a",
+            "",
+            "/api/v1/namespaces/team-a/secrets",
+            id="secrets-of-one-namespace-metadata-only",
+        ),
+        pytest.param(
             DISRUPTION_BUDGETS,
             "team-a",
             "",
@@ -183,3 +192,16 @@ def test_snapshot_apis_are_tried_v1_first() -> None:
         "/apis/podsnapshot.gke.io/v1/podsnapshotstorageconfigs",
         "/apis/podsnapshot.gke.io/v1alpha1/podsnapshotstorageconfigs",
     )
+
+
+def test_the_config_watch_reads_the_collections_the_reader_lists() -> None:
+    """The per-namespace Secret/ConfigMap reflectors (``cluster.config_watch``) and the reader's
+    ``read_configs`` list one table: ``watched.CONFIGS``."""
+    from webhook.cluster.config_watch import KINDS, _resource  # noqa: PLC0415
+
+    assert KINDS is CONFIGS
+    found = [(r.name, r.paths) for r in (_resource("ns", k, c) for k, c in KINDS)]
+    assert found == [
+        ("secrets/ns", ("/api/v1/namespaces/ns/secrets",)),
+        ("configmaps/ns", ("/api/v1/namespaces/ns/configmaps",)),
+    ]

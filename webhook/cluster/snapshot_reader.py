@@ -33,12 +33,11 @@ from webhook.base.text import clip
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.syncing import Gone, NotServed, TransportError
 from webhook.cluster.watched import (
-    CONFIG_MAPS,
+    CONFIGS,
     GKE_EVENTS,
     NODES,
     POLICIES,
     RECORDS,
-    SECRETS,
     SNAPSHOTS,
     STORAGE_CONFIGS,
     Collection,
@@ -199,7 +198,7 @@ def read_configs(
     for namespace in namespaces:
         found: dict[tuple[str, str], ConfigMeta] = {}
         try:
-            for kind, collection in (("Secret", SECRETS), ("ConfigMap", CONFIG_MAPS)):
+            for kind, collection in CONFIGS:
                 items, _ = metadata.list(collection.path(namespace), page_size=page_size)
                 for obj in items:
                     meta, name = config_meta(obj), (obj.get("metadata") or {}).get("name")

@@ -78,9 +78,11 @@ GKE_EVENTS = Collection("gkeevents", CORE, plural="events", fields=f"reason={GKE
 COMPUTE_CLASSES = Collection("computeclasses", ("/apis/cloud.google.com/v1",))
 DISRUPTION_BUDGETS = Collection("poddisruptionbudgets", ("/apis/policy/v1",))
 SECRETS = Collection("secrets", CORE)
-"""Listed metadata-only (``PartialObjectMetadata``), per namespace with snapshots."""
 CONFIG_MAPS = Collection("configmaps", CORE)
-"""Listed metadata-only, like ``SECRETS``."""
+CONFIGS = (("Secret", SECRETS), ("ConfigMap", CONFIG_MAPS))
+"""The configuration a snapshot's origin pod may have read, by kind: listed (and watched by
+``cluster.config_watch``) metadata-only, ``PartialObjectMetadata``, per namespace whose
+snapshots name consumed configuration (``snapshots.config_refs``)."""
 
 
 def stamped_pods(prefix: str) -> Collection:
