@@ -25,7 +25,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--port", type=int, help="HTTPS port (default 8443)")
     parser.add_argument("--cert-file", type=Path, help="PEM serving certificate")
     parser.add_argument("--key-file", type=Path, help="PEM private key")
-    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="least severe log line written (default info; debug adds the redacted object)",
+    )
     parser.add_argument("--metrics-port", type=int, help="plain-HTTP /metrics port (0: off)")
     parser.add_argument(
         "--source",
