@@ -18,6 +18,7 @@ from webhook.rules import RULES
 from webhook.server.metrics import Metrics
 from webhook.server.report_metrics import ReportCollector
 
+
 def expanded(marker: str) -> str:
     return pages.expand(f"<!-- snapready:{marker} -->", "reference/x.md", ROOT)
 
