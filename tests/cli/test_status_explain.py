@@ -45,9 +45,8 @@ from webhook.admission.engine import Engine, admit
 from webhook.cli import main
 from webhook.cli.explain_hints import field_entry
 from webhook.cli.status_text import age_text
-from webhook.cluster.caches import ClusterSource
-from webhook.cluster.client import KubeTransport
-from webhook.cluster.wiring import open_cluster_source
+from webhook.cluster.api.transport import KubeTransport
+from webhook.cluster.manager import Cluster, start_cluster
 from webhook.kube.review import AdmissionRequest
 
 GROUP, VERSION = "podsnapshot.gke.io", "v1"
@@ -67,7 +66,7 @@ class Scenario:
     namespace: str
     pool: str
     node: str
-    source: ClusterSource
+    source: Cluster
     engine: Engine
     gke: client.ApiClient
 
@@ -241,7 +240,7 @@ def scenario(
         source={"kind": "kube", "kubeconfig": require_token(identity.kubeconfig)},
         leader={"lease_name": lease, "lease_namespace": namespace},
     )
-    source = open_cluster_source(settings)
+    source = start_cluster(settings)
     gke = control_plane.gke_client()
     try:
         wait_for("synced", source.synced, timeout=30)

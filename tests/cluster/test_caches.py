@@ -34,7 +34,7 @@ from tests.support.kube_real import SelectedRule, pod_review, selected_by, valid
 from webhook.admission.engine import Engine
 from webhook.base.errors import ConfigError
 from webhook.server.app import AdmissionApp
-from webhook.server.runner import build_engine, stop_source
+from webhook.server.runner import PolicySource, build_engine, open_source
 from webhook.snapshots.state import ClusterState
 
 POLICY_EVENTS = load_events("podsnapshotpolicies-watch.jsonl")
@@ -52,7 +52,7 @@ def api() -> Iterator[FakeApiServer]:
 @pytest.fixture
 def start(api: FakeApiServer, tmp_path: Path) -> Iterator[Started]:
     """Build kube-mode engines against ``api`` (tiny backoff); all are stopped afterwards."""
-    engines: list[Engine] = []
+    sources: list[PolicySource] = []
 
     def factory(wait: bool = True, **source: Any) -> Engine:
         settings = make_settings(
@@ -64,15 +64,16 @@ def start(api: FakeApiServer, tmp_path: Path) -> Iterator[Started]:
                 **source,
             }
         )
-        engine = dataclasses.replace(build_engine(settings), rules=(SelectedRule(),))
-        engines.append(engine)
+        source = open_source(settings)
+        sources.append(source)
+        engine = dataclasses.replace(source.engine, rules=(SelectedRule(),))
         if wait:
             api.wait_for(lambda: engine.state().synced)
         return engine
 
     yield factory
-    for engine in engines:
-        stop_source(engine)
+    for started in sources:
+        started.stop()
 
 
 def _policy_named(state: ClusterState, name: str) -> Any:
@@ -164,7 +165,7 @@ def test_a_kubeconfig_that_is_not_one_is_a_one_line_config_error(
     """``serve`` (through ``build_engine``) and ``status``/``explain`` (``connect``) answer a
     broken kubeconfig with one line naming the file and what is wrong, never a parser's
     several lines or a traceback."""
-    from webhook.cluster.client import connect  # noqa: PLC0415
+    from webhook.cluster.api.client import connect  # noqa: PLC0415
 
     path = tmp_path / "kubeconfig"
     path.write_text(text)

@@ -1,6 +1,6 @@
 """``SnapshotDeletionStuck``: the leader reports a PodSnapshot left ``Deleting`` (issue 23).
 
-Driven by hand (``step``) over a hand-built ``ClusterState`` and a recording stand-in for the
+Driven by hand (``reconcile``) over a hand-built ``ClusterState`` and a recording stand-in for the
 Events writer; the Event shape itself is tested with the writer (``test_restores``).
 """
 
@@ -10,8 +10,8 @@ import threading
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from webhook.cluster.events import Event, EventRecorder
-from webhook.cluster.restores import RestoreTracker
+from webhook.cluster.api.events import Event, EventRecorder
+from webhook.cluster.controllers.snapshot_warnings import SnapshotWarnings
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.state import ClusterState, NodeView
 from webhook.snapshots.views import SnapshotView
@@ -41,7 +41,7 @@ def tracker(
         nodes=nodes or {},
     )
     events = Recorded()
-    found = RestoreTracker(
+    found = SnapshotWarnings(
         cast("EventRecorder", events),
         state=lambda: state,
         is_leader=lambda: leader,
@@ -61,8 +61,8 @@ def view(name: str, deleting: str | None) -> SnapshotView:
 
 def test_a_snapshot_deleting_longer_than_the_setting_gets_one_warning() -> None:
     found, events = tracker([view("stuck", DELETED_AT), view("fine", None)], T0 + 601)
-    found.step()
-    found.step()  # reported once
+    found.reconcile()
+    found.reconcile()  # reported once
     [event] = events.events
     assert (event.type, event.reason, event.regarding.kind, event.regarding.name) == (
         "Warning",
@@ -75,13 +75,13 @@ def test_a_snapshot_deleting_longer_than_the_setting_gets_one_warning() -> None:
 
 def test_a_recent_deletion_is_not_reported() -> None:
     found, events = tracker([view("deleting", DELETED_AT)], T0 + 599)
-    found.step()
+    found.reconcile()
     assert events.events == []
 
 
 def test_followers_do_not_report() -> None:
     found, events = tracker([view("stuck", DELETED_AT)], T0 + 3600, leader=False)
-    found.step()
+    found.reconcile()
     assert events.events == []
 
 
@@ -95,8 +95,8 @@ def test_the_warning_names_the_node_whose_agent_holds_the_finalizer() -> None:
     )  # fmt: skip
     # 16m44s, as observed on GKE; only another pool's node is left in the cluster.
     found, events = tracker([stuck], T0 + 1004, nodes={"gke-pool-b-7": NodeView("pool-b")})
-    found.step()
-    found.step()
+    found.reconcile()
+    found.reconcile()
     [event] = events.events
     assert "node gke-pool-a-1" in event.note and "is gone" in event.note
     assert "16 min" in event.note and "lifecycle rule" in event.note

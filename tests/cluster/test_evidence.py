@@ -23,7 +23,7 @@ from tests.cluster.test_snapshots import Env, make_env, take_snapshot
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from tests.support.gke_agent import GkeAgent
-from webhook.cluster.wiring import open_cluster_source
+from webhook.cluster.manager import start_cluster
 from webhook.snapshots.outcomes import Verdict, restore_seconds
 from webhook.snapshots.pods import PodRecord
 from webhook.snapshots.views import SnapshotView
@@ -170,9 +170,7 @@ def test_a_failed_checkpoint_names_the_driver(evidence: Env) -> None:
     """The env's node runs GKE's default GPU driver branch (535): exit status 128."""
     env, agent = evidence, GkeAgent(evidence.api, evidence.namespace, evidence.gke)
     checkpoints: list[tuple[str, str]] = []
-    env.source.restores.checkpoints.listeners.append(
-        lambda v, o, s: checkpoints.append((v.name, o))
-    )
+    env.source.checkpoints.listeners.append(lambda v, o, s: checkpoints.append((v.name, o)))
     admit_and_create(env, "origin-gpu")
     wait_for("cached", lambda: f"{env.namespace}/origin-gpu" in env.source.state().pods, 10)
     agent.new_snapshot("snap-gpu", "origin-gpu")
@@ -281,7 +279,7 @@ def test_a_new_leader_reports_what_happened_while_nobody_led_and_nothing_twice(
     agent.restored("midway", "snap-1")
 
     settings = env.engine.settings
-    second = open_cluster_source(settings)
+    second = start_cluster(settings)
     try:
         seen: dict[str, Verdict] = {}
         second.restores.listeners.append(lambda r, v: seen.setdefault(r.name, v))

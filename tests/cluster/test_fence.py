@@ -16,10 +16,10 @@ import pytest
 
 from webhook.base.config import LeaderSettings
 from webhook.base.types import RawObject
-from webhook.cluster.events import REPORTING_CONTROLLER, Event, EventRecorder, Regarding, is_own
-from webhook.cluster.fence import FencedTransport, NotLeader
-from webhook.cluster.leader import LeaderElector
-from webhook.cluster.syncing import Conflict
+from webhook.cluster.api.events import REPORTING_CONTROLLER, Event, EventRecorder, Regarding, is_own
+from webhook.cluster.api.fence import FencedTransport, NotLeader
+from webhook.cluster.api.leader import LeaderElector
+from webhook.cluster.api.syncing import Conflict
 
 
 class Clock:

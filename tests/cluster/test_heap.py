@@ -1,4 +1,4 @@
-"""``webhook.cluster.heap``: the garbage collector around the caches' first sync (issue 35)."""
+"""``webhook.cluster.api.heap``: the garbage collector around the caches' first sync (issue 35)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from webhook.cluster import heap
+from webhook.cluster.api import heap
 
 
 @pytest.fixture

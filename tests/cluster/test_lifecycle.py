@@ -31,7 +31,7 @@ from tests.cluster.test_snapshots import (
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from tests.support.gke_agent import GkeAgent
-from webhook.cluster.wiring import open_cluster_source
+from webhook.cluster.manager import start_cluster
 from webhook.server.collectors import SnapshotCollector
 
 FAST = {"recheck_seconds": 1, "prune_grace_seconds": 0}
@@ -141,7 +141,7 @@ def test_refresh_on_triggers_one_cold_pod_of_the_upgraded_pool_once(
         settings = env.source.lifecycle.settings
         env.source.stop()  # a restart: the new process starts with empty memory
         time.sleep(0.5)
-        second = open_cluster_source(settings)
+        second = start_cluster(settings)
         try:
             wait_for("restarted source synced", second.synced, timeout=30)
             wait_for(

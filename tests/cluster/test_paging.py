@@ -13,7 +13,8 @@ from kubernetes import client
 from tests.cluster.conftest import kube_settings
 from tests.support.identity import IdentityFactory
 from webhook.base.types import RawObject
-from webhook.cluster.client import KubeTransport, api_client
+from webhook.cluster.api.client import api_client
+from webhook.cluster.api.transport import KubeTransport
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def grants(rules: list[dict[str, Any]], group: str, resource: str, verb: str) ->
 def test_every_watched_collection_is_granted_list_and_watch() -> None:
     """The caches' collections (from the code) against the ClusterRole: a new cache without
     its RBAC would leave /readyz false forever on a real cluster (403)."""
-    from webhook.cluster.caches import resources  # noqa: PLC0415
+    from webhook.cluster.api.caches import resources  # noqa: PLC0415
 
     rules = documents()[0]["rules"]
     for resource in resources("snapready.io/"):
@@ -85,7 +85,7 @@ def test_writes_are_granted_and_bounded() -> None:
 
 
 def test_secrets_and_configmaps_are_read_only_for_stale_config() -> None:
-    """The metadata-only watch of consumed configuration (``cluster.config_watch``) and the
+    """The metadata-only watch of consumed configuration (``controllers.config_watch``) and the
     origin record's metadata GETs: get, list, watch; never a write."""
     rules = documents()[0]["rules"]
     for plural in ("secrets", "configmaps"):

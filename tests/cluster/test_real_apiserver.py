@@ -63,7 +63,7 @@ from tests.support.kube_real import (
     validate,
 )
 from webhook.admission.engine import Engine
-from webhook.cluster.wiring import open_cluster_source
+from webhook.cluster.manager import start_cluster
 from webhook.kube.gke import (
     ACCELERATOR,
     ACCELERATOR_COUNT,
@@ -578,8 +578,8 @@ def test_version_poller_reads_the_real_version(
 def test_stop_ends_every_cache_thread_with_watches_open(
     namespace: str, snapready_identity: IdentityFactory
 ) -> None:
-    # The production wiring (open_cluster_source), with 5-10 min watches.
-    source = open_cluster_source(kube_settings(snapready_identity(namespace).kubeconfig))
+    # The production wiring (start_cluster), with 5-10 min watches.
+    source = start_cluster(kube_settings(snapready_identity(namespace).kubeconfig))
     try:
         wait_for("every cache synced", source.synced, timeout=20)
         time.sleep(0.2)  # let every reflector open its watch after the list

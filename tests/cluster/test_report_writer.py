@@ -18,10 +18,10 @@ import pytest
 from tests.conftest import make_settings
 from webhook.base.config import Settings
 from webhook.base.types import RawObject
-from webhook.cluster.audit import AuditWorker
-from webhook.cluster.audit_queue import StampedQueue
-from webhook.cluster.reports import ReportWriter
-from webhook.cluster.syncing import Conflict, NotServed, Timing, TransportError
+from webhook.cluster.api.syncing import Conflict, NotServed, Timing, TransportError
+from webhook.cluster.controllers.audit.queue import StampedQueue
+from webhook.cluster.controllers.audit.reports import ReportWriter
+from webhook.cluster.controllers.audit.worker import AuditWorker
 from webhook.kube.policy_reports import OPENREPORTS, ReportView, Scope, digest, result
 from webhook.snapshots.state import ClusterState
 
@@ -138,7 +138,7 @@ def test_off_when_neither_api_is_served_said_once_and_in_readyz(
     assert [r.getMessage() for r in caplog.records] == [f"policy reports {note}"]
     rebuilt: list[str] = []
     worker = audit_worker(Reads({}), lambda: rebuilt.append("x"))
-    worker.step()
+    worker.reconcile()
     assert worker.status == note  # what /readyz shows under "reports"
 
 

@@ -27,7 +27,7 @@ from tests.envtest.plugin import unique_name, wait_for
 from tests.support import kube_raw
 from tests.support.kube_real import create_policy, policy
 from tests.support.reports import by_rule, get_report, reports_in, wait_report
-from webhook.cluster.audit import AuditWorker
+from webhook.cluster.controllers.audit.worker import AuditWorker
 from webhook.kube.matching import compile_selector
 from webhook.kube.policy_reports import WGPOLICY
 from webhook.server.report_metrics import ReportCollector

@@ -30,10 +30,11 @@ from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import service_account_token, wait_for
 from tests.support.kube_real import delete_quietly
 from webhook.base.config import LeaderSettings
-from webhook.cluster.client import KubeTransport, api_client
-from webhook.cluster.events import Event, EventRecorder, Regarding
-from webhook.cluster.leader import LeaderElector
-from webhook.cluster.syncing import TransportError
+from webhook.cluster.api.client import api_client
+from webhook.cluster.api.events import Event, EventRecorder, Regarding
+from webhook.cluster.api.leader import LeaderElector
+from webhook.cluster.api.syncing import TransportError
+from webhook.cluster.api.transport import KubeTransport
 from webhook.snapshots.outcomes import Verdict, startup_seconds
 from webhook.snapshots.pods import PodRecord
 
@@ -179,7 +180,7 @@ def test_a_node_pool_upgrade_marks_snapshots_stale_once(env: Env) -> None:
     note = stale[0]["note"]
     assert f"{OLD[1:]} -> {NEW[1:]}" in note and env.pool in note and "llm-policy" in note
     assert stale[0]["regarding"]["kind"] == "PodSnapshotPolicy"
-    env.source.restores.step()  # one more pass by hand: the same upgrade is not reported again
+    env.source.warnings.reconcile()  # one more pass by hand: the same upgrade is not reported
     assert len(events(env, "SnapshotsStale")) == 1, "reported once per upgrade"
 
 
@@ -194,7 +195,7 @@ def test_followers_write_no_event(env: Env) -> None:
     turn_ready(env, "follower-pod", after=30)
     wait_for("pod ready in cache", lambda: _cached(env, "follower-pod", "ready_at"), timeout=10)
     time.sleep(SETTLE)  # past the settle time: a leader would decide now
-    tracker.step()
+    tracker.reconcile()
     assert tracker.events.written == written
     assert events(env, "SnapshotRestoreMissed") == []
 

@@ -31,8 +31,7 @@ from tests.support import helm_support
 from tests.support.identity import IdentityFactory, require_token
 from webhook.base.config import LeaderSettings, ScopeSettings, Settings, SourceSettings
 from webhook.base.tracking import OutcomeSettings
-from webhook.cluster.caches import ClusterSource
-from webhook.cluster.wiring import open_cluster_source
+from webhook.cluster.manager import Cluster, start_cluster
 from webhook.kube.scope import CONDITION_NAME
 
 GROUP, VERSION = "podsnapshot.gke.io", "v1"
@@ -123,9 +122,9 @@ def settings(
 
 
 @contextlib.contextmanager
-def running(config: Settings) -> Iterator[ClusterSource]:
+def running(config: Settings) -> Iterator[Cluster]:
     """A started cluster source (caches, leader election, scope controller); stopped after."""
-    source = open_cluster_source(config)
+    source = start_cluster(config)
     try:
         yield source
     finally:
@@ -339,8 +338,8 @@ def test_retries_back_off_and_a_repeated_error_is_warned_once(
     controller retries after 2 s doubling up to 8 s (scaled down here), warns once per distinct
     error, and a wake-up (policy change) retries at once. No API server is needed to show the
     schedule: the transport answers 404 like one without the configuration."""
-    from webhook.cluster import scope as scope_module  # noqa: PLC0415
-    from webhook.cluster.syncing import NotServed  # noqa: PLC0415
+    from webhook.cluster.api.syncing import NotServed  # noqa: PLC0415
+    from webhook.cluster.controllers import scope as scope_module  # noqa: PLC0415
     from webhook.kube.matching import PolicyIndex  # noqa: PLC0415
 
     monkeypatch.setattr(scope_module, "FIRST_SYNC_RETRY", 0.05)

@@ -33,8 +33,7 @@ from tests.support.kube_real import create_policy, policy
 from tests.support.records import view_of, wait_record
 from webhook.admission.engine import Engine, admit
 from webhook.base.config import Settings
-from webhook.cluster.caches import ClusterSource
-from webhook.cluster.wiring import open_cluster_source
+from webhook.cluster.manager import Cluster, start_cluster
 from webhook.kube.review import AdmissionRequest
 from webhook.server.runner import build_engine
 from webhook.snapshots.views import OriginRecord
@@ -55,7 +54,7 @@ class Env:
     namespace: str
     pool: str
     node: str
-    source: ClusterSource
+    source: Cluster
     engine: Engine
     gke: client.ApiClient
     identity: SnapreadyIdentity
@@ -186,7 +185,7 @@ def make_env(
         gke = control_plane.gke_client()
         stack.callback(gke.close)
         settings = kube_settings(identity, namespace, **overrides)
-        source = open_cluster_source(settings)
+        source = start_cluster(settings)
         stack.callback(source.stop)
         wait_for("synced", source.synced, timeout=30)
         engine = Engine(settings=settings, state=source.state)

@@ -22,7 +22,7 @@ from tests.cluster.test_restores import create_admitted, turn_ready
 from tests.cluster.test_snapshots import GROUP, VERSION, Env, make_env, take_snapshot
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
-from webhook.cluster.events import Event, Regarding
+from webhook.cluster.api.events import Event, Regarding
 from webhook.server.outcome_metrics import OutcomeMetrics
 from webhook.snapshots.outcomes import Verdict
 from webhook.snapshots.pods import PodRecord

@@ -60,7 +60,6 @@ class Engine:
     state: Callable[[], ClusterState]
     rules: tuple[Rule, ...] = RULES
     governance: Callable[[AdmissionRequest, RawObject, Engine], Decision] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
     workloads: Workloads = field(default_factory=dict)
     """Custom resources that embed pod templates (``custom_workloads.BUILTIN`` plus the
     ``workloads.extra`` setting), filled from ``settings`` when left empty."""

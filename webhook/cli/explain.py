@@ -43,7 +43,7 @@ from webhook.cli.snapshots_read import (
     run_reader,
 )
 from webhook.cli.status import awaiting_entry, failed_entry
-from webhook.cluster.records import pod_record
+from webhook.cluster.api.records import pod_record
 from webhook.kube.matching import PolicyIndex
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
@@ -68,7 +68,7 @@ from webhook.snapshots.views import SnapshotView
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings
-    from webhook.cluster.client import Connection
+    from webhook.cluster.api.client import Connection
 
 RECORDED = ("restore-prediction", "restore-snapshot", "restore-reason", "spec-hash", "policy")
 

@@ -35,7 +35,7 @@ from webhook.snapshots.state import StorageConfig, parse_storage_config
 from webhook.snapshots.views import SnapshotView
 
 if TYPE_CHECKING:
-    from webhook.cluster.client import KubeTransport
+    from webhook.cluster.api.transport import KubeTransport
     from webhook.cluster.gcs_usage import PrefixUsage
 
 GIB = 1024**3

@@ -1,10 +1,11 @@
 """What ``snapready status`` and ``explain`` read from the API server: one GET or list each.
 
 The commands run from a laptop (or a pod) against a cluster, with no cache: every call is a plain
-paginated list or GET through ``cluster.client.KubeTransport`` (raw JSON), converted by the same
-functions the cluster caches use (``parse_policy``, ``snapshot_view`` with the ``<prefix>origin``
-record, ``node_view`` + ``node_pools``, ``pod_record``, ``gke_event`` + ``index_events``), so the
-answers tell the same story as the admission-time annotations and the leader's Events.
+paginated list or GET through ``cluster.api.transport.KubeTransport`` (raw JSON), converted by the
+same functions the cluster caches use (``parse_policy``, ``snapshot_view`` with the
+``<prefix>origin`` record, ``node_view`` + ``node_pools``, ``pod_record``, ``gke_event`` +
+``index_events``), so the answers tell the same story as the admission-time annotations and the
+leader's Events.
 PodSnapshot APIs are tried as ``v1``, then ``v1alpha1``, like the caches.
 
 GKE's restore evidence: ``read_gke_events`` lists only core/v1 Events of reason
@@ -36,9 +37,9 @@ from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import RawObject, mapping
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
-from webhook.cluster.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
-from webhook.cluster.records import selected_label_query
-from webhook.cluster.syncing import Gone, NotServed, TransportError
+from webhook.cluster.api.caches import SNAPSHOT_API, SNAPSHOT_VERSIONS
+from webhook.cluster.api.records import selected_label_query
+from webhook.cluster.api.syncing import Gone, NotServed, TransportError
 from webhook.kube.matching import Policy
 from webhook.snapshots.config_refs import ConfigMeta, config_meta, watched_namespaces
 from webhook.snapshots.evidence import (
@@ -57,7 +58,8 @@ from webhook.snapshots.state import NodePoolFacts, NodeView, parse_policy
 from webhook.snapshots.views import SnapshotView, snapshot_view
 
 if TYPE_CHECKING:  # the kubernetes client is imported only when a command connects
-    from webhook.cluster.client import Connection, KubeTransport
+    from webhook.cluster.api.client import Connection
+    from webhook.cluster.api.transport import KubeTransport
 
 FORMAT_VERSION = 1
 """Bumped only on an incompatible change of either command's JSON document."""
@@ -137,7 +139,7 @@ def open_connection(args: argparse.Namespace, settings: Settings) -> Connection:
     kubeconfig = args.kubeconfig or settings.source.kubeconfig
     if kubeconfig is not None and not Path(kubeconfig).is_file():
         raise ConfigError(f"kubeconfig {kubeconfig}: no such file")
-    from webhook.cluster.client import connect  # noqa: PLC0415 - keep `snapready hash` fast
+    from webhook.cluster.api.client import connect  # noqa: PLC0415 - keep `snapready hash` fast
 
     return connect(kubeconfig, request_timeout=settings.source.request_timeout_seconds)
 

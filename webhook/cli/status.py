@@ -49,7 +49,7 @@ from webhook.cli.snapshots_read import (
 from webhook.cli.status_audit import never_judged
 from webhook.cli.status_lifecycle import lifecycle_report
 from webhook.cli.status_text import age_text, render_text
-from webhook.cluster.records import pod_record
+from webhook.cluster.api.records import pod_record
 from webhook.snapshots.checkpoints import OriginFacts, awaiting_seconds, failure_hint
 from webhook.snapshots.config_refs import config_changes
 from webhook.snapshots.evidence import events_of
@@ -68,7 +68,7 @@ from webhook.snapshots.views import SnapshotView
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings
-    from webhook.cluster.client import Connection
+    from webhook.cluster.api.client import Connection
     from webhook.snapshots.outcomes import Verdict
 
 WINDOW = timedelta(hours=24)

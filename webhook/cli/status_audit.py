@@ -23,8 +23,8 @@ from webhook.admission.engine import Engine
 from webhook.base.text import clip
 from webhook.base.types import RawObject, mapping
 from webhook.cli.snapshots_read import READ_ERRORS, Live
-from webhook.cluster.lifecycle import TEMPLATE_LISTS
-from webhook.cluster.syncing import NotServed
+from webhook.cluster.api.syncing import NotServed
+from webhook.cluster.api.templates import TEMPLATE_LISTS
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.audit import (
     admitted,
@@ -38,7 +38,7 @@ from webhook.snapshots.state import ClusterState, disruption_budget
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings
-    from webhook.cluster.client import KubeTransport
+    from webhook.cluster.api.transport import KubeTransport
 
 Key = tuple[str, str]
 

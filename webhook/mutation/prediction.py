@@ -33,8 +33,8 @@ MAX_REASON_CHARS = 512
 
 def clear_outcome(draft: Draft, ctx: PodContext) -> bool:
     """Remove a ``<prefix>restore-outcome`` annotation a new pod brings along: only the leader
-    writes it, once it has decided (``cluster.restores``), and a pod created with one would
-    otherwise never be reported (the leader skips pods whose outcome is recorded)."""
+    writes it, once it has decided (``cluster.controllers.restores``), and a pod created with one
+    would otherwise never be reported (the leader skips pods whose outcome is recorded)."""
     return draft.drop(ANNOTATIONS, ctx.settings.annotation("restore-outcome"))
 
 

@@ -10,17 +10,21 @@ than ``restore.deletion_stuck_seconds``. GKE's finalizer is released by the node
 deletion hangs when that node scaled down (16m44s observed) or GKE's service agent lacks object
 rights on the bucket (section 9). The note names the node (GKE's ``origin-node``, else the
 record's) and whether it is still there; snapready never deletes the snapshot again (a second
-DELETE changes nothing while the finalizer stays). Called by the restore tracker's scan
-(``cluster.restores``), which holds the leadership check.
+DELETE changes nothing while the finalizer stays). A controller of its own (leader only): woken
+when snapshots or node pools change and when leadership is gained; else every ``recheck``
+seconds (a deletion turns stuck with time alone).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 
-from webhook.cluster.events import Event, EventRecorder, Regarding
+from webhook.cluster.api.events import Event, EventRecorder, Regarding
+from webhook.cluster.controllers.base import Reconciler
 from webhook.snapshots.outcomes import parse_time, stale_groups
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.views import SnapshotView
@@ -29,24 +33,41 @@ log = logging.getLogger("snapready.restores")
 SNAPSHOT_API = "podsnapshot.gke.io/v1"
 
 
-class SnapshotWarnings:
-    """Reports each stale group and each stuck deletion once per process.
+class SnapshotWarnings(Reconciler):
+    """Reports each stale group and each stuck deletion once per process (leader only).
 
     Args:
-        events: the leader's recorder; ``deletion_stuck_seconds``: seconds in ``Deleting``
-            before the warning; ``mine``: whether a namespace is tracked (``outcomes.namespaces``).
+        events: the leader's recorder; ``state``: the caches; ``is_leader``: whether this
+            replica leads now; ``lock``/``on_change``: the caches' (``/readyz`` status).
+        deletion_stuck_seconds: seconds in ``Deleting`` before the warning
+            (``restore.deletion_stuck_seconds``).
+        mine: whether a namespace is tracked (``outcomes.namespaces``).
+        recheck_seconds: seconds between passes when nothing changes; ``clock``: epoch seconds.
     """
 
     def __init__(
         self,
         events: EventRecorder,
         *,
+        state: Callable[[], ClusterState],
+        is_leader: Callable[[], bool],
+        lock: threading.Lock,
+        on_change: Callable[[], None],
         deletion_stuck_seconds: float,
-        mine: Callable[[str], bool],
+        mine: Callable[[str], bool] = lambda namespace: True,
+        recheck_seconds: float = 30.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self.events, self.deletion_stuck, self.mine = events, deletion_stuck_seconds, mine
+        super().__init__("snapshotWarnings", lock, on_change, period=recheck_seconds)
+        self.events, self.state, self.is_leader, self.mine = events, state, is_leader, mine
+        self.deletion_stuck, self.clock = deletion_stuck_seconds, clock
         self._stale_sent: set[tuple[str, ...]] = set()
         self._stuck_sent: set[tuple[str, str, str]] = set()
+
+    def reconcile(self) -> None:
+        """One pass on the leader (followers report nothing)."""
+        if self.is_leader():
+            self.report(self.state(), datetime.fromtimestamp(self.clock(), UTC))
 
     def report(self, state: ClusterState, now: datetime) -> None:
         """One pass over the snapshots (caller: the leader); nothing before they were listed."""

@@ -20,16 +20,18 @@ the status changes; only the leader writes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 from urllib.parse import quote
 
 from webhook.base.types import RawObject
-from webhook.cluster.syncing import NotServed, TransportError, describe
+from webhook.cluster.api.syncing import NotServed, TransportError, describe
 from webhook.snapshots.evidence import GkeEvent
 from webhook.snapshots.outcomes import parse_time
 from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.state import ClusterState
 from webhook.snapshots.views import SnapshotView
 
 log = logging.getLogger("snapready.gate")
@@ -65,6 +67,22 @@ def awaiting_checkpoint(
         (s for s in snapshots if s.origin_pod == record.name and s.checkpoint == "awaiting"),
         None,
     )
+
+
+def uploading_origins(state: ClusterState, mine: Callable[[str], bool]) -> set[str]:
+    """``namespace/name`` of the cached origin pods whose checkpoint is uploading (a PodSnapshot
+    of a tracked namespace ``AwaitingCheckpoint`` names them; domain.md section 9: the pod is
+    paused meanwhile). Empty before the snapshots were listed."""
+    uploading: set[str] = set()
+    if not state.snapshots_known:
+        return uploading
+    for view in state.snapshots.by_name.values():
+        if view.checkpoint != "awaiting" or not view.origin_pod or not mine(view.namespace):
+            continue
+        key = f"{view.namespace}/{view.origin_pod}"
+        if key in state.pods:
+            uploading.add(key)
+    return uploading
 
 
 def gate_status(

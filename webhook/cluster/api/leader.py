@@ -6,9 +6,9 @@ what the library lacks for a server: a stop that ends the loops within one retry
 release of the Lease on a graceful stop (``holderIdentity`` cleared, so the next replica takes
 over at once instead of after ``lease_duration``, like controller-runtime's
 ``LeaderElectionReleaseOnCancel``), and re-entering the election after leadership is lost.
-``is_leader`` is fenced by time (issue 27, ``cluster.fence``): true only while the monotonic time
-since the start of the last successful acquire/renew is below ``renew_deadline_seconds``, so a
-process that wakes from a freeze is not leader until it has renewed, whatever the library's
+``is_leader`` is fenced by time (issue 27, ``cluster.api.fence``): true only while the monotonic
+time since the start of the last successful acquire/renew is below ``renew_deadline_seconds``, so
+a process that wakes from a freeze is not leader until it has renewed, whatever the library's
 state says. Writers check it immediately before each write (``FencedTransport``).
 """
 
@@ -29,7 +29,7 @@ from kubernetes.leaderelection.leaderelection import LeaderElection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
 from webhook.base.config import LeaderSettings
-from webhook.cluster.syncing import Worker, describe
+from webhook.cluster.api.syncing import Worker, describe
 
 log = logging.getLogger("snapready.leader")
 # The library logs every acquire/renew attempt at INFO (every retry period, per replica).

@@ -1,4 +1,4 @@
-"""The stamped pods the audit judges between its passes (``cluster.audit``).
+"""The stamped pods the audit judges between its passes (``cluster.controllers.audit``).
 
 The pod cache calls ``AuditWorker.observe`` for every stamped pod it converts (thousands per
 second during a relist), so what happens there is O(1): compare the pod's *shape* (its recorded

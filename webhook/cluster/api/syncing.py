@@ -82,6 +82,10 @@ class Resource:
             added; None: deleted), equal to ``build`` of the changed values; it must return a
             new view and leave ``view`` alone (readers may hold it). Without it every event
             rebuilds the view from all values.
+        after: optional ``(old value, new value)`` listener, called once the store holds the
+            change and the state was rebuilt (no lock held): for every ADDED/MODIFIED/DELETED
+            event (changed or not; ``new`` None: gone), and ``(None, value)`` for each value of
+            a relist. Never called from ``convert``, which only converts.
     """
 
     name: str
@@ -89,6 +93,7 @@ class Resource:
     convert: Callable[[RawObject], Any]
     build: Callable[[Mapping[str, Any]], Any]
     update: Callable[[Any, Any, Any], Any] | None = None
+    after: Callable[[Any, Any], None] | None = None
 
 
 @dataclass(frozen=True)

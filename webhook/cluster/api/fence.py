@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from webhook.base.types import RawObject
-from webhook.cluster.syncing import TransportError
+from webhook.cluster.api.syncing import TransportError
 
 
 class NotLeader(TransportError):

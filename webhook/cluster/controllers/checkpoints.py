@@ -8,17 +8,22 @@ PodSnapshotPolicy and on the origin pod while it exists, with GKE's message and 
 handed to the listeners (metrics: checkpoints by outcome, seconds from creation to
 ``Succeeded``), with ``namespace``/``policy`` as ``snapshots.selection.bounded_labels`` allows.
 Each snapshot is reported once per process; a new leader reports transitions no older than
-``outcomes.catch_up_seconds`` before it took over (older ones were an earlier leader's).
+``outcomes.catch_up_seconds`` before it took over (older ones were an earlier leader's), and a
+replica that loses the Lease forgets what it reported (the next leader decides anew). Woken when
+snapshots or node pools change and when leadership is gained; else every ``recheck`` seconds.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-from webhook.cluster.events import Event, EventRecorder, Regarding
+from webhook.cluster.api.events import Event, EventRecorder, Regarding
+from webhook.cluster.controllers.base import Reconciler
 from webhook.kube.gke import ACCELERATOR, GPU_DRIVER_VERSION
 from webhook.snapshots.checkpoints import (
     OriginFacts,
@@ -53,33 +58,63 @@ def origin_facts(view: SnapshotView, state: ClusterState, seen_alive: bool) -> O
     return OriginFacts(accelerator=accelerator, driver=driver, pod_alive=alive)
 
 
-class CheckpointReporter:
-    """One pass over the snapshots per tracker step (``report``); remembers what it reported."""
+class CheckpointReporter(Reconciler):
+    """Reports checkpoint failures, stalls and successes (leader only; module docstring).
+
+    Args:
+        events: the leader's recorder; ``state``: the caches; ``is_leader``: whether this
+            replica leads now; ``lock``/``on_change``: the caches' (``/readyz`` status).
+        stall_seconds: seconds ``AwaitingCheckpoint`` before ``SnapshotCheckpointStalled``
+            (``checkpoint.stall_seconds``).
+        catch_up_seconds: how far before taking over a new leader still reports
+            (``outcomes.catch_up_seconds``).
+        mine: whether a namespace is tracked (``outcomes.namespaces``).
+        recheck_seconds: seconds between passes when nothing changes; ``clock``: epoch seconds.
+    """
 
     def __init__(
         self,
         events: EventRecorder,
         *,
+        state: Callable[[], ClusterState],
+        is_leader: Callable[[], bool],
+        lock: threading.Lock,
+        on_change: Callable[[], None],
         stall_seconds: float,
         catch_up_seconds: float,
         mine: Callable[[str], bool] = lambda namespace: True,
+        recheck_seconds: float = 30.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self.events, self.mine = events, mine
-        self.stall_seconds, self.catch_up = stall_seconds, catch_up_seconds
+        super().__init__("checkpoints", lock, on_change, period=recheck_seconds)
+        self.events, self.state, self.is_leader, self.mine = events, state, is_leader, mine
+        self.stall_seconds, self.catch_up, self.clock = stall_seconds, catch_up_seconds, clock
         self.listeners: list[CheckpointListener] = []
+        """Called ``(snapshot, outcome, seconds)`` for each finished checkpoint (metrics)."""
         self._done: set[tuple[str, str, str]] = set()
         self._origin_seen: set[tuple[str, str]] = set()
+        self._leading_since: datetime | None = None
+
+    def reconcile(self) -> None:
+        """One pass: on the leader, report what changed since the last; else forget."""
+        if not self.is_leader():
+            if self._leading_since is not None:
+                self.reset()
+            self._leading_since = None
+            return
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        if self._leading_since is None:
+            self._leading_since = now
+        self.report(self.state(), now, self._leading_since)
 
     def reset(self) -> None:
         """Forget what was reported (leadership lost: the next leader decides anew)."""
         self._done.clear()
 
-    def report(self, state: ClusterState, now: datetime, leading_since: datetime) -> set[str]:
-        """Report every snapshot's new failure, stall or success (caller: the leader); returns
-        the ``namespace/name`` of the origin pods whose checkpoint is uploading."""
-        uploading: set[str] = set()
+    def report(self, state: ClusterState, now: datetime, leading_since: datetime) -> None:
+        """Report every snapshot's new failure, stall or success (caller: the leader)."""
         if not state.snapshots_known:
-            return uploading
+            return
         horizon = leading_since - timedelta(seconds=self.catch_up)
         for view in state.snapshots.by_name.values():
             if not self.mine(view.namespace):
@@ -88,14 +123,12 @@ class CheckpointReporter:
                 key = f"{view.namespace}/{view.origin_pod}"
                 if view.origin_pod and key in state.pods:
                     self._origin_seen.add((view.namespace, view.name))
-                    uploading.add(key)
                 self._stalled(view, state, now)
             elif view.checkpoint in ("failed", "succeeded"):
                 self._finished(view, state, horizon)
         if len(self._done) > MAX_REMEMBERED:
             self._done.clear()  # bounded; a repeat is aggregated by the EventRecorder
             self._origin_seen.clear()
-        return uploading
 
     def _once(self, view: SnapshotView, what: str) -> bool:
         key = (view.namespace, view.name, what)

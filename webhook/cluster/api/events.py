@@ -6,7 +6,7 @@ Like client-go's event recorder with the ``events.k8s.io`` API: the first occurr
 write rate (``burst`` events, refilled at ``per_second``); an event over the limit is dropped and
 counted (``dropped``), never queued without bound. Only the leader writes: the caller checks
 ``is_leader`` (this module never decides it) and the transport is lease-fenced
-(``cluster.fence``).
+(``cluster.api.fence``).
 
 Names and hand-overs (issue 27): the first write of an event uses the deterministic name
 ``<regarding>.<key[:16]>``, so a new leader reporting the same occurrence meets the old leader's
@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from webhook.base.types import RawObject
-from webhook.cluster.syncing import Conflict, NotServed, TransportError, describe
+from webhook.cluster.api.syncing import Conflict, NotServed, TransportError, describe
 
 log = logging.getLogger("snapready.events")
 REPORTING_CONTROLLER = "snapready.io/snapready"

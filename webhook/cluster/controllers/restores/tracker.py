@@ -1,5 +1,5 @@
-"""Closing the loop (leader only): restore outcomes from GKE's evidence, their Events, stale
-snapshots, checkpoints and the readiness gate.
+"""Closing the loop (leader only): restore outcomes from GKE's evidence, their Events and the
+readiness gate.
 
 Every stamped pod stays pending until ``snapshots.outcomes.decide`` finds evidence (``PodRestored``,
 GKE's ``GKEPodSnapshotting`` Events, a restore crash, or ``outcomes.settle_seconds`` of Ready
@@ -12,9 +12,10 @@ annotation from the pods' conditions and GKE's events, skipping evidence older t
 
 Events: ``SnapshotRestoreMissed`` (Warning, pod predicted ``hit`` that started cold), quoting
 GKE's reason first when GKE gave one and adding snapready's node/fingerprint diagnosis second;
-``SnapshotRestoreFailed`` (Warning) for a crashed restore; ``SnapshotsStale`` (Warning, once per
-node-pool upgrade, on the policy); checkpoints (``cluster.checkpoints``). ``restored_unexpected``
-is logged with both fingerprints (our model was wrong).
+``SnapshotRestoreFailed`` (Warning) for a crashed restore. ``restored_unexpected`` is logged with
+both fingerprints (our model was wrong). Stale snapshots and checkpoints are controllers of their
+own (``controllers.snapshot_warnings``, ``controllers.checkpoints``); this one only reads which
+origin pods are uploading a checkpoint, for their readiness gate (``gate.uploading_origins``).
 """
 
 from __future__ import annotations
@@ -31,13 +32,17 @@ from urllib.parse import quote
 
 from webhook.base.config import Settings
 from webhook.base.types import RawObject
-from webhook.cluster.checkpoints import CheckpointReporter
-from webhook.cluster.events import Event, EventRecorder, Regarding, micro_time
-from webhook.cluster.gate import awaiting_checkpoint, gate_status, write_gate
-from webhook.cluster.labels import LabelGuard
-from webhook.cluster.records import SETTLED
-from webhook.cluster.snapshot_warnings import SnapshotWarnings
-from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
+from webhook.cluster.api.events import Event, EventRecorder, Regarding, micro_time
+from webhook.cluster.api.records import SETTLED
+from webhook.cluster.api.syncing import NotServed, TransportError, describe
+from webhook.cluster.controllers.base import Reconciler
+from webhook.cluster.controllers.restores.gate import (
+    awaiting_checkpoint,
+    gate_status,
+    uploading_origins,
+    write_gate,
+)
+from webhook.cluster.controllers.restores.labels import LabelGuard
 from webhook.snapshots.evidence import events_of
 from webhook.snapshots.outcomes import Verdict, decide, parse_time
 from webhook.snapshots.pods import PodRecord
@@ -62,12 +67,13 @@ class PodTransport(Protocol):
     ) -> RawObject: ...
 
 
-class RestoreTracker(Worker):
-    """Decides outcomes from evidence and reports them; stale snapshots; checkpoints; the gate.
+class RestoreTracker(Reconciler):
+    """Decides outcomes from evidence and reports them; sets the readiness gate.
 
-    ``observe(record)`` is called by the pod cache for every pod event and ``notify()`` on new
-    GKE events, snapshots or nodes (O(1): a set and a wake-up); the loop evaluates the pending
-    pods on every wake-up, every ``recheck`` seconds, and when a Ready pod's settle time ends.
+    ``observe(record)`` is called for every pod event once the pod cache holds it, ``gone`` for
+    a pod that left it, and ``notify()`` on new GKE events, snapshots or nodes (O(1): a set and
+    a wake-up); ``reconcile`` evaluates the pending pods on every wake-up, every ``recheck``
+    seconds, and when a Ready pod's settle time ends (the delay it returns).
     """
 
     def __init__(
@@ -82,9 +88,8 @@ class RestoreTracker(Worker):
         pods: PodTransport | None = None,
         recheck_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
-        deletion_stuck_seconds: float | None = None,
     ) -> None:
-        super().__init__("restoreOutcomes", lock, on_change)
+        super().__init__("restoreOutcomes", lock, on_change, period=recheck_seconds)
         settings = settings or Settings()
         self.events, self.state, self.is_leader, self.pods = events, state, is_leader, pods
         self.prefix = settings.prefix
@@ -96,17 +101,6 @@ class RestoreTracker(Worker):
         self.recheck, self.clock = recheck_seconds, clock
         self.listeners: list[OutcomeListener] = []
         self.guard = LabelGuard(pods, self.prefix)
-        stuck = settings.restore.deletion_stuck_seconds
-        self.warnings = SnapshotWarnings(
-            events,
-            deletion_stuck_seconds=stuck
-            if deletion_stuck_seconds is None
-            else deletion_stuck_seconds,
-            mine=self.mine,
-        )
-        self.checkpoints = CheckpointReporter(
-            events, stall_seconds=self.stall, catch_up_seconds=self.catch_up, mine=self.mine
-        )
         self.counts: dict[str, int] = {}
         self._pending: dict[str, str] = {}
         """``namespace/name`` -> uid of every stamped pod whose outcome is not decided yet."""
@@ -114,8 +108,8 @@ class RestoreTracker(Worker):
         self._gates: dict[str, None] = {}
         self._fresh: set[str] = set()
         self._gone: set[str] = set()
-        """Keys observed since the last pass: the pod cache calls ``observe`` while converting,
-        just before the record is in the cache, so their absence is not a deletion yet."""
+        """Keys observed since the last pass (a pass that finds one missing from the state it
+        read looks again soon rather than taking it for a deletion)."""
         self._leading_since: datetime | None = None
         self._due: list[tuple[float, str]] = []
         """Heap of (settle deadline, key) of Ready pods waiting for evidence."""
@@ -123,55 +117,34 @@ class RestoreTracker(Worker):
         self._events_seen: object = None
         self._scanned_at: datetime | None = None
         self._snapshots_seen: object = None
-        self._wake = threading.Event()
 
     def mine(self, namespace: str) -> bool:
         """Whether this replica tracks ``namespace`` (``outcomes.namespaces``; empty: all)."""
         return self.tracks(namespace)
 
-    def observe(self, record: PodRecord | None) -> PodRecord | None:
-        """Note a pod record from the cache (the pods resource's convert hook); returns it."""
-        if record is not None and self.mine(record.namespace):
+    def observe(self, record: PodRecord) -> None:
+        """Note a pod record the pod cache now holds (called after the store update; O(1))."""
+        if self.mine(record.namespace):
             key = f"{record.namespace}/{record.name}"
             self._fresh.add(key)  # first: a pass that sees the key pending sees it fresh too
             if record.outcome is None and key not in self._decided:
                 self._pending[key] = record.uid
             if record.gated:
                 self._gates[key] = None
-            self._wake.set()
-        return record
+            self.notify()
 
     def gone(self, record: PodRecord) -> None:
         """A stamped pod left the pod cache (deleted, or its label removed): look at it in the
-        next pass (the pod cache's update hook; O(1))."""
+        next pass (called after the store update; O(1))."""
         self._gone.add(f"{record.namespace}/{record.name}")
-        self._wake.set()
+        self.notify()
 
-    def notify(self) -> None:
-        """Check soon (GKE events, snapshots or nodes changed, leadership gained)."""
-        self._wake.set()
-
-    def stop(self) -> None:
-        """Stop, waking the loop."""
-        super().stop()
-        self._wake.set()
-
-    def run(self) -> None:
-        """Evaluate on every wake-up, every ``recheck`` s and when a settle time ends."""
-        self.set_status("idle", synced=True)  # never gates readiness
-        delay = self.recheck
-        while not self.stopping:
-            self._wake.wait(delay)
-            self._wake.clear()
-            if not self.stopping:
-                delay = self.step()
-
-    def step(self) -> float:
-        """One pass (leader only); returns seconds until the next pass is due."""
+    def reconcile(self) -> float:
+        """One pass (leader only; woken by GKE events, snapshots, nodes, pod events and
+        leadership); returns seconds until the next pass is due."""
         if not self.is_leader():
             if self._leading_since is not None:
                 self._decided.clear()
-                self.checkpoints.reset()
             self._leading_since = self._scanned_at = self._full_at = None
             self._due.clear()
             self._pending.clear()
@@ -216,8 +189,7 @@ class RestoreTracker(Worker):
         scanned = due or facts != self._snapshots_seen
         if scanned:
             self._scanned_at, self._snapshots_seen = now, facts
-            self.warnings.report(state, now)
-            for key in self.checkpoints.report(state, now, self._leading_since):
+            for key in uploading_origins(state, self.mine):
                 origin = state.pods.get(key)
                 if origin is not None and origin.gated:
                     self._gates[key] = None

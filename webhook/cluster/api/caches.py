@@ -4,7 +4,8 @@
 nodes, ComputeClasses) and a ``/version`` ``Poller``. Whenever one of them changes it rebuilds an
 immutable ``ClusterState`` under a lock and swaps it in with a single assignment; ``state()`` only
 reads that attribute (no lock, no I/O), so admission answers from memory even while the API
-server is slow or down. Transport-agnostic: ``kube.py`` supplies the ``kubernetes``-backed one.
+server is slow or down. Transport-agnostic (``transport.KubeTransport`` is the real one). Who
+hears about changes (the controllers) is the manager's ``CacheHooks``, set at ``start``.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.base.config import SourceSettings
 from webhook.base.types import RawObject
-from webhook.cluster.records import pod_record, selected_label_query
-from webhook.cluster.reflector import Reflector
-from webhook.cluster.syncing import Poller, Resource, Timing, Transport, Worker
+from webhook.cluster.api.records import pod_record, selected_label_query
+from webhook.cluster.api.reflector import Reflector
+from webhook.cluster.api.syncing import Poller, Resource, Timing, Transport, Worker
 from webhook.kube.matching import PolicyIndex
+from webhook.snapshots.config_refs import ConfigIndex
 from webhook.snapshots.evidence import GKE_EVENT_REASON, gke_event, index_events, updated_events
 from webhook.snapshots.facts import (
     compute_class_facts,
@@ -56,9 +59,8 @@ def _where(obj: RawObject) -> str:
 
 def resources(
     prefix: str,
-    on_pod: Callable[[PodRecord | None], PodRecord | None] | None = None,
-    on_pod_changed: Callable[[PodRecord | None], None] | None = None,
     join: RecordJoin | None = None,
+    on_pod: Callable[[PodRecord | None, PodRecord | None], None] | None = None,
 ) -> tuple[Resource, ...]:
     """The watched collections, in ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
 
@@ -66,6 +68,8 @@ def resources(
     that). Namespaces keep only ``prefix`` labels; nodes only the GKE labels in ``facts``.
     PodSnapshots and snapready's SnapshotRecords tell ``join`` which ``namespace/name``
     changed, so the state's snapshot index carries each record (``snapshots.records``).
+    ``on_pod(old, new)`` hears every pod event once the pod cache holds it (``Resource.after``;
+    never from ``convert``).
     """
     touched = join or RecordJoin()
     return (
@@ -113,12 +117,12 @@ def resources(
         Resource(
             "pods",
             (f"/api/v1/pods?{selected_label_query(prefix)}",),
-            convert=lambda obj: (on_pod or _same)(pod_record(obj, prefix)),
+            convert=lambda obj: pod_record(obj, prefix),
             # The cache's own dict, keyed ``namespace/name``: O(1) per event at 20,000 pods
             # (readers only look up; the reflector swaps in a new dict on a relist).
             build=lambda items: items,
-            # Called once the changed record is in that dict (``convert`` runs before).
-            update=lambda view, old, new: _after(view, on_pod_changed, None if new else old),
+            update=_same_view,  # the reflector edited that dict in place
+            after=on_pod,
         ),
         Resource(
             # GKE's own restore evidence: only Events of reason GKEPodSnapshotting (a field
@@ -166,19 +170,8 @@ def _one(join: RecordJoin, old: Any, new: Any, view: Any) -> Any:
     return view
 
 
-def _same(record: PodRecord | None) -> PodRecord | None:
-    return record
-
-
-def _after(
-    view: Any,
-    notify: Callable[[PodRecord | None], None] | None,
-    gone: PodRecord | None,
-) -> Any:
-    """The pods view unchanged (the reflector edited it in place), after telling ``notify``
-    (with the record that left the cache, on a deletion or a lost label; else None)."""
-    if notify is not None:
-        notify(gone)
+def _same_view(view: Any, old: Any, new: Any) -> Any:
+    """The pods view unchanged: the reflector edits the cache's dict in place."""
     return view
 
 
@@ -193,12 +186,44 @@ def timing_from(source: SourceSettings) -> Timing:
     )
 
 
+@dataclass(frozen=True)
+class CacheHooks:
+    """Who the caches tell about changes, and the two state inputs that are not caches.
+
+    Every listener is called after the change is in the cache's store and the new state is
+    published, and must not block (it sets a flag or queues: O(1)). Set once, at ``start``.
+
+    Attributes:
+        policies: the policy index changed (synced).
+        snapshots: PodSnapshots, their records or node pools changed (a node-pool upgrade
+            makes snapshots stale).
+        evidence: GKE's snapshot Events or a stamped pod changed (restore outcomes).
+        pods: every pod event's record once the pod cache holds it (changed or not).
+        pods_gone: a stamped pod that left the pod cache (deleted, or its label removed).
+        synced: every cache has listed after not having (lock held; the first sync, or after
+            one was lost).
+        configs: the Secret/ConfigMap metadata index (``ClusterState.configs``); None: empty.
+        scope_in_sync: whether the webhook scope is in sync (``ClusterState.scope_synced``);
+            None: not reconciled in this process.
+    """
+
+    policies: tuple[Callable[[], None], ...] = ()
+    snapshots: tuple[Callable[[], None], ...] = ()
+    evidence: tuple[Callable[[], None], ...] = ()
+    pods: tuple[Callable[[PodRecord], None], ...] = ()
+    pods_gone: tuple[Callable[[PodRecord], None], ...] = ()
+    synced: tuple[Callable[[], None], ...] = ()
+    configs: Callable[[], ConfigIndex] | None = None
+    scope_in_sync: Callable[[], bool] | None = None
+
+
 class ClusterSource:
     """Background caches of the cluster and the ``ClusterState`` they add up to.
 
-    Lifecycle: ``start()`` once, ``state()`` any time from any thread, ``stop()`` at shutdown.
-    ``state().synced`` turns True once every cache has listed once (a not-served API counts as
-    listed); it is what ``/readyz`` and the ``snapready_policy_source_synced`` gauge report.
+    Lifecycle: ``attach`` the controllers, ``start(hooks)`` once, ``state()`` any time from any
+    thread, ``stop()`` at shutdown. ``state().synced`` turns True once every cache (and every
+    attached worker) has synced once (a not-served API counts as listed); it is what
+    ``/readyz`` and the ``snapready_policy_source_synced`` gauge report.
     """
 
     def __init__(
@@ -212,10 +237,10 @@ class ClusterSource:
         self._lock = threading.Lock()
         self._join = RecordJoin()
         self._on_stop = on_stop
-        self.pod_listeners: list[Callable[[PodRecord | None], PodRecord | None]] = []
+        self._hooks = CacheHooks()
         self.reflectors = {
             r.name: Reflector(r, transport, timing, self._lock, self._rebuild)
-            for r in resources(prefix, self._observe_pod, self._pod_changed, self._join)
+            for r in resources(prefix, self._join, self._pod_event)
         }
         self.version = Poller(
             "version",
@@ -226,31 +251,7 @@ class ClusterSource:
             lock=self._lock,
             on_change=self._rebuild,
         )
-        self.extra: list[Worker] = []
-        self.scope: Any = None
-        """The webhook-scope controller, when attached (its ``in_sync`` feeds the state)."""
-        self.restores: Any = None
-        """The restore tracker, when attached (its ``listeners`` take outcome callbacks)."""
-        self.origins: Any = None
-        """The origin recorder, when attached (its ``rejected`` counts feed a metric)."""
-        self.configs: Any = None
-        """The metadata-only Secret/ConfigMap watch (``cluster.config_watch``), when attached."""
-        self.lifecycle: Any = None
-        """The snapshot lifecycle worker, when attached (its ``prunable`` feeds the gauge)."""
-        self.fence: Any = None
-        """The lease-fenced transport every writer uses (``cluster.fence``), when attached."""
-        self.audit: Any = None
-        """The audit and its policy reports (``cluster.audit``), when attached."""
-        self.on_policies: list[Callable[[], None]] = []
-        self.on_synced: list[Callable[[], None]] = []
-        """Called (lock held) each time every cache has listed after not having (the first
-        sync, or after one was lost); ``heap.end_sync`` runs once."""
-        self.on_snapshots: list[Callable[[], None]] = []
-        """Woken when PodSnapshots or node pools change (origin records, stale snapshots)."""
-        self.pods_gone: list[Callable[[PodRecord], None]] = []
-        """Told about a stamped pod that left the pod cache (deleted, or its label removed)."""
-        self.on_evidence: list[Callable[[], None]] = []
-        """Woken when GKE's snapshot Events or a stamped pod changed (restore outcomes)."""
+        self.attached: list[Worker] = []  # leader election, controllers (``attach``)
         self._events_seen: object = None
         self._nodes_seen: object = None
         self._nodes: Mapping[str, NodeView] = {}
@@ -260,20 +261,19 @@ class ClusterSource:
         with self._lock:
             self._rebuild()
 
-    def _pod_changed(self, gone: PodRecord | None) -> None:
-        """A pod watch event is in the cache: tell the pod-gone listeners about a record that
-        left it, then wake the evidence listeners (O(1) each)."""
-        if gone is not None:
-            for listener in self.pods_gone:
-                listener(gone)
-        for notify in self.on_evidence:
-            notify()
-
-    def _observe_pod(self, record: PodRecord | None) -> PodRecord | None:
-        """Every pod record the pod cache converts, to the attached listeners (O(1) each)."""
-        for listener in self.pod_listeners:
-            listener(record)
-        return record
+    def _pod_event(self, old: PodRecord | None, new: PodRecord | None) -> None:
+        """A pod event is in the cache (no lock held): to the pod (or pod-gone) listeners, then
+        the evidence ones when it changed."""
+        hooks = self._hooks
+        if new is not None:
+            for listener in hooks.pods:
+                listener(new)
+        elif old is not None:
+            for gone in hooks.pods_gone:
+                gone(old)
+        if old != new:
+            for notify in hooks.evidence:
+                notify()
 
     @property
     def lock(self) -> threading.Lock:
@@ -281,9 +281,9 @@ class ClusterSource:
         return self._lock
 
     def attach(self, worker: Worker) -> None:
-        """Add a worker (leader election, webhook scope) before ``start``; its ``synced`` gates
+        """Add a worker (leader election, a controller) before ``start``; its ``synced`` gates
         readiness and its status shows in ``/readyz`` like a cache's."""
-        self.extra.append(worker)
+        self.attached.append(worker)
 
     def served_api(self, name: str) -> str | None:
         """The served API path of a watched resource (``/apis/podsnapshot.gke.io/v1``), or None
@@ -300,8 +300,8 @@ class ClusterSource:
 
     @property
     def workers(self) -> tuple[Worker, ...]:
-        """Every cache thread: the reflectors, then the version poller."""
-        return (*self.reflectors.values(), self.version, *self.extra)
+        """Every thread: the reflectors, the version poller, then the attached workers."""
+        return (*self.reflectors.values(), self.version, *self.attached)
 
     def state(self) -> ClusterState:
         """The current snapshot: one attribute read, safe from any thread, never blocks."""
@@ -311,13 +311,17 @@ class ClusterSource:
         """Whether every cache has synced once (for readiness and metrics)."""
         return self._state.synced
 
-    def start(self) -> None:
-        """Start every cache thread (returns at once; readiness follows ``synced``)."""
+    def start(self, hooks: CacheHooks | None = None) -> None:
+        """Start every thread, ``hooks`` told about changes; returns at once."""
+        if hooks is not None:
+            with self._lock:
+                self._hooks = hooks
+                self._rebuild()  # the state inputs of ``hooks`` (configs, scope)
         for worker in self.workers:
             worker.start()
 
     def stop(self, timeout: float = 5.0) -> bool:
-        """Stop every cache, abort open watches, wait up to ``timeout`` s; True if all ended."""
+        """Stop every thread, abort open watches, wait up to ``timeout`` s; True if all ended."""
         for worker in self.workers:
             worker.stop()
         ended = all([worker.join(timeout) for worker in self.workers])
@@ -337,12 +341,10 @@ class ClusterSource:
         self._rebuild()
 
     def _rebuild(self) -> None:
-        # Called with self._lock held by the worker that changed; builds, then swaps atomically.
+        # Called with self._lock held by the worker that changed; builds, swaps atomically,
+        # then wakes the listeners of what changed.
+        hooks = self._hooks
         policies = self.reflectors["podsnapshotpolicies"]
-        if policies.synced and policies.view is not self._policies_seen:
-            self._policies_seen = policies.view
-            for notify in self.on_policies:  # never blocks: listeners only set an event
-                notify()
         classes = self.reflectors["computeclasses"]
         budgets = self.reflectors["poddisruptionbudgets"]
         snapshots, records = self.reflectors["podsnapshots"], self.reflectors["snapshotrecords"]
@@ -370,20 +372,28 @@ class ClusterSource:
             gke_events=self.reflectors["gkeevents"].view,
             pods_known=self.reflectors["pods"].synced,
             disruption_budgets=budgets.view if budgets.served and budgets.synced else None,
-            configs=self.configs.view() if self.configs is not None else {},
-            scope_synced=None if self.scope is None else bool(self.scope.in_sync),
+            configs=hooks.configs() if hooks.configs is not None else {},
+            scope_synced=None if hooks.scope_in_sync is None else bool(hooks.scope_in_sync()),
         )
+        self._wake(hooks, first)
+
+    def _wake(self, hooks: CacheHooks, first: bool) -> None:
+        """After the swap (lock held): the listeners of what changed since the last rebuild."""
+        policies = self.reflectors["podsnapshotpolicies"]
+        if policies.synced and policies.view is not self._policies_seen:
+            self._policies_seen = policies.view
+            for notify in hooks.policies:
+                notify()
         if first:
-            for call in self.on_synced:
+            for call in hooks.synced:
                 call()
-        # Snapshots or node pools changed (a node-pool upgrade makes snapshots stale).
-        facts = (joined, self.reflectors["nodes"].view)
+        facts = (self._state.snapshots, self.reflectors["nodes"].view)
         if facts != self._snapshots_seen:
             self._snapshots_seen = facts
-            for notify in self.on_snapshots:  # after the swap; listeners only set an event
+            for notify in hooks.snapshots:
                 notify()
         events = self.reflectors["gkeevents"].view
         if events is not self._events_seen:
             self._events_seen = events
-            for notify in self.on_evidence:
+            for notify in hooks.evidence:
                 notify()

@@ -14,7 +14,7 @@ PodSnapshot, owned by it (garbage-collected with it), created with field manager
 ``snapready-origin``. It is never written on the PodSnapshot: GKE's ValidatingAdmissionPolicy
 refuses that (domain.md section 10). Every replica reads the records from its cache, so the
 admission path never makes an API call. Followers write nothing, and every write is
-lease-fenced (``cluster.fence``). Compare-before-write: the leader GETs the record right before
+lease-fenced (``cluster.api.fence``). Compare-before-write: the leader GETs the record right before
 creating it and leaves one written for this PodSnapshot's uid alone, so a hand-over never
 writes a record twice. A leftover record of an earlier PodSnapshot of the same name (its uid
 differs) is deleted (with a uid precondition) and written anew.
@@ -38,28 +38,23 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
 from typing import Protocol
 
 from webhook.base.types import RawObject, mapping
-from webhook.cluster.fence import NotLeader
-from webhook.cluster.syncing import Conflict, NotServed, TransportError, Worker, describe
-from webhook.kube.gke import (
-    ACCELERATOR,
-    ARCHITECTURE,
-    GPU_DRIVER_VERSION,
-    INSTANCE_TYPE,
-    MACHINE_FAMILY,
+from webhook.cluster.api.syncing import Conflict, NotServed, TransportError, describe
+from webhook.cluster.controllers.base import Reconciler
+from webhook.cluster.controllers.origins.build import (
+    LEGACY_FIELD_MANAGER,
+    build_record,
+    created_before,
+    ours,
+    permanent,
 )
-from webhook.pod.distill import fingerprint
-from webhook.pod.fields import field_digests
-from webhook.pod.restore import group_of
 from webhook.snapshots.config_refs import ConfigMeta, config_meta, consumed, refs_of
 from webhook.snapshots.outcomes import parse_time
 from webhook.snapshots.records import (
     GROUP,
     PLURAL,
-    RECORD_ACTIONS,
     VERSION,
     RecordAction,
     record_object,
@@ -67,11 +62,10 @@ from webhook.snapshots.records import (
     record_view,
 )
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.views import ConfigRef, OriginRecord, SnapshotView, workload_of
+from webhook.snapshots.views import ConfigRef, OriginRecord, SnapshotView
 
 log = logging.getLogger("snapready.origins")
-LEGACY_FIELD_MANAGER = "snapready-origin"
-"""The field manager older snapready versions patched the ``<prefix>origin`` annotation with."""
+__all__ = ["LEGACY_FIELD_MANAGER", "OriginRecorder", "OriginTransport"]
 
 
 class OriginTransport(Protocol):
@@ -84,68 +78,7 @@ class OriginTransport(Protocol):
     def delete(self, path: str, *, uid: str = "") -> RawObject: ...
 
 
-def node_facts(state: ClusterState, node_name: str | None) -> dict[str, str | None]:
-    """The origin node's facts from the node cache; every key None when the node is unknown."""
-    view = state.nodes.get(node_name) if node_name else None
-    if view is None:
-        return {}
-    return {
-        "pool": view.pool,
-        "family": view.label(MACHINE_FAMILY),
-        "instanceType": view.label(INSTANCE_TYPE),
-        "arch": view.label(ARCHITECTURE),
-        "version": view.version,
-        "accelerator": view.label(ACCELERATOR),
-        "gpuDriver": view.label(GPU_DRIVER_VERSION),
-    }
-
-
-def build_record(
-    view: SnapshotView,
-    pod: RawObject | None,
-    state: ClusterState,
-    config: tuple[ConfigRef, ...] | None = None,
-) -> OriginRecord:
-    """The record of ``view`` from its live origin pod (``None``: gone), the caches and the
-    consumed configuration read for it (``config``; None: not known).
-
-    The node is GKE's ``origin-node`` (``view.origin_node``) when GKE names one, else the
-    origin pod's ``spec.nodeName`` (``node_from`` says which).
-    """
-    policy = next(
-        (p for p in state.policies.by_namespace.get(view.namespace, ()) if p.name == view.policy),
-        None,
-    )
-    cached = state.pods.get(f"{view.namespace}/{view.origin_pod}") if view.origin_pod else None
-    if pod is not None:
-        metadata, spec = mapping(pod.get("metadata")), mapping(pod.get("spec"))
-        labels = {k: v for k, v in mapping(metadata.get("labels")).items() if isinstance(v, str)}
-        node = spec.get("nodeName")
-        spec_hash: str | None = fingerprint(pod)
-        fields = field_digests(pod)
-        workload = workload_of(metadata)
-    elif cached is not None:
-        labels, node = dict(cached.labels), cached.node_name
-        spec_hash, fields, workload = cached.spec_hash, {}, cached.owner
-    else:
-        labels, node, spec_hash, fields, workload = {}, None, None, {}, None
-    pod_node = node if isinstance(node, str) and node else None
-    node_name = view.origin_node or pod_node
-    return OriginRecord(
-        pod=view.origin_pod,
-        spec_hash=spec_hash,
-        fields=fields,
-        node=node_facts(state, node_name),
-        group=group_of(policy, labels) if policy is not None else {},
-        workload=workload,
-        config=config if pod is not None else None,
-        node_name=node_name,
-        node_from="gke" if view.origin_node else ("pod" if pod_node else None),
-        triggered_by=view.triggered_by,
-    )
-
-
-class OriginRecorder(Worker):
+class OriginRecorder(Reconciler):
     """Writes a SnapshotRecord for every PodSnapshot without one (leader only); wakes on cache
     changes and every minute.
 
@@ -177,7 +110,7 @@ class OriginRecorder(Worker):
         metadata: OriginTransport | None = None,
         mine: Callable[[str], bool] = lambda _namespace: True,
     ) -> None:
-        super().__init__("originRecords", lock, on_change)
+        super().__init__("originRecords", lock, on_change, period=recheck_seconds)
         self.mine, self.records_served = mine, records_served
         self.transport, self.state, self.snapshot_api = transport, state, snapshot_api
         self.is_leader, self.prefix, self.recheck = is_leader, prefix, recheck_seconds
@@ -191,7 +124,6 @@ class OriginRecorder(Worker):
         written again from it)."""
         self._config_refused = False
         self._unserved_said = False
-        self._wake = threading.Event()
 
     @property
     def written(self) -> int:
@@ -208,23 +140,10 @@ class OriginRecorder(Worker):
         """The pod annotation admission stamps the fingerprint in (``<prefix>spec-hash``)."""
         return self.prefix + "spec-hash"
 
-    def notify(self) -> None:
-        """Look for new snapshots soon (a cache changed, or leadership was gained)."""
-        self._wake.set()
-
-    def stop(self) -> None:
-        """Stop, waking the loop."""
-        super().stop()
-        self._wake.set()
-
-    def run(self) -> None:
-        """Record on every wake-up (changes) and every ``recheck`` seconds."""
-        self.set_status("idle", synced=True)  # records never gate readiness
-        while not self.stopping:
-            self._wake.wait(self.recheck)
-            self._wake.clear()
-            if not self.stopping:
-                self.record_missing()
+    def reconcile(self) -> None:
+        """Record on every wake-up (a cache changed, leadership gained) and every ``recheck``
+        seconds (``record_missing``)."""
+        self.record_missing()
 
     def _writable(self, state: ClusterState) -> str | None:
         """The PodSnapshot API path when this replica may write records now, else None."""
@@ -275,15 +194,15 @@ class OriginRecorder(Worker):
             try:
                 count += self._write(api, view, state)
             except (TransportError, NotServed) as exc:
-                permanent = _permanent(exc)
+                refused = permanent(exc)
                 log.warning(
                     "origin record of %s/%s not written%s: %s",
                     namespace,
                     name,
-                    " (not retried until it changes)" if permanent else "",
+                    " (not retried until it changes)" if refused else "",
                     describe(exc),
                 )
-                if not permanent:
+                if not refused:
                     self._handled.pop((namespace, name), None)  # retried on the next pass
         self._forget(present, state)
         if count:
@@ -370,7 +289,7 @@ class OriginRecorder(Worker):
                 old is not None
                 and metadata.get("uid") == view.uid
                 and old.pod == view.origin_pod
-                and _ours(metadata, self.key)
+                and ours(metadata, self.key)
                 and (not stamped or stamped == old.spec_hash)
             ):
                 converted = replace(
@@ -412,7 +331,7 @@ class OriginRecorder(Worker):
         its origin) and still has the fingerprint admission stamped on it; else from the pod
         cache under the same creation rule; else a record of an unknown origin."""
         taken = parse_time(view.created)
-        if pod is not None and not _before(
+        if pod is not None and not created_before(
             mapping(pod.get("metadata")).get("creationTimestamp"), taken
         ):
             log.warning(
@@ -427,7 +346,7 @@ class OriginRecorder(Worker):
             cached = (
                 state.pods.get(f"{view.namespace}/{view.origin_pod}") if view.origin_pod else None
             )
-            if cached is not None and not _before(cached.created, taken):
+            if cached is not None and not created_before(cached.created, taken):
                 return build_record(replace(view, origin_pod=None), None, state)
             return build_record(view, None, state)
         record = build_record(view, pod, state, self._config(view.namespace, pod, state))
@@ -477,43 +396,3 @@ class OriginRecorder(Worker):
                     self._config_refused = True
                 return None
         return refs_of(pod, metas)
-
-
-def _ours(metadata: RawObject, key: str) -> bool:
-    """Whether ``managedFields`` says an older snapready's field manager last wrote annotation
-    ``key`` (a cheap filter: anyone who could patch PodSnapshots then could claim the name)."""
-    needle = "f:" + key
-    for entry in metadata.get("managedFields") or ():
-        if isinstance(entry, dict) and entry.get("manager") == LEGACY_FIELD_MANAGER:
-            annotations = mapping(mapping(entry.get("fieldsV1")).get("f:metadata")).get(
-                "f:annotations"
-            )
-            if isinstance(annotations, dict) and needle in annotations:
-                return True
-    return False
-
-
-def _before(created: object, taken: datetime | None) -> bool:
-    """Whether a pod created at ``created`` (RFC 3339, whole seconds) existed when the snapshot
-    was created (the same second counts: both times are truncated); unknown times are not
-    before (the origin is then unknown, never guessed)."""
-    moment = parse_time(created) if isinstance(created, str) else None
-    return moment is not None and taken is not None and moment <= taken
-
-
-def _permanent(exc: Exception) -> bool:
-    """A refusal that repeats until the object changes (HTTP 4xx but 409 Conflict and 429)."""
-    if isinstance(exc, Conflict | NotLeader):
-        return False
-    text = str(exc)
-    return text.startswith("HTTP 4") and not text.startswith("HTTP 429")
-
-
-__all__ = [
-    "RECORD_ACTIONS",
-    "OriginRecorder",
-    "OriginTransport",
-    "RecordAction",
-    "build_record",
-    "node_facts",
-]

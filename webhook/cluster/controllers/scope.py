@@ -25,7 +25,8 @@ from typing import Any, Protocol
 
 from webhook.base.config import ScopeSettings
 from webhook.base.types import RawObject
-from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
+from webhook.cluster.api.syncing import NotServed, TransportError, describe
+from webhook.cluster.controllers.base import Reconciler
 from webhook.kube.matching import PolicyIndex
 from webhook.kube.scope import CONDITION_NAME, CUSTOM_RESOURCES, Scope, build_scope
 
@@ -89,7 +90,7 @@ def scope_patch(configuration: RawObject, scope: Scope) -> list[RawObject]:
     return ops
 
 
-class ScopeController(Worker):
+class ScopeController(Reconciler):
     """Reconciles the scope of the two configurations named in ``settings``.
 
     Args:
@@ -113,39 +114,35 @@ class ScopeController(Worker):
         lock: threading.Lock,
         on_change: Callable[[], None],
     ) -> None:
-        super().__init__("webhookScope", lock, on_change)
+        super().__init__("webhookScope", lock, on_change, period=settings.recheck_seconds)
         self.transport, self.settings = transport, settings
         self.custom = custom
         self.policies, self.is_leader = policies, is_leader
         self.in_sync = False
         self.level = "none"
-        self._wake = threading.Event()
+        self._retry = FIRST_SYNC_RETRY
         self._last_error: str | None = None
 
+    first_delay = 0.0
+    initial_status = None  # ``synced`` follows the first reconcile (readiness waits for it)
+
     def notify(self) -> None:
-        """Reconcile soon (a policy changed, or leadership was gained)."""
-        self._wake.set()
+        """Reconcile soon (a policy changed, or leadership was gained); a wake-up starts the
+        retry delay again at 2 s."""
+        self._retry = FIRST_SYNC_RETRY
+        super().notify()
 
-    def stop(self) -> None:
-        """Stop, waking the loop."""
-        super().stop()
-        self._wake.set()
+    def reconcile(self) -> float:
+        """One pass; then ``recheck_seconds`` while in sync, else a retry after 2 s doubling up
+        to ``MAX_RETRY`` (a ``notify`` starts again at 2 s)."""
+        self.sync()
+        if self.in_sync:
+            self._retry = FIRST_SYNC_RETRY
+            return self.settings.recheck_seconds
+        wait, self._retry = self._retry, min(2 * self._retry, MAX_RETRY)
+        return wait
 
-    def run(self) -> None:
-        """Reconcile on every wake-up and every ``recheck_seconds``; while not in sync, retry
-        after 2 s, doubling up to ``MAX_RETRY`` (a wake-up starts again at 2 s)."""
-        retry = FIRST_SYNC_RETRY
-        while not self.stopping:
-            self.reconcile()
-            if self.in_sync:
-                wait, retry = self.settings.recheck_seconds, FIRST_SYNC_RETRY
-            else:
-                wait, retry = retry, min(2 * retry, MAX_RETRY)
-            if self._wake.wait(wait):
-                retry = FIRST_SYNC_RETRY
-            self._wake.clear()
-
-    def reconcile(self) -> None:
+    def sync(self) -> None:
         """One pass: compute, compare, write if leader; status says what happened."""
         index = self.policies()
         if index is None:

@@ -4,7 +4,7 @@ Admission judges a pod once, when it is created, and only when a policy selects 
 created before snapready, before the policy that selects them now, or while snapready was down
 under ``failurePolicy: Ignore`` were never judged. The audit judges every object a
 PodSnapshotPolicy selects, as admission would now (``admission.audit.judge``: the same engine,
-rules, modes and prediction), and writes one report per object (``cluster.reports``):
+rules, modes and prediction), and writes one report per object (``reports``):
 
 - when: a full pass when this replica starts leading and every ``reports.audit_period_seconds``;
   a pass over a namespace whose policies appeared, changed or went; and at once for a stamped
@@ -34,25 +34,25 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 
-from webhook.admission.audit import Judgement, judge
+from webhook.admission.audit import Judgement
 from webhook.admission.decision import namespace_ignored
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings
 from webhook.base.types import RawObject, mapping
-from webhook.cluster.audit_queue import StampedQueue
-from webhook.cluster.lifecycle import TEMPLATE_LISTS, Bucket
-from webhook.cluster.reports import ReportWriter, WriteTransport
-from webhook.cluster.syncing import (
+from webhook.cluster.api.syncing import (
     Gone,
     NotServed,
     Timing,
     Transport,
     TransportError,
-    Worker,
     describe,
 )
+from webhook.cluster.api.templates import TEMPLATE_LISTS
+from webhook.cluster.controllers.audit.passes import Found, judge_quietly, never_judged, summary
+from webhook.cluster.controllers.audit.queue import StampedQueue
+from webhook.cluster.controllers.audit.reports import ReportWriter, WriteTransport
+from webhook.cluster.controllers.base import Bucket, Reconciler
 from webhook.kube.matching import Policy
 from webhook.snapshots.audit import (
     TERMINAL_PHASES,
@@ -70,18 +70,7 @@ POLL = 5.0
 """Seconds between looks at what is due when nothing wakes the worker."""
 
 
-class _Pass:
-    """What one pass over one namespace found: the reports it stands behind, the never-judged
-    objects, and whether every list completed (only then are other reports deleted)."""
-
-    def __init__(self) -> None:
-        self.keep: set[str] = set()
-        self.never: dict[str, NeverJudged] = {}
-        self.complete = True
-        self.judged: set[str] = set()
-
-
-class AuditWorker(Worker):
+class AuditWorker(Reconciler):
     """The audit and its reports, leader only (module docstring).
 
     Args:
@@ -109,7 +98,9 @@ class AuditWorker(Worker):
         timing: Timing,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__("reports", lock, on_change)
+        super().__init__(
+            "reports", lock, on_change, period=min(POLL, settings.reports.audit_period_seconds)
+        )
         self.reads, self.engine, self.settings = reads, engine, settings
         self.config = settings.reports
         self.state, self.is_leader, self.clock, self.timing = state, is_leader, clock, timing
@@ -142,7 +133,6 @@ class AuditWorker(Worker):
         """Full passes in this leadership term (the first one reads every pod)."""
         self._during: set[str] = set()
         """Pods judged from the queue since the current namespace pass began (kept)."""
-        self._wake = threading.Event()
 
     # --- hooks (called from other threads; O(1)) ---------------------------------------------
 
@@ -155,7 +145,7 @@ class AuditWorker(Worker):
         if self.mine(record.namespace) and self.queue.offer(
             record.uid, record.namespace, record.name, shape
         ):
-            self._wake.set()
+            self.notify()
         return record
 
     def gone(self, record: PodRecord) -> None:
@@ -164,18 +154,9 @@ class AuditWorker(Worker):
         self.never.pop(record.uid, None)
         self.writer.forget(record.namespace, record.uid)
 
-    def policies_changed(self) -> None:
-        """The policy cache changed: the namespaces whose policies differ are audited soon."""
-        self._wake.set()
-
-    def notify(self) -> None:
-        """Leadership gained: a full pass soon."""
-        self._wake.set()
-
     def stop(self) -> None:
         """Stop the loop and the report cache."""
         super().stop()
-        self._wake.set()
         self.writer.stop()
 
     def join(self, timeout: float) -> bool:
@@ -184,16 +165,12 @@ class AuditWorker(Worker):
 
     # --- the loop ------------------------------------------------------------------------------
 
-    def run(self) -> None:
-        """Look at what is due on every wake-up and every ``POLL`` seconds."""
-        self.set_status("starting", synced=True)  # reports never gate readiness
-        while not self.stopping:
-            self.step()
-            self._wake.wait(min(POLL, self.config.audit_period_seconds))
-            self._wake.clear()
+    first_delay = 0.0  # discovery at once, so ``/readyz`` says which report API is served
+    initial_status = "starting"  # reports never gate readiness
 
-    def step(self) -> None:
-        """Discovery when due; on the leader with an API served and synced caches: the due
+    def reconcile(self) -> None:
+        """One pass (woken by leadership, policy changes, queued pods; else every ``POLL`` s):
+        discovery when due; on the leader with an API served and synced caches, the due
         passes, then the queued pods."""
         now = self.clock()
         if now >= self._next_discovery:
@@ -247,18 +224,7 @@ class AuditWorker(Worker):
         self._seen_policies = now
 
     def _summary(self) -> str:
-        never = list(self.never.values())
-        denied = sum(1 for item in never if item.denied)
-        last = (
-            datetime.fromtimestamp(self.last_pass, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            if self.last_pass is not None
-            else "running"
-        )
-        count = len(self.writer.reports())
-        return (
-            f"{self.writer.note}: {count} report{'' if count == 1 else 's'}; audit: "
-            f"{len(never)} never judged ({denied} would be denied), last full pass {last}"
-        )
+        return summary(self.writer.note, len(self.writer.reports()), self.never, self.last_pass)
 
     # --- passes ------------------------------------------------------------------------------
 
@@ -301,7 +267,7 @@ class AuditWorker(Worker):
         policies = state.policies.by_namespace.get(namespace, ())
         if namespace_ignored(state, namespace, self.settings):
             policies = ()  # <prefix>ignore: admission judges nothing here, nor does the audit
-        found = _Pass()
+        found = Found()
         self._during = set()
         for policy in policies:
             path = with_query(
@@ -327,7 +293,7 @@ class AuditWorker(Worker):
                 self.writer.delete(report)
         return True
 
-    def _list(self, path: str, api_version: str, kind: str, found: _Pass) -> bool:
+    def _list(self, path: str, api_version: str, kind: str, found: Found) -> bool:
         """One paginated list, each item judged and reported as its page arrives; False when
         stopped or no longer leading (a failed list only marks the pass incomplete)."""
         alive = [True]
@@ -363,7 +329,7 @@ class AuditWorker(Worker):
                 return False
         return True
 
-    def _one(self, obj: RawObject, api_version: str, kind: str, found: _Pass) -> None:
+    def _one(self, obj: RawObject, api_version: str, kind: str, found: Found) -> None:
         """Judge one listed object, write its report and note what the pass found."""
         metadata = mapping(obj.get("metadata"))
         uid = str(metadata.get("uid") or "")
@@ -380,22 +346,10 @@ class AuditWorker(Worker):
         self._report(judgement, obj)
         found.keep.add(uid)
         if not judgement.admitted:
-            found.never[uid] = _never(judgement)
+            found.never[uid] = never_judged(judgement)
 
     def _judge(self, obj: RawObject, api_version: str, kind: str) -> Judgement | None:
-        """``admission.audit.judge``; an object that cannot be judged is logged and skipped."""
-        try:
-            return judge(obj, api_version, kind, self.engine)
-        except Exception as exc:  # one odd object never stops the audit
-            metadata = mapping(obj.get("metadata"))
-            log.warning(
-                "audit: %s %s/%s not judged: %s",
-                kind,
-                metadata.get("namespace"),
-                metadata.get("name"),
-                describe(exc),
-            )
-            return None
+        return judge_quietly(obj, api_version, kind, self.engine)
 
     def _report(self, judgement: Judgement, obj: RawObject) -> None:
         """Write the report and remember the pod's shape (outcome, finished) as judged."""
@@ -439,13 +393,7 @@ class AuditWorker(Worker):
         if judgement.admitted:
             self.never.pop(uid, None)
         else:
-            self.never[uid] = _never(judgement)
-
-
-def _never(judgement: Judgement) -> NeverJudged:
-    return NeverJudged(
-        judgement.scope.namespace, judgement.policy, judgement.scope.kind, judgement.denied
-    )
+            self.never[uid] = never_judged(judgement)
 
 
 __all__ = ["AuditWorker"]

@@ -25,8 +25,8 @@ from typing import Protocol
 from urllib.parse import quote
 
 from webhook.base.types import RawObject
-from webhook.cluster.records import pod_record
-from webhook.cluster.syncing import NotServed, TransportError, describe
+from webhook.cluster.api.records import pod_record
+from webhook.cluster.api.syncing import NotServed, TransportError, describe
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.selection import selecting_policies
 

@@ -21,13 +21,16 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.cluster.reflector import Reflector
-from webhook.cluster.syncing import Resource, Timing, Transport, Worker
+from webhook.cluster.api.reflector import Reflector
+from webhook.cluster.api.syncing import Resource, Timing, Transport
+from webhook.cluster.controllers.base import Reconciler
 from webhook.snapshots.config_refs import ConfigIndex, ConfigMeta, config_meta, watched_namespaces
 from webhook.snapshots.state import ClusterState
 
 log = logging.getLogger("snapready.kube")
 KINDS = (("Secret", "secrets"), ("ConfigMap", "configmaps"))
+RECHECK = 60.0
+"""Seconds between looks at the namespaces when no snapshot change wakes the watch."""
 
 
 def _resource(namespace: str, kind: str, plural: str) -> Resource:
@@ -39,7 +42,7 @@ def _resource(namespace: str, kind: str, plural: str) -> Resource:
     )
 
 
-class ConfigWatch(Worker):
+class ConfigWatch(Reconciler):
     """Starts and stops the per-namespace metadata reflectors; ``view()`` is their index.
 
     Args:
@@ -59,35 +62,24 @@ class ConfigWatch(Worker):
         on_change: Callable[[], None],
         mine: Callable[[str], bool] = lambda _namespace: True,
     ) -> None:
-        super().__init__("configWatch", lock, on_change)
+        super().__init__("configWatch", lock, on_change, period=RECHECK)
         self.transport, self.state, self.timing, self.mine = transport, state, timing, mine
         self.children: dict[str, tuple[Reflector, ...]] = {}
-        self._wake = threading.Event()
         self._seen: tuple[Any, ...] = ()
         self._view: ConfigIndex = {}
 
-    def notify(self) -> None:
-        """Snapshots changed: look at the namespaces again soon (never blocks)."""
-        self._wake.set()
+    first_delay = 0.0  # namespaces of the snapshots already listed, at once
 
     def stop(self) -> None:
         """Stop this loop and every namespace's reflectors."""
         super().stop()
-        self._wake.set()
         for reflectors in list(self.children.values()):
             for reflector in reflectors:
                 reflector.stop()
 
-    def run(self) -> None:
-        """Reconcile the namespaces on every wake-up (and every minute)."""
-        self.set_status("idle", synced=True)  # never gates readiness
-        while not self.stopping:
-            self.reconcile()
-            self._wake.wait(60.0)
-            self._wake.clear()
-
     def reconcile(self) -> None:
-        """Start reflectors for new namespaces, stop those of namespaces without snapshots."""
+        """Start reflectors for new namespaces, stop those of namespaces without snapshots;
+        woken when snapshots change (``notify``) and every ``RECHECK`` seconds."""
         state = self.state()
         if not state.snapshots_known:
             return

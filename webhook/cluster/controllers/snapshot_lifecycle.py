@@ -2,7 +2,7 @@
 
 Every replica runs the pass read-only, so each one's ``snapready_snapshots{state="prunable"}``
 agrees (``prunable``, read at scrape time); only the leader writes, every write through the
-lease-fenced transport (``cluster.fence``), each with an Event, none on an admission request:
+lease-fenced transport (``cluster.api.fence``), each with an Event, none on an admission request:
 
 - ``lifecycle.refresh: on``: one PodSnapshotManualTrigger per stale group of a manual policy
   (``snapshots.refresh.refresh_plan``), named ``trigger_name`` (policy, group, upgrade): a GET
@@ -36,8 +36,10 @@ from typing import Any, Protocol
 
 from webhook.base.config import Settings
 from webhook.base.types import RawObject, mapping
-from webhook.cluster.events import Event, EventRecorder, Regarding
-from webhook.cluster.syncing import Conflict, NotServed, TransportError, Worker, describe
+from webhook.cluster.api.events import Event, EventRecorder, Regarding
+from webhook.cluster.api.syncing import Conflict, NotServed, TransportError, describe
+from webhook.cluster.api.templates import TEMPLATE_LISTS
+from webhook.cluster.controllers.base import Bucket, Reconciler
 from webhook.kube.custom_views import matching_labels, workload_views
 from webhook.mutation import as_admitted
 from webhook.pod.distill import fingerprint
@@ -49,15 +51,6 @@ from webhook.snapshots.usage import UseCache, UseKey, pod_uses, use_keys
 
 log = logging.getLogger("snapready.lifecycle")
 POLICY_API = "podsnapshot.gke.io/v1"
-TEMPLATE_LISTS = (
-    ("apps/v1", "Deployment", "deployments"),
-    ("apps/v1", "StatefulSet", "statefulsets"),
-    ("apps/v1", "DaemonSet", "daemonsets"),
-    ("batch/v1", "Job", "jobs"),
-    ("batch/v1", "CronJob", "cronjobs"),
-)
-"""``(apiVersion, kind, resource)`` listed per candidate namespace
-(``snapshots.usage.LISTED_KINDS``)."""
 MIN_INTERVAL = 5.0
 """Seconds between two passes at least, however often the caches change: a pass over 20,000
 pods and 5,000 snapshots holds the interpreter for tens of ms, and nothing here needs to be
@@ -78,25 +71,7 @@ class LifecycleTransport(Protocol):
     def delete(self, path: str, *, uid: str = "") -> RawObject: ...
 
 
-class Bucket:
-    """Token bucket: ``burst`` at once, refilled at ``per_second`` (seconds from ``clock``)."""
-
-    def __init__(self, burst: int, per_second: float, clock: Callable[[], float]) -> None:
-        self.burst, self.per_second, self.clock = burst, per_second, clock
-        self.tokens, self.last = float(burst), clock()
-
-    def take(self) -> bool:
-        """One token if there is one."""
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.per_second)
-        self.last = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
-
-
-class LifecycleWorker(Worker):
+class LifecycleWorker(Reconciler):
     """Refresh triggers and prunes (module docstring); ``prunable`` for the gauge.
 
     Args:
@@ -121,7 +96,7 @@ class LifecycleWorker(Worker):
         settings: Settings,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__("lifecycle", lock, on_change)
+        super().__init__("lifecycle", lock, on_change, period=settings.lifecycle.recheck_seconds)
         self.transport, self.events, self.state = transport, events, state
         self.snapshot_api, self.is_leader, self.clock = snapshot_api, is_leader, clock
         self.settings, self.config = settings, settings.lifecycle
@@ -139,36 +114,18 @@ class LifecycleWorker(Worker):
         self._templates: dict[str, tuple[float, frozenset[UseKey] | None]] = {}
         self._announced: set[str] = set()
         self._triggered: set[str] = set()
-        self._wake = threading.Event()
         self._uses: UseCache = {}
 
     def mine(self, namespace: str) -> bool:
         """Whether this replica tracks ``namespace`` (``outcomes.namespaces``; empty: all)."""
         return self.settings.outcomes.tracks(namespace)
 
-    def notify(self) -> None:
-        """Pass soon (snapshots, nodes or stamped pods changed, leadership gained)."""
-        self._wake.set()
+    min_interval = MIN_INTERVAL  # a pass on every wake-up, at most one per ``MIN_INTERVAL``
 
-    def stop(self) -> None:
-        """Stop, waking the loop."""
-        super().stop()
-        self._wake.set()
-
-    def run(self) -> None:
-        """A pass on every wake-up (at most one per ``MIN_INTERVAL``) and every recheck."""
-        self.set_status("idle", synced=True)  # never gates readiness
-        while not self.stopping:
-            self._wake.wait(self.config.recheck_seconds)
-            self._wake.clear()
-            if self.stopping:
-                return
-            self.step()
-            if self.wait(MIN_INTERVAL):
-                return
-
-    def step(self) -> None:
-        """One pass: decide on every replica, write on the leader only."""
+    def reconcile(self) -> None:
+        """One pass (woken by snapshot, node and evidence changes, leadership gained, and
+        every ``lifecycle.recheck_seconds``): decide on every replica, write on the leader
+        only."""
         state = self.state()
         if not (state.synced and state.snapshots_known and state.pods_known):
             return  # nothing is judged, let alone written, before the caches are synced

@@ -14,7 +14,7 @@ report should say against the cached report's (and against the digest this repli
 moment ago, which the watch may not have delivered yet), so an unchanged object costs no
 request. Writes are a create (409: written meanwhile, patched instead), a JSON merge patch of
 the top-level fields (``results`` replaced whole, as RFC 7386 replaces arrays) or a DELETE with
-the cached uid as precondition, all through the lease-fenced transport (``cluster.fence``) and
+the cached uid as precondition, all through the lease-fenced transport (``cluster.api.fence``) and
 a token bucket (``reports.writes_per_second``, burst ``reports.write_burst``). A 4xx other
 than 409 and 429 is logged once per distinct message and not retried for that object until it
 changes; everything else is retried on the next judgement.
@@ -31,9 +31,8 @@ from typing import Protocol
 
 from webhook.base.reporting import ReportSettings
 from webhook.base.types import RawObject, mapping
-from webhook.cluster.lifecycle import Bucket
-from webhook.cluster.reflector import Reflector
-from webhook.cluster.syncing import (
+from webhook.cluster.api.reflector import Reflector
+from webhook.cluster.api.syncing import (
     Conflict,
     NotServed,
     Resource,
@@ -42,6 +41,7 @@ from webhook.cluster.syncing import (
     TransportError,
     describe,
 )
+from webhook.cluster.controllers.base import Bucket
 from webhook.kube.policy_reports import (
     ReportApi,
     ReportView,

@@ -17,7 +17,7 @@ from typing import Any
 
 from webhook.base.errors import ConfigError
 from webhook.base.types import RawObject
-from webhook.cluster.syncing import (
+from webhook.cluster.api.syncing import (
     Backoff,
     Gone,
     NotServed,
@@ -149,6 +149,9 @@ class Reflector(Worker):
             self.view = self.resource.build(items)
             self.synced, self.status = True, self._synced_status()
             self.on_change()
+        if self.resource.after is not None:
+            for value in items.values():
+                self.resource.after(None, value)
         self._backoff.reset()
         self._not_served_logged = False
         log.info("%s: listed %d at resourceVersion %s", self.name, len(items), version)
@@ -235,6 +238,8 @@ class Reflector(Worker):
                 self.view = self.resource.build(self.items)
             if changed or self.status != status_before:
                 self.on_change()
+        if self.resource.after is not None:
+            self.resource.after(previous, value)
 
     def _mark_not_served(self) -> None:
         with self.lock:
