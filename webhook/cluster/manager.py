@@ -144,7 +144,7 @@ def _leader_writers(
 ) -> tuple[OriginRecorder, RestoreTracker, CheckpointReporter, SnapshotWarnings, LifecycleWorker]:
     """The controllers that write only as leader, each through the fence (``metadata``: the
     metadata-only reads of consumed configuration, or None)."""
-    common = {"state": source.state, "lock": source.lock, "on_change": source.rebuild}
+    state, lock, rebuild = source.state, source.lock, source.rebuild
     mine = settings.outcomes.tracks
     origins = OriginRecorder(
         writes,
@@ -154,23 +154,37 @@ def _leader_writers(
         prefix=settings.prefix,
         metadata=metadata,
         mine=mine,
-        **common,
+        state=state,
+        lock=lock,
+        on_change=rebuild,
     )
-    restores = RestoreTracker(events, is_leader=is_leader, settings=settings, pods=writes, **common)
+    restores = RestoreTracker(
+        events,
+        is_leader=is_leader,
+        settings=settings,
+        pods=writes,
+        state=state,
+        lock=lock,
+        on_change=rebuild,
+    )
     checkpoints = CheckpointReporter(
         events,
         is_leader=is_leader,
         stall_seconds=settings.checkpoint.stall_seconds,
         catch_up_seconds=settings.outcomes.catch_up_seconds,
         mine=mine,
-        **common,
+        state=state,
+        lock=lock,
+        on_change=rebuild,
     )
     warnings = SnapshotWarnings(
         events,
         is_leader=is_leader,
         deletion_stuck_seconds=settings.restore.deletion_stuck_seconds,
         mine=mine,
-        **common,
+        state=state,
+        lock=lock,
+        on_change=rebuild,
     )
     lifecycle = LifecycleWorker(
         writes,
@@ -178,7 +192,9 @@ def _leader_writers(
         snapshot_api=lambda: source.served_api("podsnapshots"),
         is_leader=is_leader,
         settings=settings,
-        **common,
+        state=state,
+        lock=lock,
+        on_change=rebuild,
     )
     return origins, restores, checkpoints, warnings, lifecycle
 

@@ -52,7 +52,8 @@ from webhook.snapshots.state import ClusterState
 
 log = logging.getLogger("snapready.restores")
 MAX_SEEN = 200_000
-OutcomeListener = Callable[[PodRecord, Verdict], None]
+OutcomeListener = Callable[[PodRecord, Verdict], object]
+"""``(pod, verdict)`` for each decided outcome (metrics); what it returns is ignored."""
 
 
 class PodTransport(Protocol):

@@ -19,7 +19,7 @@ import jsonpatch
 import pytest
 from kubernetes import client
 
-from tests.cluster.test_snapshots import Env, make_env, take_snapshot
+from tests.cluster.controllers.test_snapshots import Env, make_env, take_snapshot
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from tests.support.gke_agent import GkeAgent

@@ -20,14 +20,14 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.cluster.test_snapshots import (
+from tests.cluster.controllers.test_snapshots import (
     GROUP,
     VERSION,
     Env,
     make_env,
     take_snapshot,
 )
-from tests.cluster.test_snapshots import env as env  # noqa: PLC0414 - the fixture, shared
+from tests.cluster.controllers.test_snapshots import env as env  # noqa: PLC0414 - the fixture, shared
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import service_account_token, wait_for
 from tests.support.records import get_record, records_in, view_of, wait_record

@@ -17,9 +17,9 @@ import pytest
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
-from tests.cluster.test_evidence import events, recorded_outcome
-from tests.cluster.test_restores import create_admitted, turn_ready
-from tests.cluster.test_snapshots import GROUP, VERSION, Env, make_env, take_snapshot
+from tests.cluster.controllers.test_evidence import events, recorded_outcome
+from tests.cluster.controllers.test_restores import create_admitted, turn_ready
+from tests.cluster.controllers.test_snapshots import GROUP, VERSION, Env, make_env, take_snapshot
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from webhook.cluster.api.events import Event, Regarding

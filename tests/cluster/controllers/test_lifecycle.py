@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.cluster.test_snapshots import (
+from tests.cluster.controllers.test_snapshots import (
     GROUP,
     NEW,
     VERSION,

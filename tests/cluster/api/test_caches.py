@@ -6,7 +6,7 @@ event, 403, 404 and CRDs appearing or disappearing, /version, shutdown with open
 against the envtest control plane in ``test_real_apiserver*.py``. What stays here is injected: a
 watch connection cut mid-stream, 410 as the HTTP status of a watch request, an API server that
 stops answering, 500 and 429 answers, and a missing kubeconfig. The engine is built by
-``server.build_engine`` with ``source.kind = kube`` (the wiring ``serve`` uses); a test rule that
+``server.open_source`` with ``source.kind = kube`` (the wiring ``serve`` uses); a test rule that
 reports one ``deny`` finding on every pod it sees makes "selected by a policy" visible.
 """
 
@@ -64,9 +64,9 @@ def start(api: FakeApiServer, tmp_path: Path) -> Iterator[Started]:
                 **source,
             }
         )
-        source = open_source(settings)
-        sources.append(source)
-        engine = dataclasses.replace(source.engine, rules=(SelectedRule(),))
+        started = open_source(settings)
+        sources.append(started)
+        engine = dataclasses.replace(started.engine, rules=(SelectedRule(),))
         if wait:
             api.wait_for(lambda: engine.state().synced)
         return engine

@@ -23,8 +23,15 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.cluster.test_real_apiserver import RBAC, bind_role, manifest_role, wait_until_allowed
-from tests.cluster.test_snapshots import NEW, OLD, Env, make_env, set_node_version, take_snapshot
+from tests.cluster.api.test_real_apiserver import RBAC, bind_role, manifest_role, wait_until_allowed
+from tests.cluster.controllers.test_snapshots import (
+    NEW,
+    OLD,
+    Env,
+    make_env,
+    set_node_version,
+    take_snapshot,
+)
 from tests.conftest import make_settings
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import service_account_token, wait_for

@@ -21,7 +21,7 @@ import jsonpatch
 import pytest
 from kubernetes import client
 
-from tests.cluster.test_snapshots import Env, make_env
+from tests.cluster.controllers.test_snapshots import Env, make_env
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import unique_name, wait_for
 from tests.support import kube_raw
