@@ -52,6 +52,8 @@ class ConfigWatch(Reconciler):
         mine: whether a namespace is watched at all (``outcomes.namespaces``).
     """
 
+    first_delay = 0.0  # namespaces of the snapshots already listed, at once
+
     def __init__(
         self,
         transport: Transport,
@@ -67,8 +69,6 @@ class ConfigWatch(Reconciler):
         self.children: dict[str, tuple[Reflector, ...]] = {}
         self._seen: tuple[Any, ...] = ()
         self._view: ConfigIndex = {}
-
-    first_delay = 0.0  # namespaces of the snapshots already listed, at once
 
     def stop(self) -> None:
         """Stop this loop and every namespace's reflectors."""

@@ -6,7 +6,7 @@ live Mutating/ValidatingWebhookConfigurations with the scope its caches imply an
 policy cache has synced, writes it (issue 27: a new policy must not wait for a new leader, up to
 a lease duration after the leader died; one JSON Patch per configuration, with a ``test`` of
 each webhook's name and of the resourceVersion it read, so concurrent writers fail and re-read
-instead of losing an update, and only when the result changes). ``is_leader`` (wiring passes
+instead of losing an update, and only when the result changes). ``is_leader`` (the manager passes
 "always") can still restrict writing to one replica. A policy change wakes the controller at
 once; a periodic recheck repairs hand edits. Readiness: the controller is ``synced`` once the
 live configurations carried the desired scope (written by this replica or another), so
@@ -103,6 +103,9 @@ class ScopeController(Reconciler):
         is_leader: whether this replica may write now.
     """
 
+    first_delay = 0.0
+    initial_status = None  # ``synced`` follows the first reconcile (readiness waits for it)
+
     def __init__(
         self,
         transport: ScopeTransport,
@@ -122,9 +125,6 @@ class ScopeController(Reconciler):
         self.level = "none"
         self._retry = FIRST_SYNC_RETRY
         self._last_error: str | None = None
-
-    first_delay = 0.0
-    initial_status = None  # ``synced`` follows the first reconcile (readiness waits for it)
 
     def notify(self) -> None:
         """Reconcile soon (a policy changed, or leadership was gained); a wake-up starts the

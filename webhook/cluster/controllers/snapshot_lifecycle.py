@@ -83,6 +83,8 @@ class LifecycleWorker(Reconciler):
         clock: seconds since the epoch (tests pass their own).
     """
 
+    min_interval = MIN_INTERVAL  # a pass on every wake-up, at most one per ``MIN_INTERVAL``
+
     def __init__(
         self,
         transport: LifecycleTransport,
@@ -119,8 +121,6 @@ class LifecycleWorker(Reconciler):
     def mine(self, namespace: str) -> bool:
         """Whether this replica tracks ``namespace`` (``outcomes.namespaces``; empty: all)."""
         return self.settings.outcomes.tracks(namespace)
-
-    min_interval = MIN_INTERVAL  # a pass on every wake-up, at most one per ``MIN_INTERVAL``
 
     def reconcile(self) -> None:
         """One pass (woken by snapshot, node and evidence changes, leadership gained, and

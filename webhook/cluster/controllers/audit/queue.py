@@ -1,6 +1,6 @@
 """The stamped pods the audit judges between its passes (``cluster.controllers.audit``).
 
-The pod cache calls ``AuditWorker.observe`` for every stamped pod it converts (thousands per
+The pod cache calls ``AuditWorker.observe`` for every stamped pod it holds (thousands per
 second during a relist), so what happens there is O(1): compare the pod's *shape* (its recorded
 restore outcome, whether it has finished) with the shape it had when the audit last judged it,
 and queue it when the two differ or it was never judged. The shapes are interned: a handful of

@@ -84,6 +84,9 @@ class AuditWorker(Reconciler):
         clock: monotonic seconds.
     """
 
+    first_delay = 0.0  # discovery at once, so ``/readyz`` says which report API is served
+    initial_status = "starting"  # reports never gate readiness
+
     def __init__(
         self,
         writes: WriteTransport,
@@ -136,17 +139,16 @@ class AuditWorker(Reconciler):
 
     # --- hooks (called from other threads; O(1)) ---------------------------------------------
 
-    def observe(self, record: PodRecord | None) -> PodRecord | None:
-        """A pod record from the pod cache: queue it when it is new to this leader or its
-        recorded outcome or phase changed (judged again); returns it."""
-        if record is None or not self._term_passes or not self._leading or not record.uid:
-            return record  # before the first pass: the pass reads every pod
+    def observe(self, record: PodRecord) -> None:
+        """A pod record the pod cache now holds: queue it when it is new to this leader or its
+        recorded outcome or phase changed (judged again). O(1)."""
+        if not self._term_passes or not self._leading or not record.uid:
+            return  # before the first pass: the pass reads every pod
         shape = (record.outcome, record.phase in TERMINAL_PHASES)
         if self.mine(record.namespace) and self.queue.offer(
             record.uid, record.namespace, record.name, shape
         ):
             self.notify()
-        return record
 
     def gone(self, record: PodRecord) -> None:
         """A stamped pod left the pod cache: forget it (its report goes with it)."""
@@ -164,9 +166,6 @@ class AuditWorker(Reconciler):
         return super().join(timeout) and self.writer.join(timeout)
 
     # --- the loop ------------------------------------------------------------------------------
-
-    first_delay = 0.0  # discovery at once, so ``/readyz`` says which report API is served
-    initial_status = "starting"  # reports never gate readiness
 
     def reconcile(self) -> None:
         """One pass (woken by leadership, policy changes, queued pods; else every ``POLL`` s):
