@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from webhook.base.config import Settings
+from webhook.base.keys import INJECT
 from webhook.base.types import RawObject
 from webhook.kube.responses import (
     Decision,
@@ -121,7 +122,7 @@ def _mutation_decision(pod: RawObject, ctx: PodContext) -> Decision:
     warnings: tuple[str, ...] = ()
     problems = collisions(ctx) if inject else []
     if problems:
-        message = collision_message(problems, ctx.settings.annotation("inject"))
+        message = collision_message(problems, ctx.settings.annotation(INJECT))
         if ctx.mode == "enforce":
             return denied(message)
         inject = False

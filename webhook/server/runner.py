@@ -2,7 +2,7 @@
 
 Edge module: reads certificate files, binds sockets. The admission logic lives in ``admission``.
 Wires the process: uvloop + httptools with the request deadline and the drain-on-SIGTERM server
-of ``lifecycle``, the ``/metrics`` listener and the observer that logs and counts each admission.
+of ``shutdown``, the ``/metrics`` listener and the observer that logs and counts each admission.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from webhook.kube.review import AdmissionReviewRequest
 from webhook.server import certs
 from webhook.server.app import Observer, RejectHook, create_app
 from webhook.server.collectors import RecordWritesCollector
-from webhook.server.lifecycle import GracefulServer
 from webhook.server.logs import log_admission
 from webhook.server.metrics import Metrics, default_metrics, serve_metrics
 from webhook.server.protocol import protocol_class
 from webhook.server.report_metrics import ReportCollector
+from webhook.server.shutdown import GracefulServer
 from webhook.server.tls import CertReloader, run_with_reloader
 from webhook.snapshots.state import ClusterState
 

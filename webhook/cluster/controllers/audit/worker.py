@@ -39,6 +39,7 @@ from webhook.admission.audit import Judgement
 from webhook.admission.decision import namespace_ignored
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings
+from webhook.base.keys import REPORT_DIGEST, RESTORE_OUTCOME
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.api.syncing import (
     Gone,
@@ -112,7 +113,7 @@ class AuditWorker(Reconciler):
             writes,
             reads,
             self.config,
-            digest_key=settings.annotation("report-digest"),
+            digest_key=settings.annotation(REPORT_DIGEST),
             timing=timing,
             wait=self.wait,
             clock=clock,
@@ -125,7 +126,7 @@ class AuditWorker(Reconciler):
         """Unix time the last full pass ended (``snapready_audit_last_pass_timestamp_seconds``)."""
         self.never: dict[str, NeverJudged] = {}
         """Object uid -> what the last pass found of a never-judged object."""
-        self.queue = StampedQueue(settings.annotation("restore-outcome"))
+        self.queue = StampedQueue(settings.annotation(RESTORE_OUTCOME))
         """Stamped pods to judge between passes (``cluster.audit_queue``)."""
         self._due_namespaces: set[str] = set()
         self._next_full: float | None = None

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
+from webhook.base.keys import ORIGIN, SPEC_HASH
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.api.syncing import Conflict, NotServed, TransportError, describe
 from webhook.cluster.controllers.base import Reconciler
@@ -133,12 +134,12 @@ class OriginRecorder(Reconciler):
     @property
     def key(self) -> str:
         """The annotation older versions wrote on PodSnapshots (read to convert it)."""
-        return self.prefix + "origin"
+        return self.prefix + ORIGIN
 
     @property
     def stamp(self) -> str:
         """The pod annotation admission stamps the fingerprint in (``<prefix>spec-hash``)."""
-        return self.prefix + "spec-hash"
+        return self.prefix + SPEC_HASH
 
     def reconcile(self) -> None:
         """Record on every wake-up (a cache changed, leadership gained) and every ``recheck``
