@@ -14,8 +14,9 @@ from typing import Any
 from tests.conftest import make_settings
 from tests.support.fake_apiserver import FakeApiServer, default_routes, with_resource_version
 from webhook.base.config import Settings
-from webhook.cluster.api.caches import CacheHooks, ClusterSource, resources, timing_from
+from webhook.cluster.api.caches import ClusterSource, resources, timing_from
 from webhook.cluster.api.client import api_client
+from webhook.cluster.api.hooks import CacheHooks
 from webhook.cluster.api.transport import KubeTransport
 from webhook.cluster.controllers.audit.worker import AuditWorker
 from webhook.cluster.controllers.base import Reconciler

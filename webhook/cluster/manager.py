@@ -24,10 +24,11 @@ from typing import Any
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings
 from webhook.cluster.api import heap
-from webhook.cluster.api.caches import CacheHooks, ClusterSource, timing_from
+from webhook.cluster.api.caches import ClusterSource, timing_from
 from webhook.cluster.api.client import api_client
 from webhook.cluster.api.events import EventRecorder
 from webhook.cluster.api.fence import FencedTransport
+from webhook.cluster.api.hooks import CacheHooks
 from webhook.cluster.api.leader import LeaderElector, new_identity
 from webhook.cluster.api.transport import KubeTransport
 from webhook.cluster.controllers.audit.worker import AuditWorker

@@ -3,7 +3,8 @@
 ``client`` (configuration, ``connect``) and ``transport`` (``KubeTransport``) are the only
 importers of ``kubernetes`` with ``leader`` (Lease election); ``syncing`` holds the transport
 contract, timing and worker threads; ``reflector`` the list-then-watch loops; ``caches`` the
-``ClusterSource`` that folds them into one immutable ``ClusterState``; ``records`` what the pod
+``ClusterSource`` that folds them into one immutable ``ClusterState``, ``hooks`` who it tells
+about changes; ``records`` what the pod
 cache keeps of a pod; ``fence`` the one lease-fenced write path; ``events`` the Event recorder;
 ``heap`` the garbage-collector tuning around the first sync; ``templates`` the workload lists
 read on demand. Nothing here decides anything about snapshots: the controllers

@@ -5,7 +5,7 @@ nodes, ComputeClasses) and a ``/version`` ``Poller``. Whenever one of them chang
 immutable ``ClusterState`` under a lock and swaps it in with a single assignment; ``state()`` only
 reads that attribute (no lock, no I/O), so admission answers from memory even while the API
 server is slow or down. Transport-agnostic (``transport.KubeTransport`` is the real one). Who
-hears about changes (the controllers) is the manager's ``CacheHooks``, set at ``start``.
+hears about changes (the controllers) is the manager's ``hooks.CacheHooks``, set at ``start``.
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from webhook.base.config import SourceSettings
 from webhook.base.keys import ORIGIN
 from webhook.base.types import RawObject
+from webhook.cluster.api.hooks import CacheHooks
 from webhook.cluster.api.records import pod_record, selected_label_query
 from webhook.cluster.api.reflector import Reflector
 from webhook.cluster.api.syncing import Poller, Resource, Timing, Transport, Worker
 from webhook.kube.matching import PolicyIndex
-from webhook.snapshots.config_refs import ConfigIndex
 from webhook.snapshots.evidence import GKE_EVENT_REASON, gke_event, index_events, updated_events
 from webhook.snapshots.facts import (
     compute_class_facts,
@@ -185,37 +184,6 @@ def timing_from(source: SourceSettings) -> Timing:
         recheck=source.resync_seconds,
         page_size=source.list_page_size,
     )
-
-
-@dataclass(frozen=True)
-class CacheHooks:
-    """Who the caches tell about changes, and the two state inputs that are not caches.
-
-    Every listener is called after the change is in the cache's store and the new state is
-    published, and must not block (it sets a flag or queues: O(1)). Set once, at ``start``.
-
-    Attributes:
-        policies: the policy index changed (synced).
-        snapshots: PodSnapshots, their records or node pools changed (a node-pool upgrade
-            makes snapshots stale).
-        evidence: GKE's snapshot Events or a stamped pod changed (restore outcomes).
-        pods: every pod event's record once the pod cache holds it (changed or not).
-        pods_gone: a stamped pod that left the pod cache (deleted, or its label removed).
-        synced: every cache has listed after not having (lock held; the first sync, or after
-            one was lost).
-        configs: the Secret/ConfigMap metadata index (``ClusterState.configs``); None: empty.
-        scope_in_sync: whether the webhook scope is in sync (``ClusterState.scope_synced``);
-            None: not reconciled in this process.
-    """
-
-    policies: tuple[Callable[[], None], ...] = ()
-    snapshots: tuple[Callable[[], None], ...] = ()
-    evidence: tuple[Callable[[], None], ...] = ()
-    pods: tuple[Callable[[PodRecord], None], ...] = ()
-    pods_gone: tuple[Callable[[PodRecord], None], ...] = ()
-    synced: tuple[Callable[[], None], ...] = ()
-    configs: Callable[[], ConfigIndex] | None = None
-    scope_in_sync: Callable[[], bool] | None = None
 
 
 class ClusterSource:

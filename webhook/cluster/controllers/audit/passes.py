@@ -16,7 +16,7 @@ from webhook.admission.audit import Judgement, judge
 from webhook.admission.engine import Engine
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.api.syncing import describe
-from webhook.snapshots.audit import NeverJudged
+from webhook.snapshots.audit import NeverJudged, owned_by_controller, running
 
 log = logging.getLogger("snapready.audit")
 
@@ -30,6 +30,21 @@ class Found:
         self.never: dict[str, NeverJudged] = {}
         self.complete = True
         self.judged: set[str] = set()
+
+    def take(self, obj: RawObject, kind: str) -> str | None:
+        """The uid of a listed object this pass should judge, noted as judged; None for one
+        without a uid, judged already (a relist after 410), a pod that is not running, or a
+        Job a CronJob owns (its CronJob's template is judged)."""
+        metadata = mapping(obj.get("metadata"))
+        uid = str(metadata.get("uid") or "")
+        if not uid or uid in self.judged:
+            return None
+        self.judged.add(uid)
+        if kind == "Pod" and not running(obj):
+            return None
+        if kind == "Job" and owned_by_controller(metadata, ("CronJob",)):
+            return None
+        return uid
 
 
 def judge_quietly(obj: RawObject, api_version: str, kind: str, engine: Engine) -> Judgement | None:

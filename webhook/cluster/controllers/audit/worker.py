@@ -58,7 +58,6 @@ from webhook.kube.matching import Policy
 from webhook.snapshots.audit import (
     TERMINAL_PHASES,
     NeverJudged,
-    owned_by_controller,
     running,
     selector_query,
     with_query,
@@ -331,25 +330,16 @@ class AuditWorker(Reconciler):
 
     def _one(self, obj: RawObject, api_version: str, kind: str, found: Found) -> None:
         """Judge one listed object, write its report and note what the pass found."""
-        metadata = mapping(obj.get("metadata"))
-        uid = str(metadata.get("uid") or "")
-        if not uid or uid in found.judged:
+        uid = found.take(obj, kind)
+        if uid is None:
             return
-        found.judged.add(uid)
-        if kind == "Pod" and not running(obj):
-            return
-        if kind == "Job" and owned_by_controller(metadata, ("CronJob",)):
-            return  # its CronJob's template is judged
-        judgement = self._judge(obj, api_version, kind)
+        judgement = judge_quietly(obj, api_version, kind, self.engine)
         if judgement is None:
             return
         self._report(judgement, obj)
         found.keep.add(uid)
         if not judgement.admitted:
             found.never[uid] = never_judged(judgement)
-
-    def _judge(self, obj: RawObject, api_version: str, kind: str) -> Judgement | None:
-        return judge_quietly(obj, api_version, kind, self.engine)
 
     def _report(self, judgement: Judgement, obj: RawObject) -> None:
         """Write the report and remember the pod's shape (outcome, finished) as judged."""
@@ -384,7 +374,7 @@ class AuditWorker(Reconciler):
                 self.writer.delete(report)
             self.queue.mark_pod(uid, pod)
             return
-        judgement = self._judge(pod, "v1", "Pod")
+        judgement = judge_quietly(pod, "v1", "Pod", self.engine)
         if judgement is None:
             self.queue.mark_pod(uid, pod)
             return

@@ -51,7 +51,7 @@ from webhook.cluster.controllers.origins.build import (
     ours,
     permanent,
 )
-from webhook.snapshots.config_refs import ConfigMeta, config_meta, consumed, refs_of
+from webhook.cluster.controllers.origins.consumed import ConsumedConfig
 from webhook.snapshots.outcomes import parse_time
 from webhook.snapshots.records import (
     GROUP,
@@ -63,7 +63,7 @@ from webhook.snapshots.records import (
     record_view,
 )
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.views import ConfigRef, OriginRecord, SnapshotView
+from webhook.snapshots.views import OriginRecord, SnapshotView
 
 log = logging.getLogger("snapready.origins")
 __all__ = ["LEGACY_FIELD_MANAGER", "OriginRecorder", "OriginTransport"]
@@ -115,7 +115,7 @@ class OriginRecorder(Reconciler):
         self.mine, self.records_served = mine, records_served
         self.transport, self.state, self.snapshot_api = transport, state, snapshot_api
         self.is_leader, self.prefix, self.recheck = is_leader, prefix, recheck_seconds
-        self.metadata = metadata
+        self.consumed = ConsumedConfig(metadata)
         self.actions: Counter[str] = Counter()
         """Records by ``RecordAction`` (``snapready_snapshot_records_total``)."""
         self._handled: dict[tuple[str, str], str] = {}
@@ -123,7 +123,6 @@ class OriginRecorder(Reconciler):
         self._known: dict[str, OriginRecord] = {}
         """PodSnapshot uid -> the last record every replica believed (a removed one is
         written again from it)."""
-        self._config_refused = False
         self._unserved_said = False
 
     @property
@@ -350,7 +349,7 @@ class OriginRecorder(Reconciler):
             if cached is not None and not created_before(cached.created, taken):
                 return build_record(replace(view, origin_pod=None), None, state)
             return build_record(view, None, state)
-        record = build_record(view, pod, state, self._config(view.namespace, pod, state))
+        record = build_record(view, pod, state, self.consumed.read(view.namespace, pod, state))
         stamped = self._stamp(pod)
         if stamped is not None and record.spec_hash != stamped:
             # Changed in place since admission (an image patch, a dev.gvisor.* annotation):
@@ -365,35 +364,3 @@ class OriginRecorder(Reconciler):
             )
             record = replace(record, spec_hash=None, fields={})
         return record
-
-    def _config(
-        self, namespace: str, pod: RawObject, state: ClusterState
-    ) -> tuple[ConfigRef, ...] | None:
-        """The consumed Secrets and ConfigMaps of ``pod`` with their metadata now (from the
-        metadata watch when it covers the namespace, else one metadata-only GET each); None
-        when they cannot be read (no metadata transport, or 403: logged once)."""
-        if self.metadata is None:
-            return None
-        watched = state.configs.get(namespace)
-        metas: dict[tuple[str, str], ConfigMeta | None] = {}
-        for kind, name in consumed(pod):
-            if watched is not None:
-                metas[(kind, name)] = watched.get((kind, name))
-                continue
-            plural = "secrets" if kind == "Secret" else "configmaps"
-            try:
-                metas[(kind, name)] = config_meta(
-                    self.metadata.get(f"/api/v1/namespaces/{namespace}/{plural}/{name}")
-                )
-            except NotServed:
-                metas[(kind, name)] = None
-            except TransportError as exc:
-                if not self._config_refused:
-                    log.warning(
-                        "the configuration origin pods read is not recorded (%s): "
-                        "stale-config is not judged",
-                        describe(exc),
-                    )
-                    self._config_refused = True
-                return None
-        return refs_of(pod, metas)
