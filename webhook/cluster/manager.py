@@ -211,8 +211,8 @@ def build_cluster(
             fence lets through); ``source``: the caches the controllers read (their lock and
             rebuild publish each controller's ``/readyz`` status).
 
-    Raises:
-        ConfigError: the leader election's Lease namespace cannot be found (``api.leader``).
+    Nothing is started and nothing is requested from the API server here: ``start_cluster``
+    attaches the result to ``source`` and starts it.
     """
     elector: LeaderElector | None = None
     if settings.leader.enabled:
