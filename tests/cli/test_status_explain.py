@@ -1,6 +1,6 @@
 """``snapready status`` and ``snapready explain`` against a real API server.
 
-The scenario is simulated the way GKE acts on a cluster (as in ``tests/cluster/test_snapshots``):
+The scenario is simulated the way GKE acts on a cluster (as in ``tests/cluster/controllers/``):
 a Node of pool ``l4-*`` with GKE labels and a kubelet version, the ``gvisor`` RuntimeClass, a
 grouped PodSnapshotPolicy, an origin pod admitted through snapready's engine and created, a
 PodSnapshot naming it made Ready through the status subresource, and a snapready cluster source

@@ -1,4 +1,4 @@
-"""Helpers for the cluster tier on the real API server (``tests/cluster/test_real_apiserver*.py``).
+"""Helpers for the cluster tier on the real API server (``cluster/api/test_real_apiserver*``).
 
 * ``SpyTransport`` wraps the production ``KubeTransport`` (so every request still goes to the
   real kube-apiserver) and records what the reflectors asked and what the server answered: list
