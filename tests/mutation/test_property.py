@@ -21,7 +21,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.mutation.test_mutation import engine_for
-from webhook.admission.engine import Engine, pod_context
+from webhook.admission.context import Engine, pod_context
 from webhook.base.types import RawObject
 from webhook.kube.responses import Decision, finalize
 from webhook.mutation import mutate_pod, run_mutators

@@ -1,0 +1,56 @@
+"""The Pod handler: a selected pod is mutated and validated on CREATE; snapready's own metadata is
+guarded on UPDATE; containers added through ``pods/ephemeralcontainers`` are checked. Pure.
+
+Steps for a CREATE: 1. the pod view, when a policy of its namespace selects it (else allowed
+untouched: the fast path); 2. ``/mutate``: ``mutation.mutate_pod``; ``/validate``: the rule
+table (``context.validate_context``).
+"""
+
+from __future__ import annotations
+
+from webhook.admission.context import Engine, selected_pod_context, validate_context
+from webhook.admission.decision import decide
+from webhook.admission.guard import guard_update
+from webhook.base.types import Endpoint, RawObject
+from webhook.kube.responses import Decision, allowed
+from webhook.kube.review import AdmissionRequest
+from webhook.mutation import mutate_pod
+from webhook.rules import evaluate
+from webhook.rules.sandbox import EphemeralCompat
+
+
+def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
+    """Admit one Pod request (a ``context.Handler``).
+
+    CREATE without subresource: mutated (``/mutate``) or validated (``/validate``) when a policy
+    selects it. UPDATE: only ``/validate`` answers, denying a change to snapready's metadata by
+    anyone but snapready (``guard.guard_update``). Subresource ``ephemeralcontainers`` on
+    ``/validate``: ``sandbox-compat`` for the new containers. Anything else: allowed.
+    """
+    obj = request.object
+    if not isinstance(obj, dict):
+        return allowed()
+    if request.sub_resource:
+        if request.sub_resource == "ephemeralcontainers" and endpoint == "validate":
+            return handle_ephemeral(request, obj, engine)
+        return allowed()
+    if request.operation != "CREATE":  # pods are judged and mutated once, at creation
+        if endpoint != "validate":
+            return allowed()
+        owner = engine.settings.ownership.service_account
+        return guard_update(request, engine.settings.prefix, owner)  # snapready's metadata
+    ctx = selected_pod_context(request, obj, engine)
+    if ctx is None:
+        return allowed()  # the fast path: no policy selects this pod
+    if endpoint == "mutate":
+        return mutate_pod(obj, ctx)
+    return validate_context(ctx, engine)
+
+
+def handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
+    """Containers added through ``pods/ephemeralcontainers``: only ``sandbox-compat`` applies, and
+    only to containers new relative to ``oldObject`` (the pod itself was judged at creation)."""
+    ctx = selected_pod_context(request, obj, engine)
+    if ctx is None:
+        return allowed()
+    return decide(evaluate(ctx, (EphemeralCompat(request.old_object),)), ctx)
