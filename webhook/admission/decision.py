@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from webhook.base.config import Settings
-from webhook.base.types import Finding, Mode, RawObject
+from webhook.base.types import Finding, Mode, RawObject, Wording
 from webhook.kube.matching import Policy
 from webhook.kube.responses import (
     Decision,
@@ -15,13 +15,18 @@ from webhook.kube.responses import (
     bounded_lines,
     bounded_warnings,
     denied,
+    patched,
 )
 from webhook.kube.review import AdmissionRequest
-from webhook.mutation import container_count
+from webhook.mutation import WORDINGS as MUTATION_WORDINGS
+from webhook.mutation import Mutation, container_count
 from webhook.pod.context import PodContext
+from webhook.rules import WORDINGS as PREDICTION_WORDINGS
 from webhook.snapshots.state import ClusterState
 
 _MODE_STRICTNESS: Mapping[str, int] = {"audit": 0, "warn": 1, "enforce": 2}
+MUTATE_WORDINGS: Mapping[str, Wording] = {**MUTATION_WORDINGS, **PREDICTION_WORDINGS}
+"""How each finding of the mutating webhook reads and which mode judges it, by rule id."""
 
 
 def string_labels(labels: Any) -> Mapping[str, str]:
@@ -158,4 +163,45 @@ def decide(findings: list[Finding], ctx: PodContext) -> Decision:
     subject = f"{ctx.kind} is not snapshot-ready for PodSnapshotPolicy {where}"
     decision = decide_findings(findings, ctx.mode, ctx.settings.rules.modes, subject)
     decision.audit["policy"] = ctx.policy_ids
+    return decision
+
+
+def decide_mutation(mutation: Mutation, findings: list[Finding], ctx: PodContext) -> Decision:
+    """The mutating webhook's decision for one selected pod: its patch, unless a finding denies.
+
+    Args:
+        mutation: what ``mutation.mutate`` did (patch, its own findings, audit facts).
+        findings: every finding of this admission in decision order (the mutation's first, then
+            ``rules.prediction_findings``); each rule id must be in ``MUTATE_WORDINGS``.
+        ctx: the pod view (mode, settings: ``rules.disabled`` drops findings, ``rules.modes``
+            overrides the mode a finding is judged in).
+
+    Returns:
+        ``denied`` with the denial text of the first finding whose outcome is ``enforce`` (no
+        warnings, no patch: one reason at a time, as before these were findings), else
+        ``patched`` with the warning line of each ``warn`` outcome (bounded). ``audit`` holds
+        ``policy``, ``mode``, ``findings`` and ``outcomes`` (``finding_outcome``), plus, when
+        admitted, ``mutators`` and ``collisions`` (if the mutators ran) and ``prediction``.
+    """
+    disabled, overrides = ctx.settings.rules.disabled, ctx.settings.rules.modes
+    kept = [f for f in findings if f.rule not in disabled]
+    wordings = [MUTATE_WORDINGS[f.rule] for f in kept]
+    outcomes: list[Mode] = [
+        finding_outcome(f, ctx.mode if w.pod_mode else "enforce", overrides)
+        for f, w in zip(kept, wordings, strict=True)
+    ]
+    audit: dict[str, object] = {"findings": kept, "outcomes": outcomes}
+    verdicts = list(zip(kept, wordings, outcomes, strict=True))
+    denial = next((w.denial_for(f) for f, w, o in verdicts if o == "enforce"), None)
+    if denial is not None:
+        decision = denied(denial)
+    else:
+        lines = [w.warning_for(f) for f, w, o in verdicts if o == "warn"]
+        decision = patched(mutation.ops, warnings=bounded_warnings(lines))
+        if mutation.mutators is not None:
+            audit.update({"mutators": mutation.mutators, "collisions": mutation.collisions})
+        if mutation.prediction is not None:
+            audit["prediction"] = mutation.prediction.outcome
+    decision.audit.update(audit)
+    decision.audit.update({"policy": ctx.policy_ids, "mode": ctx.mode})
     return decision

@@ -2,20 +2,22 @@
 guarded on UPDATE; containers added through ``pods/ephemeralcontainers`` are checked. Pure.
 
 Steps for a CREATE: 1. the pod view, when a policy of its namespace selects it (else allowed
-untouched: the fast path); 2. ``/mutate``: ``mutation.mutate_pod``; ``/validate``: the rule
-table (``context.validate_context``).
+untouched: the fast path); 2. ``/mutate``: the mutators (``mutation.mutate``), the rules over
+their restore prediction (``rules.prediction_findings``), one decision
+(``decision.decide_mutation``); ``/validate``: the rule table (``context.validate_context``).
 """
 
 from __future__ import annotations
 
 from webhook.admission.context import Engine, selected_pod_context, validate_context
-from webhook.admission.decision import decide
+from webhook.admission.decision import decide, decide_mutation
 from webhook.admission.guard import guard_update
 from webhook.base.types import Endpoint, RawObject
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
-from webhook.mutation import mutate_pod
-from webhook.rules import evaluate
+from webhook.mutation import mutate
+from webhook.pod.context import PodContext
+from webhook.rules import evaluate, prediction_findings
 from webhook.rules.sandbox import EphemeralCompat
 
 
@@ -45,6 +47,19 @@ def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) ->
     if endpoint == "mutate":
         return mutate_pod(obj, ctx)
     return validate_context(ctx, engine)
+
+
+def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:
+    """The ``/mutate`` answer for a selected pod on CREATE: ``patched`` (no patch when nothing
+    changed, warnings for the ``warn`` findings) or ``denied`` (403) by the first finding whose
+    outcome is ``enforce`` (``decision.decide_mutation``).
+
+    Args:
+        pod: the raw ``request.object`` (never modified).
+        ctx: the pod view (policies, settings, cluster state, effective mode).
+    """
+    mutation = mutate(pod, ctx)
+    return decide_mutation(mutation, [*mutation.findings, *prediction_findings(ctx)], ctx)
 
 
 def handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
