@@ -11,7 +11,8 @@ import pytest
 
 from tests.conftest import DATA, REVIEWS
 from webhook.base.errors import ConfigError
-from webhook.kube.manifests import LoadedObject, load_objects, parse_documents
+from webhook.cli.inputs import load_objects
+from webhook.kube.manifests import LoadedObject, parse_documents
 from webhook.kube.workloads import pod_views
 
 MANIFESTS = DATA / "manifests"

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from webhook.admission.engine import Engine, admit
+from webhook.base.keys import RESTORE_OUTCOME
 from webhook.base.reporting import ResultStatus
 from webhook.base.types import Finding, Mode, RawObject, mapping
 from webhook.kube.matching import Policy
@@ -217,7 +218,7 @@ def prediction_result(
     )
     rootfs = all(p.scope == "rootfs-only" for p in policies)
     found = predict(facts, state.snapshots, state.node_pools, rootfs_only=rootfs)
-    outcome = annotations.get(engine.settings.annotation("restore-outcome"))
+    outcome = annotations.get(engine.settings.annotation(RESTORE_OUTCOME))
     props = {
         "admission": "admitted" if is_admitted else "never-judged",
         "fingerprint": spec_hash,

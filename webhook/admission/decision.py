@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from webhook.base.config import Settings
+from webhook.base.keys import ENFORCEMENT, IGNORE, SPEC_HASH
 from webhook.base.types import Finding, Mode, RawObject, Wording
 from webhook.kube.matching import Policy
 from webhook.kube.responses import (
@@ -54,7 +55,7 @@ def request_namespace(request: AdmissionRequest, obj: RawObject) -> str:
 def namespace_ignored(state: ClusterState, namespace: str, settings: Settings) -> bool:
     """Namespace label ``<prefix>ignore: "true"`` excludes it even without a namespaceSelector."""
     labels = state.namespace_labels.get(namespace) or {}
-    return labels.get(settings.prefix + "ignore") == "true"
+    return labels.get(settings.prefix + IGNORE) == "true"
 
 
 def effective_mode(
@@ -66,7 +67,7 @@ def effective_mode(
     another policy's pods. Without policies (governance): namespace label, else global. Invalid
     values are ignored."""
     labels = state.namespace_labels.get(namespace) or {}
-    label = labels.get(settings.prefix + "enforcement")
+    label = labels.get(settings.prefix + ENFORCEMENT)
     fallback: Mode = cast(Mode, label) if label in _MODE_STRICTNESS else settings.enforcement
     if not policies:
         return fallback
@@ -103,7 +104,7 @@ def not_stamped(ctx: PodContext) -> list[Finding]:
     pod over ``injection.max_containers`` is left unmutated on purpose, and the warning says
     that instead (issue 27: it blamed ``failurePolicy: Ignore``). Pod templates are never stamped.
     """
-    key = ctx.settings.annotation("spec-hash")
+    key = ctx.settings.annotation(SPEC_HASH)
     if ctx.kind != "Pod" or key in ctx.annotations or "not-stamped" in ctx.settings.rules.disabled:
         return []
     limit = ctx.settings.injection.max_containers

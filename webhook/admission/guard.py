@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.base.keys import SELECTED
 from webhook.base.types import RawObject
 from webhook.kube.responses import Decision, allowed, denied
 from webhook.kube.review import AdmissionRequest
@@ -37,7 +38,7 @@ def owned_changes(old: Any, new: Any, prefix: str) -> list[str]:
     before, after = _metadata(old, "annotations"), _metadata(new, "annotations")
     keys = {k for k in (*before, *after) if isinstance(k, str) and k.startswith(prefix)}
     changed = sorted(f"annotation {k}" for k in keys if before.get(k) != after.get(k))
-    label = prefix + "selected"
+    label = prefix + SELECTED
     if _metadata(old, "labels").get(label) != _metadata(new, "labels").get(label):
         changed.append(f"label {label}")
     return changed

@@ -26,7 +26,6 @@ from webhook.base.sections import (
     RestoreSettings,
     RuleSettings,
     StorageSettings,
-    WorkloadSettings,
 )
 from webhook.base.tracking import (
     CheckpointSettings,
@@ -36,6 +35,7 @@ from webhook.base.tracking import (
     OwnershipSettings,
 )
 from webhook.base.types import FailurePolicy, Mode
+from webhook.base.workload_kinds import WorkloadSettings
 
 MiB = 1024 * 1024
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -276,7 +276,7 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     def annotation(self, name: str) -> str:
-        """Full annotation key for ``name``, e.g. ``annotation("spec-hash")``."""
+        """Full annotation key for ``name``, e.g. ``annotation(SPEC_HASH)`` (``base.keys``)."""
         return self.prefix + name
 
 

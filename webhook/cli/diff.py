@@ -34,9 +34,10 @@ from webhook.cli.hash import (
     problem_line,
     shaped,
 )
+from webhook.cli.inputs import read_lenient
 from webhook.kube.custom_views import Workloads, workload_views, workloads_from
 from webhook.kube.custom_workloads import BUILTIN
-from webhook.kube.manifests import LoadedObject, read_lenient
+from webhook.kube.manifests import LoadedObject
 from webhook.kube.workloads import PodView
 from webhook.pod.diff import changed_paths
 

@@ -29,6 +29,14 @@ import argparse
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from webhook.base.keys import (
+    POLICY,
+    RESTORE_PREDICTION,
+    RESTORE_REASON,
+    RESTORE_SNAPSHOT,
+    SELECTED,
+    SPEC_HASH,
+)
 from webhook.base.types import RawObject
 from webhook.cli.explain_hints import explain_differences
 from webhook.cli.explain_text import render_text
@@ -70,7 +78,13 @@ if TYPE_CHECKING:
     from webhook.base.config import Settings
     from webhook.cluster.client import Connection
 
-RECORDED = ("restore-prediction", "restore-snapshot", "restore-reason", "spec-hash", "policy")
+RECORDED = (
+    RESTORE_PREDICTION,
+    RESTORE_SNAPSHOT,
+    RESTORE_REASON,
+    SPEC_HASH,
+    POLICY,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -110,7 +124,7 @@ def pod_facts(pod: RawObject, live: Live, prefix: str) -> tuple[PodFacts, str]:
     metadata = pod.get("metadata") or {}
     namespace = str(metadata.get("namespace") or "")
     labels, annotations = _strings(metadata.get("labels")), _strings(metadata.get("annotations"))
-    stamped = annotations.get(prefix + "spec-hash")
+    stamped = annotations.get(prefix + SPEC_HASH)
     raw_spec = pod.get("spec")
     spec: RawObject = raw_spec if isinstance(raw_spec, dict) else {}
     facts = PodFacts(
@@ -209,7 +223,7 @@ def _history(pod: RawObject, live: Live, settings: Settings, now: datetime) -> d
     if record is None:
         return {"timeline": [], "outcome": None, "checkpoints": checkpoints}
     events = events_of(live.events or {}, record.namespace, record.name, record.uid)
-    if record.labels.get(settings.prefix + "selected") != "true":  # not stamped at admission:
+    if record.labels.get(settings.prefix + SELECTED) != "true":  # not stamped at admission:
         return {"timeline": timeline(record, events), "outcome": None, "checkpoints": checkpoints}
     settle = settings.outcomes.settle_seconds  # the leader decides no outcome for it either
     verdict, recorded = judge(record, events, now=now, settle_seconds=settle)

@@ -36,9 +36,10 @@ from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import RawObject
 from webhook.cli.common import fail, print_json, settings_from
+from webhook.cli.inputs import read_lenient
 from webhook.kube.custom_views import Workloads, workload_views, workloads_from
 from webhook.kube.custom_workloads import BUILTIN
-from webhook.kube.manifests import LoadedObject, ManifestError, read_lenient
+from webhook.kube.manifests import LoadedObject, ManifestError
 from webhook.kube.workloads import INDEXED_JOB_LABEL, PodView
 from webhook.mutation import as_admitted
 from webhook.pod.distill import distill, fingerprint

@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
+from webhook.base.keys import ORIGIN
 from webhook.base.text import clip
 from webhook.base.types import RawObject, mapping
 from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
@@ -219,7 +220,7 @@ def read_live(
             live.policies.append(parse_policy(obj, prefix=settings.prefix, where=_where(obj)))
         except ConfigError as exc:
             live.notes.append(f"skipped an unreadable policy: {exc}")
-    origin = settings.annotation("origin")
+    origin = settings.annotation(ORIGIN)
     views: list[SnapshotView] = []
     for obj in list_snapshot_api(transport, "podsnapshots", namespace, page) or []:
         view = snapshot_view(obj, origin_annotation=origin)

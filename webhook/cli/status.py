@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from webhook.base.keys import RESTORE_REASON
 from webhook.cli.sizes import SizeReading, read_sizes, read_storage_configs, size_block
 from webhook.cli.snapshots_read import (
     FORMAT_VERSION,
@@ -227,7 +228,7 @@ def _stale_key(group: Any) -> dict[str, Any]:
 
 def _reason(obj: dict[str, Any], prefix: str) -> str | None:
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(prefix + "restore-reason")
+    value = annotations.get(prefix + RESTORE_REASON)
     return value if isinstance(value, str) else None
 
 

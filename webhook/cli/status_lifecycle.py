@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.base.config import Settings
+from webhook.base.keys import SNAPSHOT_SOURCE
 from webhook.cli.snapshots_read import Live
 from webhook.cluster.records import pod_record
 from webhook.kube.gke import RESTORE_FROM_POLICY
@@ -53,7 +54,7 @@ def lifecycle_report(live: Live, settings: Settings, now: datetime) -> dict[str,
     state = live_state(live, settings.prefix)
     mine = settings.outcomes.tracks  # as the leader's ``cluster.lifecycle`` decides
     source_label = (
-        settings.prefix + "snapshot-source"
+        settings.prefix + SNAPSHOT_SOURCE
         if settings.rules.manual_trigger.require_source_label
         else None
     )

@@ -40,6 +40,7 @@ from webhook.admission.audit import Judgement, judge
 from webhook.admission.decision import namespace_ignored
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings
+from webhook.base.keys import REPORT_DIGEST, RESTORE_OUTCOME
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.audit_queue import StampedQueue
 from webhook.cluster.lifecycle import TEMPLATE_LISTS, Bucket
@@ -118,7 +119,7 @@ class AuditWorker(Worker):
             writes,
             reads,
             self.config,
-            digest_key=settings.annotation("report-digest"),
+            digest_key=settings.annotation(REPORT_DIGEST),
             timing=timing,
             wait=self.wait,
             clock=clock,
@@ -131,7 +132,7 @@ class AuditWorker(Worker):
         """Unix time the last full pass ended (``snapready_audit_last_pass_timestamp_seconds``)."""
         self.never: dict[str, NeverJudged] = {}
         """Object uid -> what the last pass found of a never-judged object."""
-        self.queue = StampedQueue(settings.annotation("restore-outcome"))
+        self.queue = StampedQueue(settings.annotation(RESTORE_OUTCOME))
         """Stamped pods to judge between passes (``cluster.audit_queue``)."""
         self._due_namespaces: set[str] = set()
         self._next_full: float | None = None

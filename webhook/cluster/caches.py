@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.base.config import SourceSettings
+from webhook.base.keys import ORIGIN
 from webhook.base.types import RawObject
 from webhook.cluster.records import pod_record, selected_label_query
 from webhook.cluster.reflector import Reflector
@@ -96,7 +97,7 @@ def resources(
         Resource(
             "podsnapshots",
             tuple(f"{SNAPSHOT_API}/{v}/podsnapshots" for v in SNAPSHOT_VERSIONS),
-            convert=lambda obj: snapshot_view(obj, origin_annotation=prefix + "origin"),
+            convert=lambda obj: snapshot_view(obj, origin_annotation=prefix + ORIGIN),
             build=lambda items: _all(touched, SnapshotIndex.build(items.values())),
             # One event re-sorts one policy's snapshots, not all of them (a leader catching up
             # on 5,000 origin records rebuilt the whole index per event: ~17 ms each).

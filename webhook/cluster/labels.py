@@ -24,6 +24,7 @@ import logging
 from typing import Protocol
 from urllib.parse import quote
 
+from webhook.base.keys import SELECTED
 from webhook.base.types import RawObject
 from webhook.cluster.records import pod_record
 from webhook.cluster.syncing import NotServed, TransportError, describe
@@ -81,7 +82,7 @@ class LabelGuard:
         if record is None or (uid and record.uid != uid):  # a newer pod of the same name
             self._looks.pop(key, None)
             return False
-        if record.labels.get(self.prefix + "selected") == "true":
+        if record.labels.get(self.prefix + SELECTED) == "true":
             return True  # the cache is behind
         if selecting_policies(record, policies) is None:
             self._looks.pop(key, None)
@@ -95,7 +96,7 @@ class LabelGuard:
 
     def _relabel(self, key: str, path: str, uid: str) -> bool:
         assert self.transport is not None
-        metadata: RawObject = {"labels": {self.prefix + "selected": "true"}}
+        metadata: RawObject = {"labels": {self.prefix + SELECTED: "true"}}
         if uid:
             metadata["uid"] = uid  # precondition: never a newer pod of the same name
         try:

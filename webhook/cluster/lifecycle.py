@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from webhook.base.config import Settings
+from webhook.base.keys import REFRESH, REFRESH_OF, SNAPSHOT_SOURCE
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.events import Event, EventRecorder, Regarding
 from webhook.cluster.syncing import Conflict, NotServed, TransportError, Worker, describe
@@ -189,7 +190,7 @@ class LifecycleWorker(Worker):
 
     def _source_label(self) -> str | None:
         required = self.settings.rules.manual_trigger.require_source_label
-        return self.settings.prefix + "snapshot-source" if required else None
+        return self.settings.prefix + SNAPSHOT_SOURCE if required else None
 
     def _decide_prunes(self, state: ClusterState, now: datetime) -> None:
         seen = {}
@@ -345,9 +346,9 @@ class LifecycleWorker(Worker):
             "metadata": {
                 "name": refresh.trigger,
                 "namespace": refresh.namespace,
-                "labels": {self.settings.prefix + "refresh": "true"},
+                "labels": {self.settings.prefix + REFRESH: "true"},
                 "annotations": {
-                    self.settings.prefix + "refresh-of": ",".join(refresh.snapshots)[:1024]
+                    self.settings.prefix + REFRESH_OF: ",".join(refresh.snapshots)[:1024]
                 },
             },
             "spec": {"targetPod": refresh.pod},

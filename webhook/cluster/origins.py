@@ -41,6 +41,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
+from webhook.base.keys import ORIGIN, SPEC_HASH
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.fence import NotLeader
 from webhook.cluster.syncing import Conflict, NotServed, TransportError, Worker, describe
@@ -201,12 +202,12 @@ class OriginRecorder(Worker):
     @property
     def key(self) -> str:
         """The annotation older versions wrote on PodSnapshots (read to convert it)."""
-        return self.prefix + "origin"
+        return self.prefix + ORIGIN
 
     @property
     def stamp(self) -> str:
         """The pod annotation admission stamps the fingerprint in (``<prefix>spec-hash``)."""
-        return self.prefix + "spec-hash"
+        return self.prefix + SPEC_HASH
 
     def notify(self) -> None:
         """Look for new snapshots soon (a cache changed, or leadership was gained)."""

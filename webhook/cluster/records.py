@@ -10,13 +10,20 @@ statuses (``snapshots.evidence.restore_failure``) and the readiness gate's condi
 
 from __future__ import annotations
 
+from webhook.base.keys import (
+    POLICY,
+    RESTORE_OUTCOME,
+    RESTORE_PREDICTION,
+    RESTORE_SETTLED,
+    RESTORE_SNAPSHOT,
+    SPEC_HASH,
+)
 from webhook.base.types import RawObject, mapping
 from webhook.kube.gke import POD_RESTORED
 from webhook.snapshots.evidence import restore_failure
 from webhook.snapshots.pods import PodRecord, condition
 from webhook.snapshots.views import workload_of
 
-SETTLED = "restore-settled"
 """``<prefix>restore-settled``: the readiness gate's condition type (``restore.readiness_gate``)."""
 
 
@@ -43,10 +50,10 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
     ready = condition(obj, "Ready")
     restored = condition(obj, POD_RESTORED)
     scheduled = condition(obj, "PodScheduled")
-    settled = condition(obj, prefix + SETTLED)
+    settled = condition(obj, prefix + RESTORE_SETTLED)
     gates = spec.get("readinessGates")
     gated = isinstance(gates, list) and any(
-        isinstance(g, dict) and g.get("conditionType") == prefix + SETTLED for g in gates
+        isinstance(g, dict) and g.get("conditionType") == prefix + RESTORE_SETTLED for g in gates
     )
     node = spec.get("nodeName")
     return PodRecord(
@@ -54,21 +61,21 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
         name=name,
         uid=str(metadata.get("uid") or ""),
         labels=labels,
-        spec_hash=ours("spec-hash"),
+        spec_hash=ours(SPEC_HASH),
         node_name=node if isinstance(node, str) else None,
-        prediction=ours("restore-prediction"),
-        predicted_snapshot=ours("restore-snapshot"),
+        prediction=ours(RESTORE_PREDICTION),
+        predicted_snapshot=ours(RESTORE_SNAPSHOT),
         created=str(metadata.get("creationTimestamp") or ""),
         ready_at=str(ready.get("lastTransitionTime") or "")
         if ready is not None and ready.get("status") == "True"
         else None,
         restored=restored is not None and restored.get("status") == "True",
         restored_message=str(restored.get("message") or "") if restored is not None else "",
-        policy=ours("policy"),
+        policy=ours(POLICY),
         scheduled_at=_true_since(scheduled),
         restored_at=_true_since(restored),
         restore_failure=restore_failure(obj.get("status")),
-        outcome=ours("restore-outcome"),
+        outcome=ours(RESTORE_OUTCOME),
         gated=gated,
         settled=str(settled.get("status")) if settled is not None else None,
         phase=str(mapping(obj.get("status")).get("phase") or ""),

@@ -30,12 +30,12 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from webhook.base.config import Settings
+from webhook.base.keys import RESTORE_OUTCOME, RESTORE_SETTLED
 from webhook.base.types import RawObject
 from webhook.cluster.checkpoints import CheckpointReporter
 from webhook.cluster.events import Event, EventRecorder, Regarding, micro_time
 from webhook.cluster.gate import awaiting_checkpoint, gate_status, write_gate
 from webhook.cluster.labels import LabelGuard
-from webhook.cluster.records import SETTLED
 from webhook.cluster.snapshot_warnings import SnapshotWarnings
 from webhook.cluster.syncing import NotServed, TransportError, Worker, describe
 from webhook.snapshots.evidence import events_of
@@ -321,13 +321,13 @@ class RestoreTracker(Worker):
         if record.uid and meta.get("uid") != record.uid:
             return True
         annotations = meta.get("annotations")
-        return isinstance(annotations, dict) and self.prefix + "restore-outcome" in annotations
+        return isinstance(annotations, dict) and self.prefix + RESTORE_OUTCOME in annotations
 
     def _record_outcome(self, record: PodRecord, outcome: str) -> None:
         """``<prefix>restore-outcome`` on the pod (the uid is a precondition)."""
         if self.pods is None or not self.is_leader():
             return
-        metadata: dict[str, Any] = {"annotations": {self.prefix + "restore-outcome": outcome}}
+        metadata: dict[str, Any] = {"annotations": {self.prefix + RESTORE_OUTCOME: outcome}}
         if record.uid:
             metadata["uid"] = record.uid
         namespace, name = quote(record.namespace, safe=""), quote(record.name, safe="")
@@ -346,7 +346,7 @@ class RestoreTracker(Worker):
         pods that changed, and every gated pod on a full pass (timeouts, snapshot changes)."""
         if self.pods is None:
             return
-        condition = self.prefix + SETTLED
+        condition = self.prefix + RESTORE_SETTLED
         stamp = micro_time(now.timestamp())[:19] + "Z"
         keys = list(self._gates) if full else [k for k in fresh if k in self._gates]
         for key in keys:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.base.config import Settings
+from webhook.base.keys import SNAPSHOT_SOURCE
 from webhook.base.text import clip
 from webhook.base.types import Finding, mapping
 from webhook.snapshots.state import ClusterState
@@ -66,7 +67,7 @@ def trigger_findings(
             f"{': only ' + names if names else ''}; a trigger serves triggerConfig.type manual"
         )
         return [Finding(TARGET_PATH, RULE, text)]
-    label = settings.prefix + "snapshot-source"
+    label = settings.prefix + SNAPSHOT_SOURCE
     if settings.rules.manual_trigger.require_source_label and record.labels.get(label) != "true":
         text = f'pod {pod} lacks label {label}: "true" (required for trigger targets; {_WHY})'
         return [Finding(TARGET_PATH, RULE, text)]

@@ -1,8 +1,9 @@
-"""Reading Kubernetes manifests from files or stdin, and finding the pod spec(s) inside objects.
+"""Kubernetes manifests: YAML or JSON streams into objects, and the pod spec(s) inside objects.
 
-Owns the offline input side of the CLI (``hash``, ``diff``, ``check``):
+The parsing side of the CLI's offline inputs (``hash``, ``diff``, ``check``; the files and stdin
+themselves are read by ``cli.inputs``), pure:
 
-- ``load_objects(names)``: every object of multi-document YAML or JSON files (``-`` is stdin), each
+- ``parse_documents(data, source)``: every object of a multi-document YAML or JSON stream, each
   labelled with where it came from (``deploy.yaml#1``). ``kind: List`` / ``PodList``-style objects
   are expanded into their items (``pods.yaml#0.items[2]``), and an ``AdmissionReview`` file yields
   its ``request.object`` (``review.json#0.request.object``), so captured reviews work as input.
@@ -18,17 +19,16 @@ marks), so reports point at it. Every YAML document is composed and checked agai
 ``webhook.kube.yaml_bounds`` (alias expansion, nesting, recursive aliases) before any value is
 built: an alias bomb is refused as that document's error, in milliseconds.
 Errors raise ``ManifestError`` (a ``webhook.base.errors.ConfigError``) with the source label and,
-for YAML, line and column. ``read_lenient(names)`` is the CI form (``check``): every input that can
-be read is returned, and each one that cannot is one ``ManifestError`` (file, line, reason).
+for YAML, line and column. ``parse_lenient(data, source)`` is the CI form (``check``): every
+document that can be read is returned, and each one that cannot is one ``ManifestError`` (file,
+line, reason).
 """
 
 from __future__ import annotations
 
 import gc
-import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -127,33 +127,6 @@ class LoadedObject:
         if self.namespace:
             return f"{self.kind}/{self.namespace}/{self.name}"
         return f"{self.kind}/{self.name}"
-
-
-def load_objects(names: Sequence[str]) -> list[LoadedObject]:
-    """Every object in the files ``names`` (``-`` reads stdin once), in input order.
-
-    Raises:
-        ConfigError: a file cannot be read, is not valid YAML/JSON, or holds a document that is not
-            a Kubernetes object (a mapping with a string ``kind``).
-    """
-    objects: list[LoadedObject] = []
-    for name in names:
-        objects.extend(parse_documents(read_source(name), name))
-    return objects
-
-
-def read_source(name: str) -> bytes:
-    """Bytes of file ``name``, or of stdin for ``-``.
-
-    Raises:
-        ConfigError: the file cannot be read (message names it and the OS reason).
-    """
-    if name == "-":
-        return sys.stdin.buffer.read()
-    try:
-        return Path(name).read_bytes()
-    except OSError as exc:
-        raise ManifestError(name, f"cannot read: {exc.strerror or exc}") from None
 
 
 def parse_documents(data: bytes, source: str) -> list[LoadedObject]:
@@ -302,23 +275,6 @@ def parse_lenient(data: bytes, source: str) -> tuple[list[LoadedObject], list[Ma
             objects.extend(_expand(document, f"{source}#{where.document}", where))
         except ManifestError as exc:
             errors.append(exc)
-    return objects, errors
-
-
-def read_lenient(names: Sequence[str]) -> tuple[list[LoadedObject], list[ManifestError]]:
-    """Every object of every readable input in ``names`` (``-`` is stdin), and one
-    ``ManifestError`` per input (or document) that cannot be read; never raises for bad input."""
-    objects: list[LoadedObject] = []
-    errors: list[ManifestError] = []
-    for name in names:
-        try:
-            data = read_source(name)
-        except ManifestError as exc:
-            errors.append(exc)
-            continue
-        found, failed = parse_lenient(data, name)
-        objects.extend(found)
-        errors.extend(failed)
     return objects, errors
 
 

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from webhook.base.config import Settings
+from webhook.base.keys import INJECT
 from webhook.base.types import Finding, JsonPatchOp, RawObject, Wording
 from webhook.kube.responses import bounded_lines
 from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
@@ -144,7 +145,7 @@ def mutate(pod: RawObject, ctx: PodContext) -> Mutation:
     problems = collisions(ctx) if inject else []
     findings: list[Finding] = []
     if problems:
-        message = collision_message(problems, ctx.settings.annotation("inject"))
+        message = collision_message(problems, ctx.settings.annotation(INJECT))
         findings.append(Finding(ctx.spec_path, HELPER_COLLISION, message, "deny"))
     draft, changed = run_mutators(pod, ctx, inject=inject and not problems)
     prediction = ctx.memo.get(PREDICTION_KEY)

@@ -8,6 +8,7 @@ reinvocation after another webhook changed hashed fields, only this annotation i
 
 from __future__ import annotations
 
+from webhook.base.keys import POLICY, SPEC_HASH
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
 from webhook.pod.memo import admitted_fingerprint
@@ -22,7 +23,7 @@ def stamp_policy(draft: Draft, ctx: PodContext) -> bool:
     """Set ``<prefix>policy`` to the selecting policy's name (names joined by ``,`` when
     several select the pod; ``ctx.policies`` is sorted by name, so the value is stable)."""
     names = ",".join(policy.name for policy in ctx.policies)
-    return draft.put(ANNOTATIONS, ctx.settings.annotation("policy"), names)
+    return draft.put(ANNOTATIONS, ctx.settings.annotation(POLICY), names)
 
 
 def stamp_fingerprint(draft: Draft, ctx: PodContext) -> bool:
@@ -33,4 +34,4 @@ def stamp_fingerprint(draft: Draft, ctx: PodContext) -> bool:
     """
     value = admitted_fingerprint(draft.doc)
     ctx.memo[FINGERPRINT_KEY] = value
-    return draft.put(ANNOTATIONS, ctx.settings.annotation("spec-hash"), value)
+    return draft.put(ANNOTATIONS, ctx.settings.annotation(SPEC_HASH), value)

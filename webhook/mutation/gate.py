@@ -14,11 +14,11 @@ section 9, open questions): the gate is off by default.
 
 from __future__ import annotations
 
+from webhook.base.keys import RESTORE_SETTLED
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
 
 GATES = ("spec", "readinessGates")
-SETTLED = "restore-settled"
 
 
 def add_readiness_gate(draft: Draft, ctx: PodContext) -> bool:
@@ -26,7 +26,7 @@ def add_readiness_gate(draft: Draft, ctx: PodContext) -> bool:
     ``restore.readiness_gate`` is on and the pod does not carry it yet (idempotent)."""
     if not ctx.settings.restore.readiness_gate:
         return False
-    condition = ctx.settings.annotation(SETTLED)
+    condition = ctx.settings.annotation(RESTORE_SETTLED)
     gates = draft.get(*GATES)
     if isinstance(gates, list) and any(
         isinstance(gate, dict) and gate.get("conditionType") == condition for gate in gates

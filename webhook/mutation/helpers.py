@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from webhook.base.config import Settings
+from webhook.base.keys import INJECT
 from webhook.base.types import RawObject
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
@@ -109,9 +110,7 @@ def injection_wanted(metadata: RawObject, settings: Settings) -> bool:
     if not settings.injection.enabled:
         return False
     annotations = metadata.get("annotations")
-    value = (
-        annotations.get(settings.annotation("inject")) if isinstance(annotations, dict) else None
-    )
+    value = annotations.get(settings.annotation(INJECT)) if isinstance(annotations, dict) else None
     return not (isinstance(value, str) and value.strip().lower() == "false")
 
 

@@ -13,15 +13,16 @@ change a ``<prefix>`` key).
 
 from __future__ import annotations
 
+from webhook.base.keys import INJECT, SNAPSHOT_SOURCE
 from webhook.base.types import mapping
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
 
 ANNOTATIONS = ("metadata", "annotations")
 LABELS = ("metadata", "labels")
-USER_ANNOTATIONS = ("inject",)
+USER_ANNOTATIONS = (INJECT,)
 """``<prefix>inject: "false"``: the user opts a pod out of helper injection (design.md)."""
-USER_LABELS = ("snapshot-source",)
+USER_LABELS = (SNAPSHOT_SOURCE,)
 """``<prefix>snapshot-source: "true"``: the user marks a manual-trigger target (design.md)."""
 
 

@@ -14,6 +14,14 @@ exceed the 63 characters of a label value).
 
 from __future__ import annotations
 
+from webhook.base.keys import (
+    RESTORE_OUTCOME,
+    RESTORE_PREDICTION,
+    RESTORE_REASON,
+    RESTORE_SNAPSHOT,
+    SELECTED,
+    SPEC_HASH,
+)
 from webhook.base.types import mapping
 from webhook.mutation.annotations import FINGERPRINT_KEY
 from webhook.mutation.patch import Draft
@@ -32,12 +40,12 @@ def clear_outcome(draft: Draft, ctx: PodContext) -> bool:
     """Remove a ``<prefix>restore-outcome`` annotation a new pod brings along: only the leader
     writes it, once it has decided (``cluster.restores``), and a pod created with one would
     otherwise never be reported (the leader skips pods whose outcome is recorded)."""
-    return draft.drop(ANNOTATIONS, ctx.settings.annotation("restore-outcome"))
+    return draft.drop(ANNOTATIONS, ctx.settings.annotation(RESTORE_OUTCOME))
 
 
 def stamp_selected(draft: Draft, ctx: PodContext) -> bool:
     """Set the label ``<prefix>selected: "true"``."""
-    return draft.put(LABELS, ctx.settings.annotation("selected"), "true")
+    return draft.put(LABELS, ctx.settings.annotation(SELECTED), "true")
 
 
 def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
@@ -45,7 +53,7 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
     doc = draft.doc
     metadata = mapping(doc.get("metadata"))
     labels, annotations = mapping(metadata.get("labels")), mapping(metadata.get("annotations"))
-    spec_hash = str(annotations.get(ctx.settings.annotation("spec-hash"), ""))
+    spec_hash = str(annotations.get(ctx.settings.annotation(SPEC_HASH), ""))
     computed = ctx.memo.get(FINGERPRINT_KEY)
     return PodFacts(
         namespace=ctx.namespace,
@@ -73,9 +81,9 @@ def stamp_prediction(draft: Draft, ctx: PodContext) -> bool:
         pod_facts(draft, ctx), state.snapshots, state.node_pools, rootfs_only=ctx.rootfs_only
     )
     ctx.memo[PREDICTION_KEY] = result
-    changed = draft.put(ANNOTATIONS, ctx.settings.annotation("restore-prediction"), result.outcome)
+    changed = draft.put(ANNOTATIONS, ctx.settings.annotation(RESTORE_PREDICTION), result.outcome)
     if result.snapshot is not None:
-        key = ctx.settings.annotation("restore-snapshot")
+        key = ctx.settings.annotation(RESTORE_SNAPSHOT)
         changed = draft.put(ANNOTATIONS, key, result.snapshot) or changed
     reason = result.reason[:MAX_REASON_CHARS]
-    return draft.put(ANNOTATIONS, ctx.settings.annotation("restore-reason"), reason) or changed
+    return draft.put(ANNOTATIONS, ctx.settings.annotation(RESTORE_REASON), reason) or changed

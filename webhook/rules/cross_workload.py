@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from webhook.base.keys import RESTORE_SNAPSHOT
 from webhook.base.text import clip
 from webhook.base.types import Finding, Wording
 from webhook.pod.context import PodContext
@@ -54,5 +55,5 @@ class CrossWorkload:
             f"(snapshot {clip(result.snapshot, 63)}), not of {clip(own.kind)} {clip(own.name)}; "
             "group the policy by a label that differs per workload (snapshotGroupingRules)"
         )
-        path = pod.metadata_field("annotations", pod.settings.annotation("restore-snapshot"))
+        path = pod.metadata_field("annotations", pod.settings.annotation(RESTORE_SNAPSHOT))
         return (Finding(path, RULE, message, "deny" if setting == "deny" else "warn"),)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from webhook.base.keys import SPEC_HASH
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext
 from webhook.pod.distill import FINGERPRINT_PREFIX
@@ -31,7 +32,7 @@ class HashDrift:
         """At most one warn finding at ``metadata.annotations["<prefix>spec-hash"]``."""
         if pod.kind != "Pod" or pod.rootfs_only:
             return []
-        key = pod.settings.annotation("spec-hash")
+        key = pod.settings.annotation(SPEC_HASH)
         recorded = pod.annotations.get(key)
         if not isinstance(recorded, str) or not recorded.startswith(FINGERPRINT_PREFIX):
             return []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from webhook.base.keys import RESTORE_PREDICTION
 from webhook.base.types import Finding, Wording
 from webhook.pod.context import PodContext
 from webhook.pod.restore import PREDICTION_KEY, Prediction
@@ -40,5 +41,5 @@ class RestoreMiss:
         if setting == "off" or result is None or result.outcome != "miss":
             return ()
         message = f"will cold-start ({result.snapshot}): {result.reason}"
-        path = pod.metadata_field("annotations", pod.settings.annotation("restore-prediction"))
+        path = pod.metadata_field("annotations", pod.settings.annotation(RESTORE_PREDICTION))
         return (Finding(path, RULE, message, "deny" if setting == "deny" else "warn"),)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from webhook.base.keys import RESTORE_SNAPSHOT
 from webhook.base.text import clip
 from webhook.base.types import Finding, Wording
 from webhook.pod.context import PodContext
@@ -51,5 +52,5 @@ class StaleConfig:
             f"{more} (snapshot {clip(result.snapshot, 63)}); take a new snapshot to pick up the "
             "current configuration"
         )
-        path = pod.metadata_field("annotations", pod.settings.annotation("restore-snapshot"))
+        path = pod.metadata_field("annotations", pod.settings.annotation(RESTORE_SNAPSHOT))
         return (Finding(path, RULE, message, "warn"),)

@@ -30,11 +30,11 @@ from webhook.kube.review import AdmissionReviewRequest
 from webhook.server import certs
 from webhook.server.app import Observer, RejectHook, create_app
 from webhook.server.collectors import RecordWritesCollector
-from webhook.server.lifecycle import GracefulServer
 from webhook.server.logs import log_admission
 from webhook.server.metrics import Metrics, default_metrics, serve_metrics
 from webhook.server.protocol import protocol_class
 from webhook.server.report_metrics import ReportCollector
+from webhook.server.shutdown import GracefulServer
 from webhook.server.tls import CertReloader, run_with_reloader
 from webhook.snapshots.state import ClusterState
 

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from webhook.base.keys import SELECTED, SPEC_HASH
 from webhook.base.types import RawObject, mapping
 from webhook.kube.matching import LabelSelector, Policy, Requirement
 from webhook.snapshots.outcomes import parse_time
@@ -41,8 +42,8 @@ def admitted(metadata: RawObject, prefix: str) -> bool:
     """Whether snapready's mutating webhook stamped the pod (label ``<prefix>selected: "true"``
     and annotation ``<prefix>spec-hash``)."""
     labels, annotations = mapping(metadata.get("labels")), mapping(metadata.get("annotations"))
-    stamp = annotations.get(prefix + "spec-hash")
-    return labels.get(prefix + "selected") == "true" and isinstance(stamp, str) and bool(stamp)
+    stamp = annotations.get(prefix + SPEC_HASH)
+    return labels.get(prefix + SELECTED) == "true" and isinstance(stamp, str) and bool(stamp)
 
 
 def running(pod: RawObject) -> bool:

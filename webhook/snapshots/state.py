@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.base.errors import ConfigError
+from webhook.base.keys import ENFORCEMENT
 from webhook.kube.matching import LabelSelector, Policy, PolicyIndex, compile_selector
 from webhook.snapshots.config_refs import ConfigIndex
 from webhook.snapshots.evidence import PodEvents
@@ -221,7 +222,7 @@ def parse_policy(
         storage_config_name=storage,
         scope=scope,
         trigger_type=trigger.get("type") if isinstance(trigger, dict) else None,
-        enforcement=annotations.get(prefix + "enforcement")
+        enforcement=annotations.get(prefix + ENFORCEMENT)
         if isinstance(annotations, dict)
         else None,
         grouping_labels=tuple(str(label) for label in grouping if isinstance(label, str)),

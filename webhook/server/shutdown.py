@@ -1,4 +1,4 @@
-"""The process lifecycle: a uvicorn server that drains on SIGTERM (the HTTP protocol with the
+"""Start-up and shutdown: a uvicorn server that drains on SIGTERM (the HTTP protocol with the
 request deadline and header cap is ``webhook.server.protocol``).
 
 ``GracefulServer`` listens on a socket bound beforehand (so a bind failure is a clear start-up

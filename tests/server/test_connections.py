@@ -33,8 +33,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import RunningServer, make_settings, start_server, stop_server
 from tests.support.ports import free_port
 from webhook.server.app import create_app
-from webhook.server.lifecycle import GracefulServer
 from webhook.server.runner import build_engine
+from webhook.server.shutdown import GracefulServer
 
 SLOTS = 6
 """``server.max_concurrency`` of the test servers: few, so a handful of clients fill them."""

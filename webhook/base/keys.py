@@ -1,0 +1,53 @@
+"""snapready's own annotation and label names: the part after the prefix (``Settings.prefix``,
+default ``snapready.io/``; ``Settings.annotation(name)`` joins them).
+
+One place for every key snapready writes or reads on pods, workloads, PodSnapshotPolicies and
+PodSnapshotManualTriggers, so that a reader can see them all and a rename cannot miss one. Who
+may write each key is the ownership rule (``mutation.ownership``): on a selected pod, only
+``INJECT`` and the ``SNAPSHOT_SOURCE`` label are user inputs; every other key is snapready's
+and a copy the pod brought is dropped at admission.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Labels.
+SELECTED: Final = "selected"
+"""Label ``true`` on every pod snapready stamped at admission (what the caches watch)."""
+SNAPSHOT_SOURCE: Final = "snapshot-source"
+"""User label ``true``: a pod a manual trigger may checkpoint (``trigger.require_label``)."""
+REFRESH: Final = "refresh"
+"""Label ``true`` on the PodSnapshotManualTriggers the leader creates to refresh a group."""
+
+# Annotations snapready writes on a selected pod at admission.
+POLICY: Final = "policy"
+"""The selecting PodSnapshotPolicies' names, joined by ``,``."""
+SPEC_HASH: Final = "spec-hash"
+"""snapready's fingerprint of the pod's distilled spec (``pod.distill``), written last."""
+RESTORE_PREDICTION: Final = "restore-prediction"
+"""The admission-time prediction: ``hit``, ``miss`` or ``none`` (``pod.restore``)."""
+RESTORE_SNAPSHOT: Final = "restore-snapshot"
+"""The PodSnapshot a ``hit`` predicts (or the nearest one a ``miss`` compared)."""
+RESTORE_REASON: Final = "restore-reason"
+"""Why a prediction is ``miss`` or ``none`` (the first differing field or the missing fact)."""
+
+# Written later by the leader.
+RESTORE_OUTCOME: Final = "restore-outcome"
+"""The outcome the leader decided for a stamped pod (``snapshots.outcomes``), written once."""
+RESTORE_SETTLED: Final = "restore-settled"
+"""Readiness-gate condition type the leader sets when a gated pod's restore has settled."""
+REFRESH_OF: Final = "refresh-of"
+"""On a refresh trigger: the stale snapshots it replaces, joined by ``,``."""
+REPORT_DIGEST: Final = "report-digest"
+"""On a PolicyReport: the digest of what it reports, so an unchanged report is not rewritten."""
+
+# User and admin inputs.
+INJECT: Final = "inject"
+"""Per-pod opt-out of helper injection (``"false"``)."""
+ENFORCEMENT: Final = "enforcement"
+"""On a PodSnapshotPolicy: the admin's enforcement mode for the pods it selects."""
+IGNORE: Final = "ignore"
+"""Namespace label ``true``: snapready judges no pod of that namespace."""
+ORIGIN: Final = "origin"
+"""The legacy origin annotation on PodSnapshots (before ``SnapshotRecord``), read to convert it."""
