@@ -185,24 +185,32 @@ def decide_mutation(mutation: Mutation, findings: list[Finding], ctx: PodContext
         admitted, ``mutators`` and ``collisions`` (if the mutators ran) and ``prediction``.
     """
     disabled, overrides = ctx.settings.rules.disabled, ctx.settings.rules.modes
-    kept = [f for f in findings if f.rule not in disabled]
-    wordings = [MUTATE_WORDINGS[f.rule] for f in kept]
-    outcomes: list[Mode] = [
-        finding_outcome(f, ctx.mode if w.pod_mode else "enforce", overrides)
-        for f, w in zip(kept, wordings, strict=True)
-    ]
-    audit: dict[str, object] = {"findings": kept, "outcomes": outcomes}
-    verdicts = list(zip(kept, wordings, outcomes, strict=True))
-    denial = next((w.denial_for(f) for f, w, o in verdicts if o == "enforce"), None)
+    kept: list[Finding] = []
+    outcomes: list[Mode] = []
+    lines: list[str] = []
+    denial: str | None = None
+    for finding in findings:
+        if finding.rule in disabled:
+            continue
+        wording = MUTATE_WORDINGS[finding.rule]
+        outcome = finding_outcome(finding, ctx.mode if wording.pod_mode else "enforce", overrides)
+        kept.append(finding)
+        outcomes.append(outcome)
+        if outcome == "enforce" and denial is None:
+            denial = wording.denial_for(finding)
+        elif outcome == "warn":
+            lines.append(wording.warning_for(finding))
     if denial is not None:
         decision = denied(denial)
     else:
-        lines = [w.warning_for(f) for f, w, o in verdicts if o == "warn"]
-        decision = patched(mutation.ops, warnings=bounded_warnings(lines))
+        decision = patched(mutation.ops, warnings=bounded_warnings(lines) if lines else ())
         if mutation.mutators is not None:
-            audit.update({"mutators": mutation.mutators, "collisions": mutation.collisions})
+            decision.audit.update(
+                {"mutators": mutation.mutators, "collisions": mutation.collisions}
+            )
         if mutation.prediction is not None:
-            audit["prediction"] = mutation.prediction.outcome
-    decision.audit.update(audit)
-    decision.audit.update({"policy": ctx.policy_ids, "mode": ctx.mode})
+            decision.audit["prediction"] = mutation.prediction.outcome
+    decision.audit.update(
+        {"findings": kept, "outcomes": outcomes, "policy": ctx.policy_ids, "mode": ctx.mode}
+    )
     return decision

@@ -15,6 +15,7 @@ from typing import Protocol
 from webhook.base.text import natural_key
 from webhook.base.types import Finding, Wording
 from webhook.pod.context import PodContext
+from webhook.pod.restore import PREDICTION_KEY
 from webhook.rules import cross_workload, restore_miss, stale_config
 from webhook.rules.checkpoint import CheckpointWindow
 from webhook.rules.cross_workload import CrossWorkload
@@ -78,7 +79,10 @@ def evaluate(ctx: PodContext, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
 
 def prediction_findings(ctx: PodContext) -> list[Finding]:
     """Run ``PREDICTION_RULES`` over a pod the mutating webhook has just mutated; the findings in
-    table order, those of ``settings.rules.disabled`` dropped."""
+    table order, those of ``settings.rules.disabled`` dropped; none without a prediction (file
+    mode, a pod left unmutated)."""
+    if PREDICTION_KEY not in ctx.memo:
+        return []  # the fast path: every prediction rule reads it
     disabled = ctx.settings.rules.disabled
     return [
         finding
