@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from webhook.admission import guard
 from webhook.mutation import WORDINGS as MUTATION_WORDINGS
 from webhook.rules import PREDICTION_RULES, RULES, WORDINGS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-ADMISSION_RULES = ("policy-overlap", "not-stamped")
-"""Rule ids ``admission.decision`` reports itself (not through a rule table)."""
+ADMISSION_RULES = ("policy-overlap", "not-stamped", guard.RULE)
+"""Rule ids admission reports itself (``admission.decision``, ``admission.guard``)."""
 
 
 def documented() -> set[str]:

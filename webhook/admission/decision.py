@@ -4,6 +4,7 @@ finding ends (deny, warning, audit), and the namespace helpers every handler sha
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from webhook.base.config import Settings
@@ -167,6 +168,66 @@ def decide(findings: list[Finding], ctx: PodContext) -> Decision:
     return decision
 
 
+@dataclass(frozen=True)
+class Worded:
+    """Findings with their own wording, judged (``judge_worded``).
+
+    Attributes:
+        findings: the findings kept (``rules.disabled`` dropped), in the order given.
+        outcomes: the ``finding_outcome`` of each, same order.
+        denial: the denial text of the first ``enforce`` outcome, or None.
+        warnings: the warning line of each ``warn`` outcome, bounded as the API server requires.
+    """
+
+    findings: list[Finding]
+    outcomes: list[Mode]
+    denial: str | None
+    warnings: tuple[str, ...]
+
+
+def judge_worded(
+    findings: list[Finding], mode: Mode, settings: Settings, wordings: Mapping[str, Wording]
+) -> Worded:
+    """Judge findings that keep their own texts (``Wording``): those of ``settings.rules.disabled``
+    are dropped; each is judged in ``mode`` when its wording says ``pod_mode``, else as
+    ``enforce`` (its severity decides), ``settings.rules.modes`` overriding either.
+
+    Raises:
+        KeyError: a finding whose rule id has no entry in ``wordings``.
+    """
+    disabled, overrides = settings.rules.disabled, settings.rules.modes
+    kept: list[Finding] = []
+    outcomes: list[Mode] = []
+    lines: list[str] = []
+    denial: str | None = None
+    for finding in findings:
+        if finding.rule in disabled:
+            continue
+        wording = wordings[finding.rule]
+        outcome = finding_outcome(finding, mode if wording.pod_mode else "enforce", overrides)
+        kept.append(finding)
+        outcomes.append(outcome)
+        if outcome == "enforce" and denial is None:
+            denial = wording.denial_for(finding)
+        elif outcome == "warn":
+            lines.append(wording.warning_for(finding))
+    return Worded(kept, outcomes, denial, bounded_warnings(lines) if lines else ())
+
+
+def decide_worded(
+    findings: list[Finding], mode: Mode, settings: Settings, wordings: Mapping[str, Wording]
+) -> Decision:
+    """``judge_worded`` as a decision: ``denied`` by the first ``enforce`` outcome (its text
+    alone), else ``allowed`` with the warnings; ``audit`` holds ``findings`` and ``outcomes``."""
+    worded = judge_worded(findings, mode, settings, wordings)
+    if worded.denial is not None:
+        decision = denied(worded.denial)
+    else:
+        decision = allowed(warnings=worded.warnings)
+    decision.audit.update({"findings": worded.findings, "outcomes": worded.outcomes})
+    return decision
+
+
 def decide_mutation(mutation: Mutation, findings: list[Finding], ctx: PodContext) -> Decision:
     """The mutating webhook's decision for one selected pod: its patch, unless a finding denies.
 
@@ -184,26 +245,11 @@ def decide_mutation(mutation: Mutation, findings: list[Finding], ctx: PodContext
         ``policy``, ``mode``, ``findings`` and ``outcomes`` (``finding_outcome``), plus, when
         admitted, ``mutators`` and ``collisions`` (if the mutators ran) and ``prediction``.
     """
-    disabled, overrides = ctx.settings.rules.disabled, ctx.settings.rules.modes
-    kept: list[Finding] = []
-    outcomes: list[Mode] = []
-    lines: list[str] = []
-    denial: str | None = None
-    for finding in findings:
-        if finding.rule in disabled:
-            continue
-        wording = MUTATE_WORDINGS[finding.rule]
-        outcome = finding_outcome(finding, ctx.mode if wording.pod_mode else "enforce", overrides)
-        kept.append(finding)
-        outcomes.append(outcome)
-        if outcome == "enforce" and denial is None:
-            denial = wording.denial_for(finding)
-        elif outcome == "warn":
-            lines.append(wording.warning_for(finding))
-    if denial is not None:
-        decision = denied(denial)
+    worded = judge_worded(findings, ctx.mode, ctx.settings, MUTATE_WORDINGS)
+    if worded.denial is not None:
+        decision = denied(worded.denial)
     else:
-        decision = patched(mutation.ops, warnings=bounded_warnings(lines) if lines else ())
+        decision = patched(mutation.ops, warnings=worded.warnings)
         if mutation.mutators is not None:
             decision.audit.update(
                 {"mutators": mutation.mutators, "collisions": mutation.collisions}
@@ -211,6 +257,11 @@ def decide_mutation(mutation: Mutation, findings: list[Finding], ctx: PodContext
         if mutation.prediction is not None:
             decision.audit["prediction"] = mutation.prediction.outcome
     decision.audit.update(
-        {"findings": kept, "outcomes": outcomes, "policy": ctx.policy_ids, "mode": ctx.mode}
+        {
+            "findings": worded.findings,
+            "outcomes": worded.outcomes,
+            "policy": ctx.policy_ids,
+            "mode": ctx.mode,
+        }
     )
     return decision

@@ -9,9 +9,9 @@ their restore prediction (``rules.prediction_findings``), one decision
 
 from __future__ import annotations
 
+from webhook.admission import guard
 from webhook.admission.context import Engine, selected_pod_context, validate_context
-from webhook.admission.decision import decide, decide_mutation
-from webhook.admission.guard import guard_update
+from webhook.admission.decision import decide, decide_mutation, decide_worded
 from webhook.base.types import Endpoint, RawObject
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
@@ -26,7 +26,7 @@ def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) ->
 
     CREATE without subresource: mutated (``/mutate``) or validated (``/validate``) when a policy
     selects it. UPDATE: only ``/validate`` answers, denying a change to snapready's metadata by
-    anyone but snapready (``guard.guard_update``). Subresource ``ephemeralcontainers`` on
+    anyone but snapready (``guard_metadata``). Subresource ``ephemeralcontainers`` on
     ``/validate``: ``sandbox-compat`` for the new containers. Anything else: allowed.
     """
     obj = request.object
@@ -39,14 +39,24 @@ def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) ->
     if request.operation != "CREATE":  # pods are judged and mutated once, at creation
         if endpoint != "validate":
             return allowed()
-        owner = engine.settings.ownership.service_account
-        return guard_update(request, engine.settings.prefix, owner)  # snapready's metadata
+        return guard_metadata(request, engine)
     ctx = selected_pod_context(request, obj, engine)
     if ctx is None:
         return allowed()  # the fast path: no policy selects this pod
     if endpoint == "mutate":
         return mutate_pod(obj, ctx)
     return validate_context(ctx, engine)
+
+
+def guard_metadata(request: AdmissionRequest, engine: Engine) -> Decision:
+    """A pod UPDATE on ``/validate``: the ``owned-metadata`` finding (``guard.guard_update``: a
+    change to snapready's own keys by anyone but ``ownership.service_account``), decided under
+    ``rules.disabled``/``rules.modes``; allowed when there is none."""
+    settings = engine.settings
+    finding = guard.guard_update(request, settings.prefix, settings.ownership.service_account)
+    if finding is None:
+        return allowed()
+    return decide_worded([finding], settings.enforcement, settings, {guard.RULE: guard.WORDING})
 
 
 def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:
