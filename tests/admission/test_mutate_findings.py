@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.mutation.test_mutation import apply, container, engine_for, make_pod, make_review, run
+from webhook.admission.audit import judge
 from webhook.admission.engine import Engine
 from webhook.base.types import RawObject
 from webhook.kube.responses import Decision
@@ -306,3 +307,27 @@ def test_a_collision_outside_enforce_still_skips_the_helpers() -> None:
         pod = prefill_pod(collide=True)
         admitted = apply(pod, run(make_review(pod), engine_for(**settings)))
         assert admitted["spec"] == pod["spec"]
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        pytest.param({}, ("fail", "high"), id="fails-where-admission-denies-the-miss"),
+        pytest.param(
+            {"modes": {"restore-miss": "warn"}}, ("warn", "medium"), id="warns-under-mode-warn"
+        ),
+        pytest.param({"disabled": ["restore-miss"]}, ("warn", "medium"), id="warns-if-disabled"),
+    ],
+)
+def test_the_audits_prediction_result_agrees_with_admission(
+    rules: dict[str, Any], expected: tuple[str, str]
+) -> None:
+    """``admission.audit``'s ``restore-prediction`` result fails exactly where ``/mutate``
+    would deny the miss (``rules.restore_miss.miss_denies``)."""
+    engine = cluster_engine(hit=False, restore={"on_miss": "deny"}, rules=rules)
+    obj = prefill_pod()
+    obj["metadata"]["uid"] = "uid-1"
+    judgement = judge(obj, "v1", "Pod", engine)
+    assert judgement is not None
+    (prediction,) = [r for r in judgement.results if r.rule == "restore-prediction"]
+    assert (prediction.result, prediction.severity) == expected

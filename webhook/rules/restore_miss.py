@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from webhook.base.config import Settings
 from webhook.base.keys import RESTORE_PREDICTION
 from webhook.base.types import Finding, Wording
 from webhook.pod.context import PodContext
@@ -43,3 +44,15 @@ class RestoreMiss:
         message = f"will cold-start ({result.snapshot}): {result.reason}"
         path = pod.metadata_field("annotations", pod.settings.annotation(RESTORE_PREDICTION))
         return (Finding(path, RULE, message, "deny" if setting == "deny" else "warn"),)
+
+
+def miss_denies(settings: Settings) -> bool:
+    """Whether admission denies a pod predicted to miss: ``restore.on_miss: deny``, the rule not
+    in ``rules.disabled`` and its ``rules.modes`` entry, if any, ``enforce`` (the audit's
+    ``restore-prediction`` result fails exactly then)."""
+    rules = settings.rules
+    return (
+        settings.restore.on_miss == "deny"
+        and RULE not in rules.disabled
+        and rules.modes.get(RULE, "enforce") == "enforce"
+    )
