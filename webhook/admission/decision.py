@@ -4,8 +4,7 @@ finding ends (deny, warning, audit), and the namespace helpers every handler sha
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from webhook.base.config import Settings
 from webhook.base.keys import ENFORCEMENT, IGNORE, SPEC_HASH
@@ -168,8 +167,7 @@ def decide(findings: list[Finding], ctx: PodContext) -> Decision:
     return decision
 
 
-@dataclass(frozen=True)
-class Worded:
+class Worded(NamedTuple):
     """Findings with their own wording, judged (``judge_worded``).
 
     Attributes:
@@ -195,6 +193,8 @@ def judge_worded(
     Raises:
         KeyError: a finding whose rule id has no entry in ``wordings``.
     """
+    if not findings:
+        return Worded([], [], None, ())  # the usual case: nothing to say
     disabled, overrides = settings.rules.disabled, settings.rules.modes
     kept: list[Finding] = []
     outcomes: list[Mode] = []

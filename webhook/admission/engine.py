@@ -18,7 +18,7 @@ from webhook.base.types import Endpoint
 from webhook.kube.responses import HTTP_BAD_REQUEST, Decision, allowed, denied
 from webhook.kube.review import AdmissionRequest
 
-__all__ = ["DISPATCH", "Engine", "Handler", "admit", "handler_for", "kind_mismatch"]
+__all__ = ["DISPATCH", "Engine", "Handler", "admit", "kind_mismatch"]
 
 DISPATCH: dict[tuple[str, str], Handler] = {
     ("", "Pod"): handle_pod,
@@ -34,27 +34,23 @@ DISPATCH: dict[tuple[str, str], Handler] = {
 }
 """The one explicit dispatch table: (API group, kind) -> handler. The custom workloads of
 ``engine.workloads`` (configuration: the built-in table plus ``workloads.extra``) take the
-templates route too (``handler_for``). Everything else is allowed."""
-
-
-def handler_for(key: tuple[str, str], engine: Engine) -> Handler | None:
-    """The handler of ``(group, kind)``: ``DISPATCH``'s, else ``handle_templates`` for a custom
-    workload of ``engine.workloads``, else None (allowed untouched)."""
-    handler = DISPATCH.get(key)
-    if handler is None and key in engine.workloads:
-        return handle_templates
-    return handler
+templates route too (``admit`` looks them up second, as they are configuration).
+Everything else is allowed."""
 
 
 def admit(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
     """Decide one AdmissionReview request for ``endpoint`` (``mutate`` or ``validate``).
 
-    Steps: 1. dispatch on group/kind (``handler_for``); 2. unknown kinds, DELETE/CONNECT and
-    null objects are allowed untouched; an object contradicting ``request.kind`` is a broken
-    request (400); 3. the handler matches policies and mutates or validates.
+    Steps: 1. dispatch on group/kind (``DISPATCH``, then ``engine.workloads``); 2. unknown
+    kinds, DELETE/CONNECT and null objects are allowed untouched; an object contradicting
+    ``request.kind`` is a broken request (400); 3. the handler matches policies and mutates or
+    validates.
     Exceptions propagate to the caller, which applies the failure policy.
     """
-    handler = handler_for((request.kind.group, request.kind.kind), engine)
+    key = (request.kind.group, request.kind.kind)
+    handler = DISPATCH.get(key)
+    if handler is None and key in engine.workloads:
+        handler = handle_templates  # a custom workload: the templates route, as DISPATCH says
     if handler is None or request.operation not in ("CREATE", "UPDATE"):
         return allowed()
     problem = kind_mismatch(request)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from webhook.base.config import Settings
 from webhook.base.keys import INJECT
@@ -95,8 +96,7 @@ WORDINGS: Mapping[str, Wording] = {
 """How the mutation's findings read (the texts predate them as findings and are kept)."""
 
 
-@dataclass(frozen=True)
-class Mutation:
+class Mutation(NamedTuple):
     """What the mutators did to one selected pod and what they found; no decision (admission
     decides: ``admission.decision.decide_mutation``, under ``rules.disabled``/``rules.modes``).
 

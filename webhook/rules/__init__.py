@@ -15,7 +15,7 @@ from typing import Protocol
 from webhook.base.text import natural_key
 from webhook.base.types import Finding, Wording
 from webhook.pod.context import PodContext
-from webhook.pod.restore import PREDICTION_KEY
+from webhook.pod.restore import PREDICTION_KEY, Prediction
 from webhook.rules import cross_workload, restore_miss, stale_config
 from webhook.rules.checkpoint import CheckpointWindow
 from webhook.rules.cross_workload import CrossWorkload
@@ -57,7 +57,9 @@ RULES: tuple[Rule, ...] = (
 
 PREDICTION_RULES: tuple[Rule, ...] = (RestoreMiss(), CrossWorkload(), StaleConfig())
 """Rules over the mutating webhook's restore prediction (``PodContext.memo``), in the order
-their findings are decided and warned (``admission.decide_mutation``: the first denial wins)."""
+their findings are decided and warned (``admission.decide_mutation``: the first denial wins).
+Each judges a ``hit`` or a ``miss``: a ``none`` prediction (nothing to restore from yet) has
+nothing for them, and ``prediction_findings`` skips them."""
 
 WORDINGS: Mapping[str, Wording] = {
     restore_miss.RULE: restore_miss.WORDING,
@@ -81,8 +83,9 @@ def prediction_findings(ctx: PodContext) -> list[Finding]:
     """Run ``PREDICTION_RULES`` over a pod the mutating webhook has just mutated; the findings in
     table order, those of ``settings.rules.disabled`` dropped; none without a prediction (file
     mode, a pod left unmutated)."""
-    if PREDICTION_KEY not in ctx.memo:
-        return []  # the fast path: every prediction rule reads it
+    prediction: Prediction | None = ctx.memo.get(PREDICTION_KEY)
+    if prediction is None or prediction.outcome == "none":
+        return []  # the fast path: each rule judges a hit or a miss
     disabled = ctx.settings.rules.disabled
     return [
         finding
