@@ -37,7 +37,7 @@ def _literal_keys(path: Path, root: Path = PACKAGE.parent) -> list[str]:
         ):
             literal = node.args[0]
         if isinstance(literal, ast.Constant) and isinstance(literal.value, str):
-            found.append(f"{path.relative_to(root)}:{node.lineno}: {literal.value!r}")
+            found.append(f"{path.relative_to(root)}:{literal.lineno}: {literal.value!r}")
     return found
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import DATA
 from webhook.cli import main
-from webhook.cli.check_input import read_inputs
+from webhook.cli.check.reading import read_inputs
 
 CORPUS = DATA / "real-manifests"
 POLICIES = CORPUS / "policies"

@@ -43,8 +43,8 @@ from tests.support.kube_real import create_policy, policy
 from tests.support.ports import free_port
 from webhook.admission.engine import Engine, admit
 from webhook.cli import main
-from webhook.cli.explain_hints import field_entry
-from webhook.cli.status_text import age_text
+from webhook.cli.common.output import age_text
+from webhook.cli.explain.hints import field_entry
 from webhook.cluster.caches import ClusterSource
 from webhook.cluster.client import KubeTransport
 from webhook.cluster.wiring import open_cluster_source

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import DATA, REVIEWS
 from webhook.base.errors import ConfigError
-from webhook.cli.inputs import load_objects
+from webhook.cli.common.inputs import load_objects
 from webhook.kube.manifests import LoadedObject, parse_documents
 from webhook.kube.workloads import pod_views
 

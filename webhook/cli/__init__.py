@@ -1,4 +1,10 @@
-"""The ``snapready`` command line: one entry point, one module per subcommand.
+"""The ``snapready`` command line: one entry point, one module (or package) per subcommand.
+
+A command with parts is a package (``check/``, ``status/``, ``explain/``: ``register`` and
+``run`` in its ``__init__``, its parts beside them); one without (``serve``, ``certs``,
+``review``, ``hash``, ``diff``: one module of at most ~150 lines each) stays a module. Commands
+never import each other: what several use lives in ``cli.common`` (import-linter contracts in
+``pyproject.toml``).
 
 Exit codes shared by every subcommand: 0 success, 1 a finding/denial/difference, 2 bad input or
 usage (argparse also uses 2).
@@ -14,7 +20,8 @@ from collections.abc import Sequence
 from webhook import __version__
 
 COMMANDS = ("serve", "certs", "review", "hash", "diff", "check", "status", "explain")
-"""Subcommand modules under ``webhook.cli``; each defines ``register(subparsers)``."""
+"""Subcommands under ``webhook.cli`` (a module, or a package when the command has parts);
+each defines ``register(subparsers)``."""
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.common import fail
+from webhook.cli.common.output import fail
 from webhook.server import certs
 
 

@@ -24,8 +24,7 @@ import orjson
 
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip, clip_all
-from webhook.cli.common import fail, print_json, settings_from
-from webhook.cli.hash import (
+from webhook.cli.common.fingerprints import (
     PROBLEM_WIDTH,
     add_injection_arguments,
     add_ordinal_argument,
@@ -34,7 +33,9 @@ from webhook.cli.hash import (
     problem_line,
     shaped,
 )
-from webhook.cli.inputs import read_lenient
+from webhook.cli.common.inputs import read_lenient
+from webhook.cli.common.options import settings_from
+from webhook.cli.common.output import fail, print_json
 from webhook.kube.custom_views import Workloads, workload_views, workloads_from
 from webhook.kube.custom_workloads import BUILTIN
 from webhook.kube.manifests import LoadedObject

@@ -10,8 +10,9 @@ import orjson
 
 from webhook.admission.engine import admit
 from webhook.base.errors import BadRequest, ConfigError
-from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
-from webhook.cli.inputs import read_source
+from webhook.cli.common.inputs import read_source
+from webhook.cli.common.options import add_settings_arguments, settings_from
+from webhook.cli.common.output import fail, print_json
 from webhook.kube.responses import HTTP_BAD_REQUEST, finalize, malformed_review
 from webhook.kube.review import api_version_hint, parse_review
 

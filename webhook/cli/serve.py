@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from webhook.base.config import Settings, SourceSettings
 from webhook.base.errors import ConfigError
-from webhook.cli.common import add_settings_arguments, fail, settings_from
+from webhook.cli.common.options import add_settings_arguments, settings_from
+from webhook.cli.common.output import fail
 from webhook.server.logs import configure as configure_logging
 
 

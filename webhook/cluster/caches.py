@@ -17,11 +17,12 @@ from typing import Any
 from webhook.base.config import SourceSettings
 from webhook.base.keys import ORIGIN
 from webhook.base.types import RawObject
-from webhook.cluster.records import pod_record, selected_label_query
+from webhook.cluster import watched
+from webhook.cluster.records import pod_record
 from webhook.cluster.reflector import Reflector
 from webhook.cluster.syncing import Poller, Resource, Timing, Transport, Worker
 from webhook.kube.matching import PolicyIndex
-from webhook.snapshots.evidence import GKE_EVENT_REASON, gke_event, index_events, updated_events
+from webhook.snapshots.evidence import gke_event, index_events, updated_events
 from webhook.snapshots.facts import (
     compute_class_facts,
     gke_version,
@@ -31,7 +32,7 @@ from webhook.snapshots.facts import (
 )
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.pods import PodRecord
-from webhook.snapshots.records import COLLECTION, RecordJoin, record_view
+from webhook.snapshots.records import RecordJoin, record_view
 from webhook.snapshots.state import (
     ClusterState,
     DisruptionBudget,
@@ -43,10 +44,6 @@ from webhook.snapshots.state import (
 from webhook.snapshots.views import snapshot_view
 
 log = logging.getLogger("snapready.kube")
-
-SNAPSHOT_API = "/apis/podsnapshot.gke.io"
-SNAPSHOT_VERSIONS = ("v1", "v1alpha1")
-VERSION_PATH = "/version"
 
 
 def _where(obj: RawObject) -> str:
@@ -61,42 +58,43 @@ def resources(
     on_pod_changed: Callable[[PodRecord | None], None] | None = None,
     join: RecordJoin | None = None,
 ) -> tuple[Resource, ...]:
-    """The watched collections, in ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
+    """The watched collections (``cluster.watched``, shared with the one-shot reader), in
+    ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
 
     PodSnapshot CRDs are tried as ``v1`` first, then ``v1alpha1`` (older GKE clusters served only
     that). Namespaces keep only ``prefix`` labels; nodes only the GKE labels in ``facts``.
     PodSnapshots and snapready's SnapshotRecords tell ``join`` which ``namespace/name``
     changed, so the state's snapshot index carries each record (``snapshots.records``).
     """
-    touched = join or RecordJoin()
+    touched, pods = join or RecordJoin(), watched.stamped_pods(prefix)
     return (
         Resource(
-            "podsnapshotpolicies",
-            tuple(f"{SNAPSHOT_API}/{v}/podsnapshotpolicies" for v in SNAPSHOT_VERSIONS),
+            watched.POLICIES.name,
+            watched.POLICIES.paths(),
             convert=lambda obj: parse_policy(obj, prefix=prefix, where=_where(obj)),
             build=lambda items: PolicyIndex.build(items.values()),
         ),
         Resource(
-            "podsnapshotstorageconfigs",
-            tuple(f"{SNAPSHOT_API}/{v}/podsnapshotstorageconfigs" for v in SNAPSHOT_VERSIONS),
+            watched.STORAGE_CONFIGS.name,
+            watched.STORAGE_CONFIGS.paths(),
             convert=lambda obj: parse_storage_config(obj, where=_where(obj)),
             build=lambda items: {config.name: config for config in items.values()},
         ),
         Resource(
-            "namespaces",
-            ("/api/v1/namespaces",),
+            watched.NAMESPACES.name,
+            watched.NAMESPACES.paths(),
             convert=lambda obj: namespace_labels(obj, prefix) or None,
             build=lambda items: {name: dict(labels) for name, labels in items.items()},
         ),
         Resource(
-            "nodes",
-            ("/api/v1/nodes",),
+            watched.NODES.name,
+            watched.NODES.paths(),
             convert=node_view,
             build=lambda items: node_pools(items.values()),
         ),
         Resource(
-            "podsnapshots",
-            tuple(f"{SNAPSHOT_API}/{v}/podsnapshots" for v in SNAPSHOT_VERSIONS),
+            watched.SNAPSHOTS.name,
+            watched.SNAPSHOTS.paths(),
             convert=lambda obj: snapshot_view(obj, origin_annotation=prefix + ORIGIN),
             build=lambda items: _all(touched, SnapshotIndex.build(items.values())),
             # One event re-sorts one policy's snapshots, not all of them (a leader catching up
@@ -105,15 +103,15 @@ def resources(
         ),
         Resource(
             # snapready's own records, one per PodSnapshot (GKE refuses writes to PodSnapshots).
-            "snapshotrecords",
-            (COLLECTION,),
+            watched.RECORDS.name,
+            watched.RECORDS.paths(),
             convert=record_view,
             build=lambda items: _all(touched, items),
             update=lambda view, old, new: _one(touched, old, new, view),
         ),
         Resource(
-            "pods",
-            (f"/api/v1/pods?{selected_label_query(prefix)}",),
+            pods.name,
+            pods.paths(),
             convert=lambda obj: (on_pod or _same)(pod_record(obj, prefix)),
             # The cache's own dict, keyed ``namespace/name``: O(1) per event at 20,000 pods
             # (readers only look up; the reflector swaps in a new dict on a relist).
@@ -124,21 +122,21 @@ def resources(
         Resource(
             # GKE's own restore evidence: only Events of reason GKEPodSnapshotting (a field
             # selector, never all Events of the cluster), kept as a few strings each.
-            "gkeevents",
-            (f"/api/v1/events?fieldSelector=reason%3D{GKE_EVENT_REASON}",),
+            watched.GKE_EVENTS.name,
+            watched.GKE_EVENTS.paths(),
             convert=gke_event,
             build=lambda items: index_events(items.values()),
             update=updated_events,
         ),
         Resource(
-            "computeclasses",
-            ("/apis/cloud.google.com/v1/computeclasses",),
+            watched.COMPUTE_CLASSES.name,
+            watched.COMPUTE_CLASSES.paths(),
             convert=compute_class_facts,
             build=lambda items: {facts.name: facts for facts in items.values()},
         ),
         Resource(
-            "poddisruptionbudgets",
-            ("/apis/policy/v1/poddisruptionbudgets",),
+            watched.DISRUPTION_BUDGETS.name,
+            watched.DISRUPTION_BUDGETS.paths(),
             convert=disruption_budget,
             build=budgets_by_namespace,
         ),
@@ -220,7 +218,7 @@ class ClusterSource:
         }
         self.version = Poller(
             "version",
-            VERSION_PATH,
+            watched.VERSION_PATH,
             gke_version,
             transport=transport,
             timing=timing,

@@ -21,19 +21,20 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from webhook.cluster import watched
 from webhook.cluster.reflector import Reflector
 from webhook.cluster.syncing import Resource, Timing, Transport, Worker
 from webhook.snapshots.config_refs import ConfigIndex, ConfigMeta, config_meta, watched_namespaces
 from webhook.snapshots.state import ClusterState
 
 log = logging.getLogger("snapready.kube")
-KINDS = (("Secret", "secrets"), ("ConfigMap", "configmaps"))
+KINDS = watched.CONFIGS
 
 
-def _resource(namespace: str, kind: str, plural: str) -> Resource:
+def _resource(namespace: str, kind: str, collection: watched.Collection) -> Resource:
     return Resource(
-        f"{plural}/{namespace}",
-        (f"/api/v1/namespaces/{namespace}/{plural}",),
+        f"{collection.name}/{namespace}",
+        collection.paths(namespace),
         convert=config_meta,
         build=lambda items: {(kind, key.rpartition("/")[2]): meta for key, meta in items.items()},
     )
@@ -97,13 +98,13 @@ class ConfigWatch(Worker):
         for namespace in sorted(wanted - self.children.keys()):
             reflectors = tuple(
                 Reflector(
-                    _resource(namespace, kind, plural),
+                    _resource(namespace, kind, collection),
                     self.transport,
                     self.timing,
                     self.lock,
                     self.on_change,
                 )
-                for kind, plural in KINDS
+                for kind, collection in KINDS
             )
             self.children[namespace] = reflectors
             for reflector in reflectors:

@@ -3,7 +3,7 @@
 ``PrefixUsage`` of one prefix is the sum of the ``size`` of every live object whose name starts
 with it (``objects.list`` with ``prefix``, every page, ``fields`` trimmed to names and sizes).
 A prefix should end with ``/`` so that ``snap-1/`` does not also count ``snap-10/``; the
-caller builds it (``cli.sizes.snapshot_prefix``). Soft-deleted and noncurrent object versions
+caller builds it (``cli.status.sizes.snapshot_prefix``). Soft-deleted and noncurrent object versions
 are not listed, so a deleted snapshot still billed during the bucket's soft-delete window
 (domain.md section 9) is not counted.
 

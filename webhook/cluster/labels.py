@@ -1,6 +1,6 @@
 """A pending pod that left the pod cache: deleted, or its ``<prefix>selected`` label was removed.
 
-The pod cache watches only ``<prefix>selected=true`` (``records.selected_label_query``), so a
+The pod cache watches only ``<prefix>selected=true`` (``watched.stamped_pods``), so a
 pod whose label a user removed looks exactly like a deleted one: the watch reports it DELETED.
 Before issue 27 its outcome was then silently dropped. Now the tracker asks the ``LabelGuard``
 (leader only, writes fenced like every other write) before it forgets a pending pod:

@@ -27,13 +27,6 @@ from webhook.snapshots.views import workload_of
 """``<prefix>restore-settled``: the readiness gate's condition type (``restore.readiness_gate``)."""
 
 
-def selected_label_query(prefix: str) -> str:
-    """``labelSelector=<prefix>selected=true``, URL-encoded for a list/watch query."""
-    from urllib.parse import quote  # noqa: PLC0415 - stdlib, only needed here
-
-    return "labelSelector=" + quote(f"{prefix}selected=true", safe="")
-
-
 def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
     """The compact record of a stamped pod; None without namespace or name."""
     metadata, spec = mapping(obj.get("metadata")), mapping(obj.get("spec"))

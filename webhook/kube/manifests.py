@@ -1,7 +1,7 @@
 """Kubernetes manifests: YAML or JSON streams into objects, and the pod spec(s) inside objects.
 
 The parsing side of the CLI's offline inputs (``hash``, ``diff``, ``check``; the files and stdin
-themselves are read by ``cli.inputs``), pure:
+themselves are read by ``cli.common.inputs``), pure:
 
 - ``parse_documents(data, source)``: every object of a multi-document YAML or JSON stream, each
   labelled with where it came from (``deploy.yaml#1``). ``kind: List`` / ``PodList``-style objects

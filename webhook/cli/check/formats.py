@@ -1,4 +1,4 @@
-"""``snapready check --format sarif|junit``: the report (``check_report.build_report``) in the two
+"""``snapready check --format sarif|junit``: the report (``check.report.build_report``) in the two
 formats CI systems read.
 
 - SARIF 2.1.0 (OASIS; GitHub code scanning, GitLab, Azure DevOps): one ``result`` per finding with

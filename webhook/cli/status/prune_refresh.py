@@ -22,8 +22,8 @@ from typing import Any
 
 from webhook.base.config import Settings
 from webhook.base.keys import SNAPSHOT_SOURCE
-from webhook.cli.snapshots_read import Live
 from webhook.cluster.records import pod_record
+from webhook.cluster.snapshot_reader import Live
 from webhook.kube.gke import RESTORE_FROM_POLICY
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.prune import Usage, prune_plan

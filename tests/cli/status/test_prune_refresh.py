@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from webhook.base.config import Settings
-from webhook.cli.snapshots_read import Live
-from webhook.cli.status_lifecycle import lifecycle_lines, lifecycle_report
+from webhook.cli.status.prune_refresh import lifecycle_lines, lifecycle_report
+from webhook.cluster.snapshot_reader import Live
 from webhook.kube.matching import Policy, compile_selector
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.state import NodePoolFacts

@@ -1,13 +1,11 @@
-"""Helpers shared by subcommands: settings from flags, reading files or stdin, printing JSON."""
+"""The settings flags shared by subcommands (``--config``, ``--policies``) and their settings."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from webhook.base.config import Settings, load_settings
@@ -45,16 +43,3 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         return load_settings(getattr(args, "config", None), **overrides)
     except ValidationError as exc:
         raise ConfigError(f"invalid settings: {exc}") from None
-
-
-def print_json(payload: Any) -> None:
-    """Pretty, key-sorted JSON on stdout (stable for scripts and golden files)."""
-    sys.stdout.write(
-        orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
-    )
-
-
-def fail(message: str, code: int = 2) -> int:
-    """Print ``snapready: message`` on stderr and return ``code``."""
-    sys.stderr.write(f"snapready: {message}\n")
-    return code

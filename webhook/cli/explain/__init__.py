@@ -1,18 +1,18 @@
 """``snapready explain POD [-n NS]``: why a pod will (or did not) restore from a snapshot.
 
 GETs the pod and reads its namespace's PodSnapshotPolicies and PodSnapshots and the cluster's
-Nodes (``snapshots_read``), then answers with the admission-time functions: the selecting
+Nodes (``cluster.snapshot_reader``), then answers with the admission-time functions: the selecting
 policies (``PolicyIndex.select``), the prediction recorded at admission (the
 ``<prefix>restore-*`` annotations), a fresh ``pod.restore.predict`` from the live objects
 (fingerprint: the pod's ``<prefix>spec-hash``, else ``pod.distill.fingerprint`` of the live
 object; fields: ``pod.fields.field_digests``; pins: ``pod.node_pins.node_selection``), every
 candidate snapshot (``pod.restore.candidates``) with what differs and how to fix it
-(``explain_hints``).
+(``explain.hints``).
 
 Then what happened, on GKE's clock: the pod's timeline (created, ``PodScheduled``, ``Ready``,
 ``PodRestored``, and GKE's ``GKEPodSnapshotting`` Events about it with their messages, listed
 with the field selector ``reason=GKEPodSnapshotting,involvedObject.name=<pod>``; a refused list
-is a note), a restore crash in its container statuses, and the outcome (``snapshots_read.judge``:
+is a note), a restore crash in its container statuses, and the outcome (``common.entries.judge``:
 the one the leader recorded, else ``snapshots.outcomes.decide`` now; ``pending`` with what it waits
 for; null for a pod snapready did not stamp at admission, label ``<prefix>selected``), with the
 seconds from ``PodScheduled`` to ``PodRestored`` and to ``Ready``. When the pod
@@ -38,20 +38,12 @@ from webhook.base.keys import (
     SPEC_HASH,
 )
 from webhook.base.types import RawObject
-from webhook.cli.explain_hints import explain_differences
-from webhook.cli.explain_text import render_text
-from webhook.cli.snapshots_read import (
-    FORMAT_VERSION,
-    Live,
-    add_cluster_arguments,
-    judge,
-    read_gke_events,
-    read_live,
-    read_pod,
-    run_reader,
-)
-from webhook.cli.status import awaiting_entry, failed_entry
+from webhook.cli.common.cluster_command import FORMAT_VERSION, add_cluster_arguments, run_reader
+from webhook.cli.common.entries import awaiting_entry, failed_entry, judge
+from webhook.cli.explain.hints import explain_differences
+from webhook.cli.explain.text import render_text
 from webhook.cluster.records import pod_record
+from webhook.cluster.snapshot_reader import Live, read_gke_events, read_live, read_pod
 from webhook.kube.matching import PolicyIndex
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests

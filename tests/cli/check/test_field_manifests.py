@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import DATA
 from webhook.cli import main
 
-FIELD = Path(__file__).resolve().parents[1] / "data" / "field-manifests"
+FIELD = DATA / "field-manifests"
 GOOGLE = FIELD / "GoogleCloudPlatform__accelerated-platforms"
 
 

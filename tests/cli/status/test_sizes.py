@@ -30,7 +30,7 @@ from tests.envtest.plugin import service_account_token, wait_for
 from tests.support.gcs_emulator import FakeGcs, create_bucket, serving_recorded, upload_object
 from tests.support.kube_real import create_policy, policy, storage_config
 from tests.support.ports import free_port
-from webhook.cli.sizes import gib_text
+from webhook.cli.status.sizes import gib_text
 
 GROUP, VERSION = "podsnapshot.gke.io", "v1"
 SNAPREADY = Path(sys.executable).with_name("snapready")

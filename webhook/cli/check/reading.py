@@ -18,7 +18,7 @@ from typing import Any
 
 from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
-from webhook.cli.inputs import read_lenient
+from webhook.cli.common.inputs import read_lenient
 from webhook.cluster.files import ClusterObjects, gather, policy_dir_objects
 from webhook.kube.manifests import LoadedObject, ManifestError, parse_lenient
 from webhook.kube.yaml_bounds import REFUSED

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.cli.sizes import sizes_lines, sizes_total_lines
-from webhook.cli.status_audit import audit_line
-from webhook.cli.status_lifecycle import lifecycle_lines
+from webhook.cli.status.audit import audit_line
+from webhook.cli.status.prune_refresh import lifecycle_lines
+from webhook.cli.status.sizes import sizes_lines, sizes_total_lines
 
 OUTCOME_WORDS = {
     "restored": "restored",
@@ -22,21 +22,6 @@ OUTCOME_WORDS = {
     "cold_expected": "cold as predicted",
     "cold_first": "cold first start",
 }
-
-
-def age_text(seconds: float | None) -> str:
-    """``45s``, ``12m``, ``3h20m``, ``5d`` (kubectl-like); ``-`` when unknown."""
-    if seconds is None:
-        return "-"
-    whole = max(0, int(seconds))
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m"
-    if whole < 86400:
-        hours, minutes = divmod(whole // 60, 60)
-        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-    return f"{whole // 86400}d"
 
 
 def _seconds(value: float | None) -> str:

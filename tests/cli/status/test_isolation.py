@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.base.config import Settings
-from webhook.cli.snapshots_read import Live
 from webhook.cli.status import build_report
-from webhook.cli.status_text import render_text
+from webhook.cli.status.text import render_text
+from webhook.cluster.snapshot_reader import Live
 from webhook.snapshots.state import parse_policy
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -22,9 +22,10 @@ from webhook.admission.audit import judge
 from webhook.admission.engine import Engine
 from webhook.base.text import clip
 from webhook.base.types import RawObject, mapping
-from webhook.cli.snapshots_read import READ_ERRORS, Live
 from webhook.cluster.lifecycle import TEMPLATE_LISTS
+from webhook.cluster.snapshot_reader import READ_ERRORS, Live
 from webhook.cluster.syncing import NotServed
+from webhook.cluster.watched import COMPUTE_CLASSES, DISRUPTION_BUDGETS, NAMESPACES, VERSION_PATH
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.audit import (
     admitted,
@@ -51,13 +52,12 @@ def audit_state(
     labels: dict[str, dict[str, str]] = {}
     budgets: dict[str, tuple[Any, ...]] = {}
     for namespace in sorted(set(namespaces)):
-        found = _get(transport, live, f"/api/v1/namespaces/{namespace}", "its labels")
+        found = _get(transport, live, f"{NAMESPACES.path()}/{namespace}", "its labels")
         labels[namespace] = dict(namespace_labels(found, settings.prefix)) if found else {}
-        path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
-        items = _listed(transport, live, path, page) or []
+        items = _listed(transport, live, DISRUPTION_BUDGETS.path(namespace), page) or []
         budgets[namespace] = tuple(b for b in map(disruption_budget, items) if b is not None)
-    classes = _listed(transport, live, "/apis/cloud.google.com/v1/computeclasses", page, True)
-    found_version = _get(transport, live, "/version", "the GKE version")
+    classes = _listed(transport, live, COMPUTE_CLASSES.path(), page, True)
+    found_version = _get(transport, live, VERSION_PATH, "the GKE version")
     facts = {f.name: f for f in map(compute_class_facts, classes or []) if f is not None}
     return ClusterState(
         policies=PolicyIndex.build(live.policies),

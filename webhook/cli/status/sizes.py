@@ -28,14 +28,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.base.config import Settings
-from webhook.base.errors import ConfigError
-from webhook.base.text import clip
-from webhook.cli.snapshots_read import READ_ERRORS, Live, list_snapshot_api
-from webhook.snapshots.state import StorageConfig, parse_storage_config
+from webhook.cluster.snapshot_reader import Live
+from webhook.snapshots.state import StorageConfig
 from webhook.snapshots.views import SnapshotView
 
 if TYPE_CHECKING:
-    from webhook.cluster.client import KubeTransport
     from webhook.cluster.gcs_usage import PrefixUsage
 
 GIB = 1024**3
@@ -76,32 +73,6 @@ def observed_location(path: str | None) -> tuple[str, str] | None:
         return None
     parts = [part for part in rest.split("/") if part]
     return bucket, "/".join(parts) + "/" if parts else ""
-
-
-def read_storage_configs(
-    transport: KubeTransport, page_size: int, notes: list[str]
-) -> dict[str, StorageConfig] | None:
-    """Every PodSnapshotStorageConfig by name; None (and a note) when they cannot be listed
-    (403: the caller may not list them; the API not served)."""
-    try:
-        items = list_snapshot_api(transport, "podsnapshotstorageconfigs", None, page_size)
-    except READ_ERRORS as exc:
-        notes.append(
-            f"cannot list podsnapshotstorageconfigs ({clip(str(exc), 160)}): snapshot sizes unknown"
-        )
-        return None
-    if items is None:
-        notes.append("podsnapshotstorageconfigs are not served: snapshot sizes unknown")
-        return None
-    configs: dict[str, StorageConfig] = {}
-    for obj in items:
-        try:
-            config = parse_storage_config(obj)
-        except ConfigError as exc:
-            notes.append(f"skipped an unreadable storage config: {exc}")
-            continue
-        configs[config.name] = config
-    return configs
 
 
 @dataclass
@@ -243,7 +214,7 @@ def gib_text(size: int | None) -> str:
 
 
 def sizes_lines(block: dict[str, Any]) -> list[str]:
-    """Text lines of one policy's ``sizes`` block (``status_text``)."""
+    """Text lines of one policy's ``sizes`` block (``status.text``)."""
     unknown = f" ({block['unknown']} unknown)" if block["unknown"] else ""
     states = ", ".join(
         f"{gib_text(b['bytes'])} {state}" + (f" ({b['unknown']} unknown)" if b["unknown"] else "")

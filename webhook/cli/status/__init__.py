@@ -1,16 +1,16 @@
 """``snapready status [-n NS | -A]``: snapshots, checkpoints, predictions and outcomes per policy.
 
-Read straight from the API server (``snapshots_read``), computed with the functions the webhook and
-the leader use (``snapshots.outcomes``: ``snapshot_state``, ``stale_groups``, ``decide``,
-``startup_seconds``; ``snapshots.checkpoints``; ``cluster.records.pod_record``), so it agrees with
-the annotations written at admission and with the leader's Events and metrics. Per policy: snapshot
-counts by state (``ready``, ``not_ready``, ``stale``: Ready but its origin pool now runs another
-node version or GPU driver, ``awaiting``: the checkpoint is uploading, ``failed``: GKE reported the
-checkpoint failed), the newest snapshot (age, origin node version, last access), the awaiting
-checkpoints (how long, stalled past ``checkpoint.stall_seconds``) and the failed ones (GKE's message
-and the likely cause, ``snapshots.checkpoints.failure_hint``); the stamped pods (label
-``<prefix>selected``, annotation ``<prefix>policy``) by ``<prefix>restore-prediction`` with the miss
-reasons; over the last 24 h, outcomes, the hit rate (``HIT_RATE``) and p50 times.
+Read straight from the API server (``cluster.snapshot_reader``), computed with the functions the
+webhook and the leader use (``snapshots.outcomes``: ``snapshot_state``, ``stale_groups``,
+``decide``, ``startup_seconds``; ``snapshots.checkpoints``; ``cluster.records.pod_record``), so it
+agrees with the annotations written at admission and with the leader's Events and metrics. Per
+policy: snapshot counts by state (``ready``, ``not_ready``, ``stale``: Ready but its origin pool now
+runs another node version or GPU driver, ``awaiting``: the checkpoint is uploading, ``failed``: GKE
+reported the checkpoint failed), the newest snapshot (age, origin node version, last access), the
+awaiting checkpoints (how long, stalled past ``checkpoint.stall_seconds``) and the failed ones
+(GKE's message and the likely cause, ``snapshots.checkpoints.failure_hint``); the stamped pods
+(label ``<prefix>selected``, annotation ``<prefix>policy``) by ``<prefix>restore-prediction`` with
+the miss reasons; over the last 24 h, outcomes, the hit rate (``HIT_RATE``) and p50 times.
 
 Outcomes come from GKE's evidence, never from the Ready transition (domain.md section 9: a
 restored pod is Ready seconds before ``PodRestored``): the outcome the leader recorded on the
@@ -22,7 +22,7 @@ decided yet count as ``pending`` (by their Ready transition, else their creation
 GKE's clock, from ``PodScheduled``: start-up of restored pods to ``PodRestored``, of cold pods
 to ``Ready``; restored pods also show their time to Ready (the health check answered; not yet
 able to serve). Then the stale groups with their note, the prunable snapshots with their
-reason and what a refresh after an upgrade would do per group (``status_lifecycle``).
+reason and what a refresh after an upgrade would do per group (``status.prune_refresh``).
 
 Exit codes: 0 printed, 2 bad settings/kubeconfig or API server unreachable/refusing.
 """
@@ -37,21 +37,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from webhook.base.keys import RESTORE_REASON
-from webhook.cli.sizes import SizeReading, read_sizes, read_storage_configs, size_block
-from webhook.cli.snapshots_read import (
-    FORMAT_VERSION,
-    Live,
-    add_cluster_arguments,
-    judge,
-    read_gke_events,
-    read_live,
-    run_reader,
-)
-from webhook.cli.status_audit import never_judged
-from webhook.cli.status_lifecycle import lifecycle_report
-from webhook.cli.status_text import age_text, render_text
+from webhook.cli.common.cluster_command import FORMAT_VERSION, add_cluster_arguments, run_reader
+from webhook.cli.common.entries import awaiting_entry, failed_entry, judge
+from webhook.cli.common.output import age_text
+from webhook.cli.status.audit import never_judged
+from webhook.cli.status.prune_refresh import lifecycle_report
+from webhook.cli.status.sizes import SizeReading, read_sizes, size_block
+from webhook.cli.status.text import render_text
 from webhook.cluster.records import pod_record
-from webhook.snapshots.checkpoints import OriginFacts, awaiting_seconds, failure_hint
+from webhook.cluster.snapshot_reader import Live, read_gke_events, read_live, read_storage_configs
 from webhook.snapshots.config_refs import config_changes
 from webhook.snapshots.evidence import events_of
 from webhook.snapshots.outcomes import (
@@ -140,8 +134,8 @@ def build_report(
     audit: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The JSON document (README "Snapshots"); ``now`` anchors ages and the 24 h window;
-    with ``sizes`` (``--sizes``) a ``sizes`` block per policy and in total (``cli.sizes``);
-    with ``audit`` (``status_audit.never_judged``) each live policy's ``audit`` block."""
+    with ``sizes`` (``--sizes``) a ``sizes`` block per policy and in total (``status.sizes``);
+    with ``audit`` (``status.audit.never_judged``) each live policy's ``audit`` block."""
     prefix = settings.prefix
     pods = [
         (record, _reason(obj, prefix)) for obj in live.pods if (record := pod_record(obj, prefix))
@@ -277,38 +271,6 @@ def snapshot_summary(
             for v in views
             if (changes := config_changes(v, live.configs))
         ],
-    }
-
-
-def origin_facts(view: SnapshotView, pod_alive: bool | None = None) -> OriginFacts:
-    """What the snapshot's origin record says of its node's GPU (for ``failure_hint``)."""
-    node = view.origin.node if view.origin is not None else {}
-    return OriginFacts(
-        accelerator=node.get("accelerator"), driver=node.get("gpuDriver"), pod_alive=pod_alive
-    )
-
-
-def awaiting_entry(view: SnapshotView, now: datetime, stall_seconds: float) -> dict[str, Any]:
-    """One checkpoint still uploading: how long, and whether past ``checkpoint.stall_seconds``."""
-    seconds = awaiting_seconds(view, now)
-    return {
-        "name": view.name,
-        "originPod": view.origin_pod,
-        "created": view.created or None,
-        "awaitingSeconds": round(seconds) if seconds is not None else None,
-        "awaiting": age_text(seconds),
-        "stalled": seconds is not None and seconds > stall_seconds,
-    }
-
-
-def failed_entry(view: SnapshotView, pod_alive: bool | None = None) -> dict[str, Any]:
-    """One failed checkpoint: GKE's message and the likely cause ("" when none is known)."""
-    return {
-        "name": view.name,
-        "originPod": view.origin_pod,
-        "failedAt": view.checkpoint_at,
-        "message": view.checkpoint_message or None,
-        "hint": failure_hint(view, origin_facts(view, pod_alive)) or None,
     }
 
 

@@ -17,10 +17,10 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.cli.test_check import CONFIGMAP, mig_pod, ready_deployment, run_check, write
+from tests.cli.check.test_check import CONFIGMAP, mig_pod, ready_deployment, run_check, write
 from tests.conftest import EXAMPLES, ROOT
 from webhook.cli import main
-from webhook.cli.check_formats import RULE_DOCS_URL
+from webhook.cli.check.formats import RULE_DOCS_URL
 
 WARN_ONLY = ready_deployment()
 """A selected Deployment without a PodDisruptionBudget: allowed with a checkpoint-window

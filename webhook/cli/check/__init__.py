@@ -11,8 +11,8 @@ could not be read (one ``errors[]`` row each: file, line, reason; every other in
 judged) or an object could not be judged (an unexpected error: that object's ``error`` row,
 never a traceback), and also no objects at all, invalid settings or policies, or bad usage; 3
 both 1 and 2, so an unreadable file never hides a denial. ``--format json`` prints exactly one
-document in every case, ``sarif`` and ``junit`` (``check_formats``) one log. The objects are
-judged in the cluster ``check_input.checked_state`` describes (the policy directory plus the
+document in every case, ``sarif`` and ``junit`` (``check.formats``) one log. The objects are
+judged in the cluster ``check.reading.checked_state`` describes (the policy directory plus the
 input's own policies, storage configs, ComputeClasses and Nodes). Notes on stderr: the embedded
 example policies are in use (no ``--policies``), or no PodSnapshotPolicy is known (nothing can
 be selected). The JSON shape (``--format json``) is documented in README "snapready check" and
@@ -34,9 +34,9 @@ from webhook.base.config import DEFAULT_POLICY_DIR, Settings
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import Finding, Mode, RawObject
-from webhook.cli.check_formats import junit, sarif
-from webhook.cli.check_input import checked_state, read_inputs
-from webhook.cli.check_report import (
+from webhook.cli.check.formats import junit, sarif
+from webhook.cli.check.reading import checked_state, read_inputs
+from webhook.cli.check.report import (
     CHECK_FORMAT_VERSION,
     EXIT_CODES,
     FAIL_ON_DEFAULT,
@@ -46,8 +46,9 @@ from webhook.cli.check_report import (
     render_text,
     summarize,
 )
-from webhook.cli.check_shared import shared_fingerprints
-from webhook.cli.common import add_settings_arguments, fail, print_json, settings_from
+from webhook.cli.check.shared_fingerprints import shared_fingerprints
+from webhook.cli.common.options import add_settings_arguments, settings_from
+from webhook.cli.common.output import fail, print_json
 from webhook.kube.manifests import LoadedObject
 from webhook.kube.responses import Decision
 from webhook.snapshots.facts import compute_class_facts
