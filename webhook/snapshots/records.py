@@ -39,7 +39,6 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "SnapshotRecord"
 PLURAL = "snapshotrecords"
-COLLECTION = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 """The cluster-wide list/watch path of the records."""
 FIELD_MANAGER = "snapready-origin"
 NODE_FROM = ("gke", "pod")
@@ -257,7 +256,6 @@ def _str(value: Any) -> str | None:
 
 __all__ = [
     "API_VERSION",
-    "COLLECTION",
     "FIELD_MANAGER",
     "GROUP",
     "KIND",

@@ -24,8 +24,6 @@ from webhook.snapshots.evidence import restore_failure
 from webhook.snapshots.pods import PodRecord, condition
 from webhook.snapshots.views import workload_of
 
-"""``<prefix>restore-settled``: the readiness gate's condition type (``restore.readiness_gate``)."""
-
 
 def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
     """The compact record of a stamped pod; None without namespace or name."""
