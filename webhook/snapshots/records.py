@@ -39,7 +39,7 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "SnapshotRecord"
 PLURAL = "snapshotrecords"
-"""The cluster-wide list/watch path of the records."""
+"""The resource name (``cluster.api.watched`` lists and watches it cluster-wide)."""
 FIELD_MANAGER = "snapready-origin"
 NODE_FROM = ("gke", "pod")
 """Where a record's node came from: GKE's ``podsnapshot.gke.io/origin-node`` annotation on the
