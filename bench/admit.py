@@ -45,7 +45,8 @@ import orjson
 from bench.harness import results
 from bench.harness.objects import review_file
 from tests.conftest import make_settings
-from webhook.admission.engine import Engine, admit, selected_pod_context
+from webhook.admission.context import selected_pod_context
+from webhook.admission.engine import Engine, admit
 from webhook.kube.review import parse_review
 from webhook.mutation.patch import Draft
 from webhook.mutation.prediction import pod_facts

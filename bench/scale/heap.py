@@ -25,8 +25,9 @@ from bench.harness import proc
 from bench.harness.objects import ROOT, Obj
 from bench.harness.stats import markdown_table
 from webhook.base.config import load_settings
-from webhook.cluster.caches import ClusterSource, timing_from
-from webhook.cluster.client import KubeTransport, api_client
+from webhook.cluster.api.caches import ClusterSource, timing_from
+from webhook.cluster.api.client import api_client
+from webhook.cluster.api.transport import KubeTransport
 
 MIB = proc.MIB
 

@@ -87,3 +87,44 @@ def test_only_snapreadys_service_account_may_change_them() -> None:
     assert admit(update(forged, "someone"), "mutate", engine).allowed, "validating only"
     off = build_engine(make_settings())
     assert admit(update(forged, "someone"), "validate", off).allowed, "empty: not checked"
+
+
+FORGED_DENIAL = (
+    "snapready: annotation snapready.io/policy may be changed only by snapready "
+    f"({OWNER}): they record what snapready decided at admission; recreate the pod to have it "
+    "judged again"
+)
+"""The denial as users saw it before ``owned-metadata`` was a finding (byte for byte)."""
+
+
+@pytest.mark.parametrize(
+    ("rules", "enforcement", "message", "warnings"),
+    [
+        pytest.param({}, "enforce", FORGED_DENIAL, (), id="denied-by-default"),
+        pytest.param({}, "audit", FORGED_DENIAL, (), id="denied-whatever-the-namespace-mode"),
+        pytest.param(
+            {"modes": {"owned-metadata": "warn"}}, "enforce", None, (FORGED_DENIAL,),
+            id="mode-warn-admits-with-a-warning",
+        ),
+        pytest.param(
+            {"modes": {"owned-metadata": "audit"}}, "enforce", None, (),
+            id="mode-audit-only-records-it",
+        ),
+        pytest.param(
+            {"disabled": ["owned-metadata"]}, "enforce", None, (), id="disabled-says-nothing"
+        ),
+    ],
+)  # fmt: skip
+def test_owned_metadata_follows_rules_disabled_and_modes(
+    rules: dict[str, Any], enforcement: str, message: str | None, warnings: tuple[str, ...]
+) -> None:
+    settings = make_settings(
+        ownership={"service_account": OWNER}, rules=rules, enforcement=enforcement
+    )
+    forged = changed(annotations={"snapready.io/policy": "forged"})
+    decision = admit(update(forged, "someone"), "validate", build_engine(settings))
+    assert decision.allowed == (message is None)
+    assert decision.message == message
+    assert decision.warnings == warnings
+    recorded = [f.rule for f in decision.audit["findings"]]
+    assert recorded == ([] if "disabled" in rules else ["owned-metadata"])

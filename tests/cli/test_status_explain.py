@@ -1,6 +1,6 @@
 """``snapready status`` and ``snapready explain`` against a real API server.
 
-The scenario is simulated the way GKE acts on a cluster (as in ``tests/cluster/test_snapshots``):
+The scenario is simulated the way GKE acts on a cluster (as in ``tests/cluster/controllers/``):
 a Node of pool ``l4-*`` with GKE labels and a kubelet version, the ``gvisor`` RuntimeClass, a
 grouped PodSnapshotPolicy, an origin pod admitted through snapready's engine and created, a
 PodSnapshot naming it made Ready through the status subresource, and a snapready cluster source
@@ -45,9 +45,8 @@ from webhook.admission.engine import Engine, admit
 from webhook.cli import main
 from webhook.cli.common.output import age_text
 from webhook.cli.explain.hints import field_entry
-from webhook.cluster.caches import ClusterSource
-from webhook.cluster.client import KubeTransport
-from webhook.cluster.wiring import open_cluster_source
+from webhook.cluster.api.transport import KubeTransport
+from webhook.cluster.manager import Cluster, start_cluster
 from webhook.kube.review import AdmissionRequest
 
 GROUP, VERSION = "podsnapshot.gke.io", "v1"
@@ -67,7 +66,7 @@ class Scenario:
     namespace: str
     pool: str
     node: str
-    source: ClusterSource
+    source: Cluster
     engine: Engine
     gke: client.ApiClient
 
@@ -241,7 +240,7 @@ def scenario(
         source={"kind": "kube", "kubeconfig": require_token(identity.kubeconfig)},
         leader={"lease_name": lease, "lease_namespace": namespace},
     )
-    source = open_cluster_source(settings)
+    source = start_cluster(settings)
     gke = control_plane.gke_client()
     try:
         wait_for("synced", source.synced, timeout=30)

@@ -17,7 +17,7 @@ from tests.support.kube_real import SelectedRule, SpyTransport, spied_source
 from tests.support.reports import install_report_crds
 from webhook.admission.engine import Engine
 from webhook.base.config import Settings
-from webhook.cluster.caches import ClusterSource
+from webhook.cluster.api.caches import ClusterSource
 from webhook.snapshots.state import ClusterState
 
 FAST = {"backoff_initial_seconds": 0.05, "backoff_max_seconds": 0.5}

@@ -17,9 +17,9 @@ from pathlib import Path
 import jsonpatch
 from kubernetes import client
 
-from tests.cluster.test_evidence import events, recorded_outcome
-from tests.cluster.test_restores import create_admitted, turn_ready
-from tests.cluster.test_snapshots import GROUP, VERSION, Env, env, take_snapshot
+from tests.cluster.controllers.test_evidence import events, recorded_outcome
+from tests.cluster.controllers.test_restores import create_admitted, turn_ready
+from tests.cluster.controllers.test_snapshots import GROUP, VERSION, Env, env, take_snapshot
 from tests.envtest.plugin import wait_for
 from tests.support.identity import IdentityFactory, require_token
 from tests.support.records import get_record

@@ -26,7 +26,7 @@ from tests.support.identity import (
 
 ALLOWED = {
     "tests/envtest/controlplane.py": "defines it",
-    "tests/cli/test_status_sizes.py": "`snapready status` run by an operator (the CLI)",
+    "tests/cli/status/test_sizes.py": "`snapready status` run by an operator (the CLI)",
     "tests/cli/test_status_explain.py": "`snapready status/explain` run by an operator (the CLI)",
     "tests/cluster/test_origin_signing.py": "`snapready status/explain` run by an operator",
 }

@@ -2,7 +2,7 @@
 
 Shapes follow the report APIs' own types (openreports/reports-api
 ``apis/openreports.io/v1alpha1/report_types.go``; wg-policy ``v1alpha2``); the real schemas judge
-the objects in ``tests/cluster/test_reports.py``.
+the objects in ``tests/cluster/controllers/test_reports.py``.
 """
 
 from __future__ import annotations

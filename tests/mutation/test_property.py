@@ -21,10 +21,11 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.mutation.test_mutation import engine_for
-from webhook.admission.engine import Engine, pod_context
+from webhook.admission.context import Engine, pod_context
+from webhook.admission.pods import mutate_pod
 from webhook.base.types import RawObject
 from webhook.kube.responses import Decision, finalize
-from webhook.mutation import mutate_pod, run_mutators
+from webhook.mutation import run_mutators
 from webhook.mutation.helpers import injection_wanted
 from webhook.pod.distill import fingerprint
 

@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import load_review
 from tests.mutation.test_mutation import apply, engine_for, run
-from webhook.admission.engine import admit, selected_pod_context
+from webhook.admission.context import selected_pod_context
+from webhook.admission.engine import admit
 from webhook.kube.review import parse_review
 from webhook.mutation import run_mutators
 from webhook.mutation.patch import Draft

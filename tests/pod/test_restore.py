@@ -1,8 +1,8 @@
 """``webhook.pod.restore``: candidate selection and unknowns, on hand-built snapshot indexes.
 
-The real-API-server scenarios are in tests/cluster/test_snapshots.py; these rows pin the edge
-cases a user test found: records whose origin was never known, ``namespace/name`` origins,
-groups without snapshots, and ``ps-name`` pins across policies.
+The real-API-server scenarios are in tests/cluster/controllers/test_snapshots.py; these rows pin
+the edge cases a user test found: records whose origin was never known, ``namespace/name``
+origins, groups without snapshots, and ``ps-name`` pins across policies.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from webhook.kube.gke import INSTANCE_TYPE, LEGACY_INSTANCE_TYPE, NODE_NAME
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionRequest
 from webhook.pod.node_pins import Exclusion, node_pins, node_selection
-from webhook.server.runner import build_engine, stop_source
+from webhook.server.runner import open_source
 from webhook.snapshots.state import NodePoolFacts, NodeView
 
 Pod = dict[str, Any]
@@ -423,12 +423,13 @@ def kube_engine(tmp_path: Path) -> Iterator[Engine]:
                 "backoff_max_seconds": 0.05,
             }
         )
-        engine = build_engine(settings)
+        source = open_source(settings)
+        engine = source.engine
         try:
             api.wait_for(lambda: engine.state().synced)
             yield engine
         finally:
-            stop_source(engine)
+            source.stop()
 
 
 @pytest.mark.parametrize(

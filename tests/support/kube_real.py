@@ -1,4 +1,4 @@
-"""Helpers for the cluster tier on the real API server (``tests/cluster/test_real_apiserver*.py``).
+"""Helpers for the cluster tier on the real API server (``cluster/api/test_real_apiserver*``).
 
 * ``SpyTransport`` wraps the production ``KubeTransport`` (so every request still goes to the
   real kube-apiserver) and records what the reflectors asked and what the server answered: list
@@ -34,8 +34,9 @@ from webhook.admission.engine import Engine, admit
 from webhook.base.config import Settings
 from webhook.base.errors import SnapreadyError
 from webhook.base.types import Finding, RawObject
-from webhook.cluster.caches import ClusterSource, timing_from
-from webhook.cluster.client import KubeTransport, KubeWatchStream, api_client
+from webhook.cluster.api.caches import ClusterSource, timing_from
+from webhook.cluster.api.client import api_client
+from webhook.cluster.api.transport import KubeTransport, KubeWatchStream
 from webhook.kube.responses import Decision
 from webhook.kube.review import parse_review
 from webhook.pod.context import PodContext
@@ -250,7 +251,8 @@ class SpyTransport:
 
 
 def spied_source(settings: Settings) -> tuple[ClusterSource, SpyTransport]:
-    """A started ``ClusterSource`` wired like ``open_cluster_source``, through a spy."""
+    """A started ``ClusterSource`` wired like ``start_cluster``'s (caches only, no
+    controllers), through a spy."""
     api = api_client(settings)
     spy = SpyTransport(KubeTransport(api, settings.source.request_timeout_seconds))
     source = ClusterSource(

@@ -1,2 +1,4 @@
-"""The admission engine: dispatch of one request by kind/operation, decisions from findings, and the
-governance hook for the snapshot CRDs. Pure (no HTTP, no I/O); the edges call ``engine.admit``."""
+"""The admission engine: one dispatch table (``engine``) naming the handlers for pods
+(``pods``), pod templates (``templates``) and the snapshot CRDs (``governance``), which share
+``context`` and turn findings into decisions (``decision``). Pure (no HTTP, no I/O); the edges
+call ``engine.admit``."""

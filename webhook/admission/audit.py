@@ -20,7 +20,8 @@ mode (an ``audit``-mode violation is still a violation, as Kyverno's Audit polic
 a rule with only ``warn`` findings warns (``medium``); property ``admission`` says what
 admission does with it (``deny``, ``warn``, ``audit``: ``decision.finding_outcome``). An object
 without findings gets one ``pass`` result, ``snapshot-ready``. The prediction: ``hit`` passes,
-``miss`` warns (fails under ``restore.on_miss: deny``), ``none`` is ``skip`` (nothing to
+``miss`` warns (fails where admission denies it: ``restore.on_miss: deny``, unless
+``rules.disabled``/``rules.modes`` relax ``restore-miss``), ``none`` is ``skip`` (nothing to
 restore from yet).
 """
 
@@ -43,6 +44,7 @@ from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, predict
+from webhook.rules.restore_miss import miss_denies
 from webhook.snapshots.audit import admitted, template_changed_at, template_never_judged
 from webhook.snapshots.outcomes import OUTCOMES
 
@@ -232,7 +234,7 @@ def prediction_result(
     if found.outcome == "hit":
         status, message = "pass", f"a new replica restores: {found.reason}"
     elif found.outcome == "miss":
-        deny = engine.settings.restore.on_miss == "deny"
+        deny = miss_denies(engine.settings)
         status, severity = ("fail", "high") if deny else ("warn", "medium")
         message = f"a new replica starts cold: {found.reason}"
     return (result(policy, PREDICTION_RULE, status, severity, message, props),)

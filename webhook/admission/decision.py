@@ -4,11 +4,11 @@ finding ends (deny, warning, audit), and the namespace helpers every handler sha
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from webhook.base.config import Settings
 from webhook.base.keys import ENFORCEMENT, IGNORE, SPEC_HASH
-from webhook.base.types import Finding, Mode, RawObject
+from webhook.base.types import Finding, Mode, RawObject, Wording
 from webhook.kube.matching import Policy
 from webhook.kube.responses import (
     Decision,
@@ -16,13 +16,18 @@ from webhook.kube.responses import (
     bounded_lines,
     bounded_warnings,
     denied,
+    patched,
 )
 from webhook.kube.review import AdmissionRequest
-from webhook.mutation import container_count
+from webhook.mutation import WORDINGS as MUTATION_WORDINGS
+from webhook.mutation import Mutation, container_count
 from webhook.pod.context import PodContext
+from webhook.rules import WORDINGS as PREDICTION_WORDINGS
 from webhook.snapshots.state import ClusterState
 
 _MODE_STRICTNESS: Mapping[str, int] = {"audit": 0, "warn": 1, "enforce": 2}
+MUTATE_WORDINGS: Mapping[str, Wording] = {**MUTATION_WORDINGS, **PREDICTION_WORDINGS}
+"""How each finding of the mutating webhook reads and which mode judges it, by rule id."""
 
 
 def string_labels(labels: Any) -> Mapping[str, str]:
@@ -159,4 +164,104 @@ def decide(findings: list[Finding], ctx: PodContext) -> Decision:
     subject = f"{ctx.kind} is not snapshot-ready for PodSnapshotPolicy {where}"
     decision = decide_findings(findings, ctx.mode, ctx.settings.rules.modes, subject)
     decision.audit["policy"] = ctx.policy_ids
+    return decision
+
+
+class Worded(NamedTuple):
+    """Findings with their own wording, judged (``judge_worded``).
+
+    Attributes:
+        findings: the findings kept (``rules.disabled`` dropped), in the order given.
+        outcomes: the ``finding_outcome`` of each, same order.
+        denial: the denial text of the first ``enforce`` outcome, or None.
+        warnings: the warning line of each ``warn`` outcome, bounded as the API server requires.
+    """
+
+    findings: list[Finding]
+    outcomes: list[Mode]
+    denial: str | None
+    warnings: tuple[str, ...]
+
+
+def judge_worded(
+    findings: list[Finding], mode: Mode, settings: Settings, wordings: Mapping[str, Wording]
+) -> Worded:
+    """Judge findings that keep their own texts (``Wording``): those of ``settings.rules.disabled``
+    are dropped; each is judged in ``mode`` when its wording says ``pod_mode``, else as
+    ``enforce`` (its severity decides), ``settings.rules.modes`` overriding either.
+
+    Raises:
+        KeyError: a finding whose rule id has no entry in ``wordings``.
+    """
+    if not findings:
+        return Worded([], [], None, ())  # the usual case: nothing to say
+    disabled, overrides = settings.rules.disabled, settings.rules.modes
+    kept: list[Finding] = []
+    outcomes: list[Mode] = []
+    lines: list[str] = []
+    denial: str | None = None
+    for finding in findings:
+        if finding.rule in disabled:
+            continue
+        wording = wordings[finding.rule]
+        outcome = finding_outcome(finding, mode if wording.pod_mode else "enforce", overrides)
+        kept.append(finding)
+        outcomes.append(outcome)
+        if outcome == "enforce" and denial is None:
+            denial = wording.denial_for(finding)
+        elif outcome == "warn":
+            lines.append(wording.warning_for(finding))
+    return Worded(kept, outcomes, denial, bounded_warnings(lines) if lines else ())
+
+
+def decide_worded(
+    findings: list[Finding], mode: Mode, settings: Settings, wordings: Mapping[str, Wording]
+) -> Decision:
+    """``judge_worded`` as a decision: ``denied`` by the first ``enforce`` outcome (its text
+    alone), else ``allowed`` with the warnings; ``audit`` holds ``findings`` and ``outcomes``."""
+    worded = judge_worded(findings, mode, settings, wordings)
+    if worded.denial is not None:
+        decision = denied(worded.denial)
+    else:
+        decision = allowed(warnings=worded.warnings)
+    decision.audit.update({"findings": worded.findings, "outcomes": worded.outcomes})
+    return decision
+
+
+def decide_mutation(mutation: Mutation, findings: list[Finding], ctx: PodContext) -> Decision:
+    """The mutating webhook's decision for one selected pod: its patch, unless a finding denies.
+
+    Args:
+        mutation: what ``mutation.mutate`` did (patch, its own findings, audit facts).
+        findings: every finding of this admission in decision order (the mutation's first, then
+            ``rules.prediction_findings``); each rule id must be in ``MUTATE_WORDINGS``.
+        ctx: the pod view (mode, settings: ``rules.disabled`` drops findings, ``rules.modes``
+            overrides the mode a finding is judged in).
+
+    Returns:
+        ``denied`` with the denial text of the first finding whose outcome is ``enforce`` (no
+        warnings, no patch: one reason at a time, as before these were findings), else
+        ``patched`` with the warning line of each ``warn`` outcome (bounded). ``audit`` holds
+        ``policy``, ``mode``, ``findings`` and ``outcomes`` (``finding_outcome``), plus, when
+        admitted, ``mutators`` and ``collisions`` (if the mutators ran) and ``prediction``.
+    """
+    worded = judge_worded(findings, ctx.mode, ctx.settings, MUTATE_WORDINGS)
+    if worded.denial is not None:
+        decision = denied(worded.denial)
+    else:
+        decision = patched(mutation.ops, warnings=worded.warnings)
+        if mutation.mutators is not None:
+            decision.audit.update(
+                {"mutators": mutation.mutators, "collisions": mutation.collisions}
+            )
+        if mutation.prediction is not None:
+            decision.audit["prediction"] = mutation.prediction.outcome
+    decision.audit.update(
+        {
+            "findings": worded.findings,
+            "outcomes": worded.outcomes,
+            "policy": ctx.policy_ids,
+            "mode": ctx.mode,
+        }
+    )
     return decision

@@ -6,7 +6,8 @@ What snapready writes on a pod (every ``<prefix>`` annotation: ``policy``, ``spe
 built-in ``edit`` role PATCHed them on running pods and the outcome followed the forgery. On
 CREATE the mutating webhook already replaces user-supplied values. On UPDATE, a change to any of
 them (added, changed or removed) by anyone but snapready's own service account
-(``ownership.service_account``, e.g. ``system:serviceaccount:snapready:snapready``) is denied.
+(``ownership.service_account``, e.g. ``system:serviceaccount:snapready:snapready``) is denied
+(rule ``owned-metadata``, decided by ``admission.pods`` like every finding).
 
 The chart sends pod UPDATEs to this check only through a ``matchCondition`` that compares these
 keys of ``object`` and ``oldObject`` and skips snapready's service account
@@ -19,12 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.base.keys import SELECTED
-from webhook.base.types import RawObject
-from webhook.kube.responses import Decision, allowed, denied
+from webhook.base.types import Finding, RawObject, Wording
 from webhook.kube.review import AdmissionRequest
 
 MAX_NAMED = 5
 """Changed keys named in a denial (the rest counted)."""
+RULE = "owned-metadata"
+WORDING = Wording("snapready: {message}", "snapready: {message}")
+"""The text users saw before this was a finding (kept byte for byte)."""
 
 
 def _metadata(obj: Any, part: str) -> dict[str, Any]:
@@ -44,22 +47,29 @@ def owned_changes(old: Any, new: Any, prefix: str) -> list[str]:
     return changed
 
 
-def guard_update(request: AdmissionRequest, prefix: str, owner: str) -> Decision:
-    """Deny a pod UPDATE that changes snapready's metadata unless ``owner`` sent it."""
+def guard_update(request: AdmissionRequest, prefix: str, owner: str) -> Finding | None:
+    """``owned-metadata``: a pod UPDATE that changes snapready's metadata, unless ``owner`` sent
+    it (or ``owner`` is empty: the check is off); None when there is nothing to say.
+
+    The finding (severity ``deny``, at ``metadata``) is judged as ``enforce`` whatever the
+    namespace's mode (``WORDING``): a forged key misleads every reader of the pod; ``rules.modes``
+    and ``rules.disabled`` still govern it.
+    """
     if not owner:
-        return allowed()
+        return None
     changed = owned_changes(request.old_object, request.object, prefix)
     if not changed:
-        return allowed()
+        return None
     user: RawObject = request.user_info if isinstance(request.user_info, dict) else {}
     if user.get("username") == owner:
-        return allowed()
+        return None
     named = ", ".join(changed[:MAX_NAMED])
     more = f" and {len(changed) - MAX_NAMED} more" if len(changed) > MAX_NAMED else ""
-    return denied(
-        f"snapready: {named}{more} may be changed only by snapready ({owner}): they record "
+    message = (
+        f"{named}{more} may be changed only by snapready ({owner}): they record "
         "what snapready decided at admission; recreate the pod to have it judged again"
     )
+    return Finding("metadata", RULE, message, "deny")
 
 
 def ownership_condition(prefix: str, owner: str) -> str:

@@ -76,7 +76,7 @@ class OwnershipSettings(BaseModel):
 
 
 class OriginSettings(BaseModel):
-    """What origin records hold (``cluster.origins``; SnapshotRecords, README "Snapshots")."""
+    """What origin records hold (``cluster.controllers.origins``; README "Snapshots")."""
 
     record_config: bool = Field(
         True,
@@ -92,7 +92,7 @@ class LifecycleSettings(BaseModel):
     """Snapshot lifecycle: refresh after a node-pool upgrade and pruning (README "Lifecycle").
 
     Every write this section enables is the leader's, lease-fenced, idempotent across restarts
-    and hand-overs, and comes with an Event (``cluster.lifecycle``).
+    and hand-overs, and comes with an Event (``cluster.controllers.snapshot_lifecycle``).
     """
 
     refresh: Literal["off", "on"] = Field(

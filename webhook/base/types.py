@@ -49,3 +49,33 @@ class Finding:
     rule: str
     message: str = field(compare=True)
     severity: Severity = "deny"
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How a finding of the mutating webhook reads, and which mode judges it.
+
+    The mutating webhook's findings (``mutation.WORDINGS``, ``rules.PREDICTION_RULES``) spoke to
+    users before they were findings; their texts are kept byte for byte, so they are not the
+    ``[rule] path: message`` lines of the validating webhook (``admission.decide_findings``).
+
+    Attributes:
+        warning: the warning line; ``{message}`` stands for ``Finding.message``.
+        denial: the denial message, likewise.
+        pod_mode: True: judged in the pod's enforcement mode (its policies, namespace label or
+            the global mode), as validating findings are; False: judged as ``enforce``, so
+            ``Finding.severity`` (set from the rule's own setting, e.g. ``restore.on_miss``)
+            decides alone. ``rules.modes`` overrides either.
+    """
+
+    warning: str
+    denial: str
+    pod_mode: bool = False
+
+    def warning_for(self, finding: Finding) -> str:
+        """The warning line of ``finding``."""
+        return self.warning.format(message=finding.message)
+
+    def denial_for(self, finding: Finding) -> str:
+        """The denial message of ``finding``."""
+        return self.denial.format(message=finding.message)

@@ -1,12 +1,15 @@
-"""Pod mutation: the fixed-order mutator table and ``mutate_pod``, which returns one JSON Patch.
+"""Pod mutation: the fixed-order mutator table and ``mutate``, which returns one JSON Patch and
+the findings met on the way; admission decides (``admission.pods.mutate_pod``).
 
-``webhook.admission.engine`` calls ``mutate_pod`` only for pods on CREATE (no subresource) that a
+``webhook.admission.pods`` calls ``mutate`` only for pods on CREATE (no subresource) that a
 PodSnapshotPolicy selects. Steps:
 
 1. Collision check: a user volume, container or init container named ``snapready-helpers``, or a
-   user mount at ``/snapready``, that is not exactly what we inject. In ``enforce`` mode the pod
-   is denied with every collision listed; in ``warn``/``audit`` mode (never block) the helpers
-   are skipped (with a warning in ``warn`` mode) and only the annotations are written.
+   user mount at ``/snapready``, that is not exactly what we inject, is a ``helper-collision``
+   finding listing every collision, and the helpers are skipped (only the annotations are
+   written). Admission decides it in the pod's mode: ``enforce`` denies the pod, ``warn`` warns,
+   ``audit`` only records it. A pod over ``injection.max_containers`` is not mutated at all
+   (``too-many-containers``).
 2. The mutators of ``MUTATORS`` edit one copy-on-write working copy (``patch.Draft``) in order:
    helper files (``helpers``), env (``env``), the GPU driver nodeSelector when
    ``rules.gpu_driver.pin`` is on (``driver``), ``<prefix>policy``, the label ``<prefix>selected``,
@@ -29,19 +32,14 @@ The helpers image contract (Dockerfile target ``helpers``) is in ``webhook.mutat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from webhook.base.config import Settings
 from webhook.base.keys import INJECT
-from webhook.base.types import RawObject
-from webhook.kube.responses import (
-    Decision,
-    bounded_lines,
-    bounded_warnings,
-    denied,
-    patched,
-)
+from webhook.base.types import Finding, JsonPatchOp, RawObject, Wording
+from webhook.kube.responses import bounded_lines
 from webhook.mutation.annotations import stamp_fingerprint, stamp_policy
 from webhook.mutation.driver import pin_gpu_driver
 from webhook.mutation.env import inject_env
@@ -49,15 +47,9 @@ from webhook.mutation.gate import add_readiness_gate
 from webhook.mutation.helpers import collisions, inject_helpers, injection_wanted
 from webhook.mutation.ownership import drop_foreign_keys
 from webhook.mutation.patch import Draft, coalesced
-from webhook.mutation.prediction import (
-    PREDICTION_KEY,
-    clear_outcome,
-    cross_workload_line,
-    stale_config_line,
-    stamp_prediction,
-    stamp_selected,
-)
-from webhook.pod.context import PodContext
+from webhook.mutation.prediction import clear_outcome, stamp_prediction, stamp_selected
+from webhook.pod.context import PodContext, join_path
+from webhook.pod.restore import PREDICTION_KEY, Prediction
 from webhook.snapshots.state import ClusterState
 
 
@@ -93,64 +85,71 @@ annotations, which read the final fingerprint, come after it; ``foreign-keys`` r
 it removes every ``<prefix>`` key that the steps before it did not set (``mutation.ownership``)."""
 
 
-def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:
-    """Mutate a selected pod on CREATE; returns a Decision carrying the patch (or a denial).
+HELPER_COLLISION = "helper-collision"
+"""Rule id: a user name or mount collides with the injected helpers (follows the pod's mode)."""
+TOO_MANY_CONTAINERS = "too-many-containers"
+"""Rule id: the pod has more containers than ``injection.max_containers`` (a warning)."""
+WORDINGS: Mapping[str, Wording] = {
+    HELPER_COLLISION: Wording("snapready: {message}", "snapready: {message}", pod_mode=True),
+    TOO_MANY_CONTAINERS: Wording("snapready: {message}", "snapready: {message}"),
+}
+"""How the mutation's findings read (the texts predate them as findings and are kept)."""
+
+
+class Mutation(NamedTuple):
+    """What the mutators did to one selected pod and what they found; no decision (admission
+    decides: ``admission.decision.decide_mutation``, under ``rules.disabled``/``rules.modes``).
+
+    Attributes:
+        ops: the JSON Patch from the request object to the mutated pod (``[]``: unchanged).
+        findings: ``too-many-containers`` or ``helper-collision`` (``WORDINGS`` words them).
+        mutators: names of the steps of ``MUTATORS`` that changed something; None when none
+            ran (more than ``injection.max_containers`` containers).
+        collisions: what ``helpers.collisions`` found, each with its field path.
+        prediction: the restore prediction written on the pod (cluster mode), else None.
+    """
+
+    ops: list[JsonPatchOp]
+    findings: list[Finding]
+    mutators: list[str] | None
+    collisions: list[str]
+    prediction: Prediction | None
+
+
+def mutate(pod: RawObject, ctx: PodContext) -> Mutation:
+    """Mutate a selected pod on CREATE: the patch and the findings, undecided.
 
     Args:
         pod: the raw ``request.object`` (never modified: mutators edit a copy-on-write draft).
         ctx: the pod view (policies, settings, cluster state, effective mode).
 
     Returns:
-        ``patched(ops)`` (no patch when nothing changed), or ``denied`` (403) listing every
-        collision with a user object in ``enforce`` mode. ``audit`` holds ``policy`` and
-        ``mode`` (for the admission log line), plus ``mutators`` and ``collisions`` when the
-        mutators ran.
+        Over ``injection.max_containers`` containers: only the removal of foreign ``<prefix>``
+        keys, and a ``too-many-containers`` finding. Else the patch of every mutator; a reserved
+        name (``helpers.collisions``) skips the injection steps and is a ``helper-collision``
+        finding listing every collision (``enforce`` mode turns it into the denial).
     """
-    decision = _mutation_decision(pod, ctx)
-    decision.audit.update({"policy": ctx.policy_ids, "mode": ctx.mode})
-    return decision
-
-
-def _mutation_decision(pod: RawObject, ctx: PodContext) -> Decision:
     limit = ctx.settings.injection.max_containers
     if container_count(ctx.spec) > limit:
         # Not mutated, not stamped, but still no forged snapready.io/ key on it.
         draft = Draft(pod)
         drop_foreign_keys(draft, ctx)
-        return patched(draft.ops, warnings=(too_many_containers_message(limit),))
+        finding = Finding(
+            join_path(ctx.spec_path, "containers"),
+            TOO_MANY_CONTAINERS,
+            too_many_containers_message(limit),
+            "warn",
+        )
+        return Mutation(draft.ops, [finding], None, [], None)
     inject = injection_wanted(ctx.metadata, ctx.settings)
-    warnings: tuple[str, ...] = ()
     problems = collisions(ctx) if inject else []
+    findings: list[Finding] = []
     if problems:
         message = collision_message(problems, ctx.settings.annotation(INJECT))
-        if ctx.mode == "enforce":
-            return denied(message)
-        inject = False
-        warnings = bounded_warnings([message]) if ctx.mode == "warn" else ()
-    draft, changed = run_mutators(pod, ctx, inject=inject)
+        findings.append(Finding(ctx.spec_path, HELPER_COLLISION, message, "deny"))
+    draft, changed = run_mutators(pod, ctx, inject=inject and not problems)
     prediction = ctx.memo.get(PREDICTION_KEY)
-    on_miss = ctx.settings.restore.on_miss
-    if prediction is not None and prediction.outcome == "miss" and on_miss != "off":
-        line = f"snapready: will cold-start ({prediction.snapshot}): {prediction.reason}"
-        if on_miss == "deny":
-            return denied(
-                f"{line}. Set restore.on_miss=warn to admit pods predicted to miss, or match "
-                "the snapshot (`snapready explain`)."
-            )
-        warnings = bounded_warnings([*warnings, line])
-    cross = cross_workload_line(ctx)
-    if cross is not None and ctx.settings.restore.cross_workload == "deny":
-        return denied(f"snapready: {cross}. Set restore.cross_workload=warn to admit it.")
-    if cross is not None and ctx.settings.restore.cross_workload == "warn":
-        warnings = bounded_warnings([*warnings, cross])
-    stale = stale_config_line(ctx)
-    if stale is not None:
-        warnings = bounded_warnings([*warnings, stale])
-    decision = patched(coalesced(draft.ops), warnings=warnings)
-    decision.audit.update({"mutators": changed, "collisions": problems})
-    if prediction is not None:
-        decision.audit["prediction"] = prediction.outcome
-    return decision
+    return Mutation(coalesced(draft.ops), findings, changed, problems, prediction)
 
 
 def run_mutators(pod: RawObject, ctx: PodContext, *, inject: bool) -> tuple[Draft, list[str]]:
@@ -168,11 +167,11 @@ def run_mutators(pod: RawObject, ctx: PodContext, *, inject: bool) -> tuple[Draf
 
 
 def as_admitted(pod: RawObject, settings: Settings) -> RawObject:
-    """``pod`` as ``mutate_pod`` would leave it on a selected pod, minus the annotations and
+    """``pod`` as ``mutate`` would leave it on a selected pod, minus the annotations and
     the ``<prefix>selected`` label (none of them is hashed).
 
     Runs the injection steps of ``MUTATORS`` (helpers, env) with the same guards as
-    ``mutate_pod``: nothing is injected when ``settings.injection.enabled`` is false, the pod says
+    ``mutate``: nothing is injected when ``settings.injection.enabled`` is false, the pod says
     ``<prefix>inject: "false"``, it has more than ``injection.max_containers`` containers, or
     ``collisions`` finds a reserved name (admission would then deny it, or skip the helpers in
     ``warn``/``audit`` mode). The ``policy``/``spec-hash`` annotations are not written: they are
@@ -218,18 +217,18 @@ def container_count(spec: RawObject) -> int:
 
 
 def too_many_containers_message(limit: int) -> str:
-    """The warning for a pod over ``injection.max_containers`` (nothing was injected)."""
+    """``too-many-containers``: a pod over ``injection.max_containers`` (nothing was injected)."""
     return (
-        f"snapready: pod has more than {limit} containers; it was not mutated (no helpers, no "
+        f"pod has more than {limit} containers; it was not mutated (no helpers, no "
         "spec-hash annotation, no selected label: its restore outcome is not tracked). Raise "
         "injection.max_containers if this is intended."
     )
 
 
 def collision_message(problems: list[str], inject_annotation: str) -> str:
-    """The user-facing text for ``collisions`` (what is reserved and the two ways out)."""
+    """``helper-collision``: what ``collisions`` found is reserved, and the two ways out."""
     return (
-        "snapready: cannot inject the rehydration helpers, these names are reserved: "
+        "cannot inject the rehydration helpers, these names are reserved: "
         + "; ".join(bounded_lines(problems, more="reserved names"))
         + ". Rename them (snapready adds its own 'snapready-helpers' volume and init container "
         f'and mounts /snapready), or annotate the pod {inject_annotation}: "false".'

@@ -7,7 +7,9 @@ exceed the 63 characters of a label value).
 ``<prefix>restore-prediction`` (``hit``/``miss``/``none``), ``<prefix>restore-snapshot`` and
 ``<prefix>restore-reason`` record what ``webhook.pod.restore.predict`` says about the final pod
 (run after ``spec-hash``, so on the final spec). Written only when the snapshots are known
-(cluster mode, PodSnapshots listed); none of them is hashed.
+(cluster mode, PodSnapshots listed); none of them is hashed. The prediction is kept in
+``PodContext.memo`` (``pod.restore.PREDICTION_KEY``) for the rules that judge it
+(``rules.PREDICTION_RULES``: ``restore-miss``, ``cross-workload``, ``stale-config``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from webhook.base.keys import (
     SELECTED,
     SPEC_HASH,
 )
-from webhook.base.text import clip
 from webhook.base.types import mapping
 from webhook.mutation.annotations import FINGERPRINT_KEY
 from webhook.mutation.patch import Draft
@@ -28,21 +29,17 @@ from webhook.pod.context import PodContext
 from webhook.pod.fields import field_digests
 from webhook.pod.memo import admitted_field_digests
 from webhook.pod.node_pins import node_selection
-from webhook.pod.restore import PodFacts, Prediction, predict
-from webhook.snapshots.config_refs import config_changes
-from webhook.snapshots.views import workload_of
+from webhook.pod.restore import PREDICTION_KEY, PodFacts, Prediction, predict
 
 LABELS = ("metadata", "labels")
 ANNOTATIONS = ("metadata", "annotations")
-PREDICTION_KEY = "prediction"
-"""Key of the ``Prediction`` in ``PodContext.memo`` (read by ``mutate_pod`` for the warning)."""
 MAX_REASON_CHARS = 512
 
 
 def clear_outcome(draft: Draft, ctx: PodContext) -> bool:
     """Remove a ``<prefix>restore-outcome`` annotation a new pod brings along: only the leader
-    writes it, once it has decided (``cluster.restores``), and a pod created with one would
-    otherwise never be reported (the leader skips pods whose outcome is recorded)."""
+    writes it, once it has decided (``cluster.controllers.restores``), and a pod created with one
+    would otherwise never be reported (the leader skips pods whose outcome is recorded)."""
     return draft.drop(ANNOTATIONS, ctx.settings.annotation(RESTORE_OUTCOME))
 
 
@@ -72,51 +69,6 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
         ),
         # Injection never touches node pins; read only when there are snapshots to compare.
         selection=lambda: node_selection(ctx.spec, "spec"),
-    )
-
-
-def cross_workload_line(ctx: PodContext) -> str | None:
-    """``cross-workload``: the warning for a ``hit`` whose snapshot was taken from another
-    workload than the pod's own (both known: the pod's top controller from its
-    ownerReferences, the snapshot's from its origin record), else None."""
-    result: Prediction | None = ctx.memo.get(PREDICTION_KEY)
-    if result is None or result.outcome != "hit" or result.snapshot is None:
-        return None
-    view = ctx.cluster.snapshots.named(ctx.namespace, result.snapshot)
-    origin = view.origin.workload if view is not None and view.origin is not None else None
-    own = workload_of(ctx.metadata)
-    if origin is None or own is None or (origin.kind, origin.name) == (own.kind, own.name):
-        return None
-    return (
-        f"[cross-workload] will restore the memory of {clip(origin.kind)} {clip(origin.name)} "
-        f"(snapshot {clip(result.snapshot, 63)}), not of {clip(own.kind)} {clip(own.name)}; "
-        "group the policy by a label that differs per workload (snapshotGroupingRules)"
-    )
-
-
-def stale_config_line(ctx: PodContext) -> str | None:
-    """``stale-config``: the warning for a ``hit`` on a snapshot taken before a Secret or
-    ConfigMap its origin pod read changed (``snapshots.config_refs``; GKE hashes no env and no
-    Secret content, so the restored memory holds the old value), else None."""
-    result: Prediction | None = ctx.memo.get(PREDICTION_KEY)
-    if result is None or result.outcome != "hit" or result.snapshot is None:
-        return None
-    view = ctx.cluster.snapshots.named(ctx.namespace, result.snapshot)
-    changes = config_changes(view, ctx.cluster.configs) if view is not None else ()
-    if not changes:
-        return None
-    first = changes[0]
-    if first.what == "changed":
-        when = " from before its change" + (f" at {first.at}" if first.at else "")
-    elif first.what == "deleted":
-        when = ", deleted since"
-    else:
-        when = " as it was before it existed (created since)"
-    more = f" (and {len(changes) - 1} more)" if len(changes) > 1 else ""
-    return (
-        f"[stale-config] restores with the value of {first.kind} {clip(first.name, 253)}{when}"
-        f"{more} (snapshot {clip(result.snapshot, 63)}); take a new snapshot to pick up the "
-        "current configuration"
     )
 
 

@@ -42,6 +42,9 @@ from webhook.snapshots.views import OriginRecord, SnapshotView
 Outcome = Literal["hit", "miss", "none"]
 Origin = tuple[OriginKey, SnapshotView]
 """A distinct origin to compare, with its newest snapshot."""
+PREDICTION_KEY = "prediction"
+"""Key of the ``Prediction`` the mutating webhook made for a pod in ``PodContext.memo``
+(``mutation.prediction.stamp_prediction`` writes it; the prediction rules read it)."""
 MAX_FIELDS_NAMED = 3
 """Differing fields named in a reason before ``+N more`` (warnings are cut at 256 characters)."""
 

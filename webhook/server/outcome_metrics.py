@@ -1,12 +1,13 @@
 """Prometheus series of what GKE did: restore outcomes, start-up on GKE's clock, checkpoints.
 
-Counted by the leader only (``cluster.restores`` decides, ``cluster.checkpoints`` reports), once per
-pod or snapshot. Times run from ``PodScheduled`` (domain.md section 9: node provisioning and image
-pulls are not restore time): ``snapready_restore_seconds`` to ``PodRestored`` (when a restored pod's
-memory has streamed in), ``snapready_pod_ready_seconds`` to ``Ready`` (when its health check
-answered), ``snapready_pod_startup_seconds`` to ``PodRestored`` for restored pods and to ``Ready``
-for cold ones (the start-up a user waits for). Label values are bounded by what an admin created,
-never by what users write into pods or PodSnapshots (issue 27): ``outcome`` from
+Counted by the leader only (``cluster.controllers.restores`` decides,
+``cluster.controllers.checkpoints`` reports), once per pod or snapshot. Times run from
+``PodScheduled`` (domain.md section 9: node provisioning and image pulls are not restore time):
+``snapready_restore_seconds`` to ``PodRestored`` (when a restored pod's memory has streamed in),
+``snapready_pod_ready_seconds`` to ``Ready`` (when its health check answered),
+``snapready_pod_startup_seconds`` to ``PodRestored`` for restored pods and to ``Ready`` for cold
+ones (the start-up a user waits for). Label values are bounded by what an admin created, never by
+what users write into pods or PodSnapshots (issue 27): ``outcome`` from
 ``snapshots.outcomes.OUTCOMES``; ``policy`` the live PodSnapshotPolicies that select the pod by its
 labels (``snapshots.selection.believed``: a pod no live policy selects is never counted); for
 checkpoints ``namespace``/``policy`` of a live policy, else ``snapshots.selection.OTHER`` for both.

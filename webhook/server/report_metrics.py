@@ -1,4 +1,5 @@
-"""Scrape-time series of the audit and its policy reports (``cluster.audit``), leader only.
+"""Scrape-time series of the audit and its policy reports (``cluster.controllers.audit``), leader
+only.
 
 ``snapready_reports_total{action}`` (created, updated, deleted, failed: this replica's report writes
 as leader), ``snapready_report_objects`` and ``snapready_report_results{result}`` (what snapready's
@@ -16,8 +17,8 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from webhook.cluster.audit import AuditWorker
-from webhook.cluster.reports import REPORT_ACTIONS, summed
+from webhook.cluster.controllers.audit.reports import REPORT_ACTIONS, summed
+from webhook.cluster.controllers.audit.worker import AuditWorker
 from webhook.snapshots.audit import counts
 from webhook.snapshots.selection import bounded_labels
 

@@ -2,7 +2,7 @@
 
 Edge module: reads certificate files, binds sockets. The admission logic lives in ``admission``.
 Wires the process: uvloop + httptools with the request deadline and the drain-on-SIGTERM server
-of ``lifecycle``, the ``/metrics`` listener and the observer that logs and counts each admission.
+of ``shutdown``, the ``/metrics`` listener and the observer that logs and counts each admission.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import logging
 import socket
 import ssl
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -37,6 +38,9 @@ from webhook.server.report_metrics import ReportCollector
 from webhook.server.shutdown import GracefulServer
 from webhook.server.tls import CertReloader, run_with_reloader
 from webhook.snapshots.state import ClusterState
+
+if TYPE_CHECKING:  # imported lazily at run time: file mode never loads ``kubernetes``
+    from webhook.cluster.manager import Cluster
 
 log = logging.getLogger("snapready.server")
 
@@ -76,15 +80,34 @@ def ensure_certificates(settings: Settings) -> None:
     )
 
 
-def build_engine(settings: Settings, *, tune_heap: bool = False) -> Engine:
-    """Load the configured policy source and return an engine reading it.
+@dataclass(frozen=True)
+class PolicySource:
+    """Where admission's facts come from: the engine reading them and, in cluster mode, the
+    started ``Cluster`` behind it (its controllers feed the metrics; ``stop`` ends its threads).
+
+    Attributes:
+        engine: the admission engine over the source's ``ClusterState``.
+        cluster: the started cluster mode (``cluster.manager``); None for policy files.
+    """
+
+    engine: Engine
+    cluster: Cluster | None = None
+
+    def stop(self) -> None:
+        """Stop the cluster mode's threads, if any (idempotent)."""
+        if self.cluster is not None:
+            self.cluster.stop()
+
+
+def open_source(settings: Settings, *, tune_heap: bool = False) -> PolicySource:
+    """Load the configured policy source and return it with an engine reading it.
 
     ``tune_heap`` (the server only): the garbage collector is tuned around the caches' first
-    sync (``webhook.cluster.heap``).
+    sync (``webhook.cluster.api.heap``).
 
-    ``source.kind == "kube"`` starts the cluster caches (background threads, see ``kube.py``):
-    the engine's state is unsynced (``/readyz`` 503) until every cache has listed once. Their
-    ``stop`` is kept in ``engine.extra["stop_source"]``; call ``stop_source(engine)`` at shutdown.
+    ``source.kind == "kube"`` starts cluster mode (background threads, ``cluster.manager``):
+    the engine's state is unsynced (``/readyz`` 503) until every cache has listed once; call
+    ``stop()`` on the result at shutdown.
 
     Raises:
         ConfigError: a malformed policy file (files), or no usable kubeconfig/in-cluster config.
@@ -92,24 +115,23 @@ def build_engine(settings: Settings, *, tune_heap: bool = False) -> Engine:
     # PodSnapshotPolicy/StorageConfig governance; GCS is only contacted for storage configs.
     governance = Governance(BucketInspector(settings.storage))
     if settings.source.kind == "kube":
-        from webhook.cluster.wiring import open_cluster_source  # noqa: PLC0415 - lazy kubernetes
+        from webhook.cluster.manager import start_cluster  # noqa: PLC0415 - lazy kubernetes
 
-        source = open_cluster_source(settings, tune_heap=tune_heap)
-        return Engine(
-            settings=settings,
-            state=source.state,
-            governance=governance,
-            extra={"stop_source": source.stop, "source": source},
-        )
+        cluster = start_cluster(settings, tune_heap=tune_heap)
+        engine = Engine(settings=settings, state=cluster.state, governance=governance)
+        return PolicySource(engine, cluster)
     state: ClusterState = load_policy_dir(settings.source.policy_dir, prefix=settings.prefix)
-    return Engine(settings=settings, state=lambda: state, governance=governance)
+    return PolicySource(Engine(settings=settings, state=lambda: state, governance=governance))
 
 
-def stop_source(engine: Engine) -> None:
-    """Stop the policy source's background threads, if ``build_engine`` started any."""
-    stop = engine.extra.get("stop_source")
-    if callable(stop):
-        stop()
+def build_engine(settings: Settings) -> Engine:
+    """The engine of ``open_source(settings)``: for policy files (the CLI, tests), where
+    nothing needs stopping. Cluster mode's threads are stopped through ``open_source``'s result.
+
+    Raises:
+        ConfigError: as ``open_source``.
+    """
+    return open_source(settings).engine
 
 
 def uvicorn_config(
@@ -196,30 +218,33 @@ def make_observer(metrics: Metrics) -> Observer:
     return observe
 
 
-def start_metrics(settings: Settings, engine: Engine, metrics: Metrics) -> Any:
-    """Wire the gauges and serve ``/metrics`` (None when ``metrics_port`` is 0).
+def watch_cluster(metrics: Metrics, source: PolicySource) -> None:
+    """The gauges of ``source``'s state; in cluster mode also the controllers' counts and
+    listeners (prunable snapshots, refreshes and prunes, outcomes, checkpoints, records,
+    reports)."""
+    cluster = source.cluster
+    if cluster is None:
+        metrics.watch_state(source.engine.state)
+        return
+    lifecycle = cluster.lifecycle
+    metrics.watch_state(source.engine.state, lambda: lifecycle.prunable)
+    lifecycle.on_refresh.append(metrics.outcomes.observe_refresh)
+    lifecycle.on_prune.append(metrics.outcomes.observe_prune)
+    cluster.restores.listeners.append(metrics.observe_restore)
+    cluster.checkpoints.listeners.append(metrics.outcomes.observe_checkpoint)
+    origins = cluster.origins
+    metrics.registry.register(RecordWritesCollector(lambda: origins.actions))
+    metrics.registry.register(ReportCollector(cluster.audit))
+
+
+def start_metrics(settings: Settings, source: PolicySource, metrics: Metrics) -> Any:
+    """Wire the gauges (``watch_cluster``) and serve ``/metrics`` (None when ``metrics_port``
+    is 0).
 
     Raises:
         ConfigError: the metrics port cannot be bound.
     """
-    source = engine.extra.get("source")
-    lifecycle = getattr(source, "lifecycle", None)
-    if lifecycle is not None:
-        metrics.watch_state(engine.state, lambda: lifecycle.prunable)
-        lifecycle.on_refresh.append(metrics.outcomes.observe_refresh)
-        lifecycle.on_prune.append(metrics.outcomes.observe_prune)
-    else:
-        metrics.watch_state(engine.state)
-    tracker = getattr(source, "restores", None)
-    if tracker is not None:
-        tracker.listeners.append(metrics.observe_restore)
-        tracker.checkpoints.listeners.append(metrics.outcomes.observe_checkpoint)
-    origins = getattr(source, "origins", None)
-    if origins is not None:
-        metrics.registry.register(RecordWritesCollector(lambda: origins.actions))
-    audit = getattr(source, "audit", None)
-    if audit is not None:
-        metrics.registry.register(ReportCollector(audit))
+    watch_cluster(metrics, source)
     try:
         metrics.record_certificate(settings.server.cert_file)
     except (OSError, ValueError) as exc:
@@ -254,15 +279,16 @@ def serve(settings: Settings) -> None:
     """
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     # Policy errors first: nothing is written on a bad start.
-    engine = build_engine(settings, tune_heap=True)
+    source = open_source(settings, tune_heap=True)
+    engine = source.engine
     with contextlib.ExitStack() as cleanup:  # undone in reverse order, on errors too
-        cleanup.callback(stop_source, engine)
+        cleanup.callback(source.stop)
         ensure_certificates(settings)
         metrics = default_metrics()
         app = create_app(engine, make_observer(metrics), metrics.reject)
         config = uvicorn_config(settings, engine, app, metrics.reject)
         listener = cleanup.enter_context(bind_listener(settings.server.host, settings.server.port))
-        metrics_server = start_metrics(settings, engine, metrics)
+        metrics_server = start_metrics(settings, source, metrics)
         if metrics_server is not None:
             cleanup.callback(metrics_server.server_close)
             cleanup.callback(metrics_server.shutdown)

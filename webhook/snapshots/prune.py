@@ -122,7 +122,7 @@ def unused_candidates(
     state: ClusterState, now: datetime, settings: LifecycleSettings, pods: frozenset[UseKey]
 ) -> set[str]:
     """Namespaces with a Ready snapshot that no live pod uses and whose unused clock ran out:
-    only their templates need listing (``cluster.lifecycle``)."""
+    only their templates need listing (``cluster.controllers.snapshot_lifecycle``)."""
     limit = timedelta(days=settings.unused_days)
     out = set()
     for view in state.snapshots.by_name.values():

@@ -39,8 +39,7 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "SnapshotRecord"
 PLURAL = "snapshotrecords"
-COLLECTION = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
-"""The cluster-wide list/watch path of the records."""
+"""The resource name (``cluster.api.watched`` lists and watches it cluster-wide)."""
 FIELD_MANAGER = "snapready-origin"
 NODE_FROM = ("gke", "pod")
 """Where a record's node came from: GKE's ``podsnapshot.gke.io/origin-node`` annotation on the
@@ -257,7 +256,6 @@ def _str(value: Any) -> str | None:
 
 __all__ = [
     "API_VERSION",
-    "COLLECTION",
     "FIELD_MANAGER",
     "GROUP",
     "KIND",

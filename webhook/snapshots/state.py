@@ -144,7 +144,8 @@ class ClusterState:
         pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``;
             ``pods_known`` once they were listed.
         scope_synced: whether the live webhook configurations carry the scope the policies
-            imply (cluster mode, ``webhook.cluster.scope``); None where nothing is reconciled.
+            imply (cluster mode, ``webhook.cluster.controllers.scope``); None where nothing is
+            reconciled.
     """
 
     policies: PolicyIndex = field(default_factory=PolicyIndex)

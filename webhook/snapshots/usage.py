@@ -11,8 +11,9 @@ from webhook.snapshots.state import ClusterState
 from webhook.snapshots.views import SnapshotView
 
 LISTED_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
-"""Workload kinds whose templates the leader lists on demand (``cluster.lifecycle``); a snapshot
-whose origin workload is of another kind is never ``unused`` (its templates are unknown)."""
+"""Workload kinds whose templates the leader lists on demand
+(``cluster.controllers.snapshot_lifecycle``); a snapshot whose origin workload is of another
+kind is never ``unused`` (its templates are unknown)."""
 Group = tuple[tuple[str, str], ...]
 UseKey = tuple[str, str, Group, str]
 """``(namespace, policy, group, fingerprint)``: what a pod or template could restore from."""

@@ -12,7 +12,7 @@ from typing import Any
 from webhook.base.config import Settings
 from webhook.cli.status import build_report
 from webhook.cli.status.text import render_text
-from webhook.cluster.snapshot_reader import Live
+from webhook.cluster.api.snapshot_reader import Live
 from webhook.snapshots.state import parse_policy
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

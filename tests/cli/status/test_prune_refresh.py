@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from webhook.base.config import Settings
 from webhook.cli.status.prune_refresh import lifecycle_lines, lifecycle_report
-from webhook.cluster.snapshot_reader import Live
+from webhook.cluster.api.snapshot_reader import Live
 from webhook.kube.matching import Policy, compile_selector
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.state import NodePoolFacts

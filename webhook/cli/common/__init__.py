@@ -6,7 +6,7 @@
 - ``inputs``: the files named on the command line, or stdin for ``-`` (``check``, ``hash``,
   ``diff``, ``review``); parsing them is ``kube.manifests``, pure.
 - ``cluster_command``: the frame of the commands that read the cluster (``status``,
-  ``explain``): flags, connection, read through ``cluster.snapshot_reader``, output.
+  ``explain``): flags, connection, read through ``cluster.api.snapshot_reader``, output.
 - ``entries``: what ``status`` and ``explain`` both report: a pod's judged outcome, a
   checkpoint awaiting or failed.
 - ``fingerprints``: what ``hash`` and ``diff`` share: injection and ``--ordinal`` flags, one

@@ -1,8 +1,8 @@
 """The frame of the commands that read the cluster (``status``, ``explain``).
 
-Flags (``--kubeconfig``, ``--format``, ``--config``), the connection (``cluster.client``,
+Flags (``--kubeconfig``, ``--format``, ``--config``), the connection (``cluster.api.client``,
 imported only when a command connects, so ``snapready hash`` starts fast), one read through
-``cluster.snapshot_reader`` that builds the command's report, then the report as JSON or text
+``cluster.api.snapshot_reader`` that builds the command's report, then the report as JSON or text
 and the reading's notes on stderr. Errors: ``ConfigError`` (kubeconfig, settings, no such pod)
 and ``READ_ERRORS`` (the API server unreachable or refusing) become one ``snapready: ...``
 line and exit 2; anything else too (``internal error``), never a traceback.
@@ -21,10 +21,10 @@ from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.cli.common.options import add_settings_arguments, settings_from
 from webhook.cli.common.output import fail, internal_error, print_json
-from webhook.cluster.snapshot_reader import READ_ERRORS
+from webhook.cluster.api.snapshot_reader import READ_ERRORS
 
 if TYPE_CHECKING:  # the kubernetes client is imported only when a command connects
-    from webhook.cluster.client import Connection
+    from webhook.cluster.api.client import Connection
 
 FORMAT_VERSION = 1
 """Bumped only on an incompatible change of either command's JSON document."""
@@ -96,6 +96,6 @@ def open_connection(args: argparse.Namespace, settings: Settings) -> Connection:
     kubeconfig = args.kubeconfig or settings.source.kubeconfig
     if kubeconfig is not None and not Path(kubeconfig).is_file():
         raise ConfigError(f"kubeconfig {kubeconfig}: no such file")
-    from webhook.cluster.client import connect  # noqa: PLC0415 - keep `snapready hash` fast
+    from webhook.cluster.api.client import connect  # noqa: PLC0415 - keep `snapready hash` fast
 
     return connect(kubeconfig, request_timeout=settings.source.request_timeout_seconds)

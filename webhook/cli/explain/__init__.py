@@ -1,8 +1,8 @@
 """``snapready explain POD [-n NS]``: why a pod will (or did not) restore from a snapshot.
 
 GETs the pod and reads its namespace's PodSnapshotPolicies and PodSnapshots and the cluster's
-Nodes (``cluster.snapshot_reader``), then answers with the admission-time functions: the selecting
-policies (``PolicyIndex.select``), the prediction recorded at admission (the
+Nodes (``cluster.api.snapshot_reader``), then answers with the admission-time functions: the
+selecting policies (``PolicyIndex.select``), the prediction recorded at admission (the
 ``<prefix>restore-*`` annotations), a fresh ``pod.restore.predict`` from the live objects
 (fingerprint: the pod's ``<prefix>spec-hash``, else ``pod.distill.fingerprint`` of the live
 object; fields: ``pod.fields.field_digests``; pins: ``pod.node_pins.node_selection``), every
@@ -42,8 +42,8 @@ from webhook.cli.common.cluster_command import FORMAT_VERSION, add_cluster_argum
 from webhook.cli.common.entries import awaiting_entry, failed_entry, judge
 from webhook.cli.explain.hints import explain_differences
 from webhook.cli.explain.text import render_text
-from webhook.cluster.records import pod_record
-from webhook.cluster.snapshot_reader import Live, read_gke_events, read_live, read_pod
+from webhook.cluster.api.records import pod_record
+from webhook.cluster.api.snapshot_reader import Live, read_gke_events, read_live, read_pod
 from webhook.kube.matching import PolicyIndex
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
@@ -68,7 +68,7 @@ from webhook.snapshots.views import SnapshotView
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings
-    from webhook.cluster.client import Connection
+    from webhook.cluster.api.client import Connection
 
 RECORDED = (
     RESTORE_PREDICTION,

@@ -1,6 +1,6 @@
 """``snapready status [-n NS | -A]``: snapshots, checkpoints, predictions and outcomes per policy.
 
-Read straight from the API server (``cluster.snapshot_reader``), computed with the functions the
+Read straight from the API server (``cluster.api.snapshot_reader``), computed with the functions the
 webhook and the leader use (``snapshots.outcomes``: ``snapshot_state``, ``stale_groups``,
 ``decide``, ``startup_seconds``; ``snapshots.checkpoints``; ``cluster.records.pod_record``), so it
 agrees with the annotations written at admission and with the leader's Events and metrics. Per
@@ -44,8 +44,13 @@ from webhook.cli.status.audit import never_judged
 from webhook.cli.status.prune_refresh import lifecycle_report
 from webhook.cli.status.sizes import SizeReading, read_sizes, size_block
 from webhook.cli.status.text import render_text
-from webhook.cluster.records import pod_record
-from webhook.cluster.snapshot_reader import Live, read_gke_events, read_live, read_storage_configs
+from webhook.cluster.api.records import pod_record
+from webhook.cluster.api.snapshot_reader import (
+    Live,
+    read_gke_events,
+    read_live,
+    read_storage_configs,
+)
 from webhook.snapshots.config_refs import config_changes
 from webhook.snapshots.evidence import events_of
 from webhook.snapshots.outcomes import (
@@ -63,7 +68,7 @@ from webhook.snapshots.views import SnapshotView
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings
-    from webhook.cluster.client import Connection
+    from webhook.cluster.api.client import Connection
     from webhook.snapshots.outcomes import Verdict
 
 WINDOW = timedelta(hours=24)

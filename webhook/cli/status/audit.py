@@ -22,10 +22,15 @@ from webhook.admission.audit import judge
 from webhook.admission.engine import Engine
 from webhook.base.text import clip
 from webhook.base.types import RawObject, mapping
-from webhook.cluster.lifecycle import TEMPLATE_LISTS
-from webhook.cluster.snapshot_reader import READ_ERRORS, Live
-from webhook.cluster.syncing import NotServed
-from webhook.cluster.watched import COMPUTE_CLASSES, DISRUPTION_BUDGETS, NAMESPACES, VERSION_PATH
+from webhook.cluster.api.snapshot_reader import READ_ERRORS, Live
+from webhook.cluster.api.syncing import NotServed
+from webhook.cluster.api.templates import TEMPLATE_LISTS
+from webhook.cluster.api.watched import (
+    COMPUTE_CLASSES,
+    DISRUPTION_BUDGETS,
+    NAMESPACES,
+    VERSION_PATH,
+)
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.audit import (
     admitted,
@@ -39,7 +44,7 @@ from webhook.snapshots.state import ClusterState, disruption_budget
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings
-    from webhook.cluster.client import KubeTransport
+    from webhook.cluster.api.transport import KubeTransport
 
 Key = tuple[str, str]
 

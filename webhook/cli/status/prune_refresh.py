@@ -22,8 +22,8 @@ from typing import Any
 
 from webhook.base.config import Settings
 from webhook.base.keys import SNAPSHOT_SOURCE
-from webhook.cluster.records import pod_record
-from webhook.cluster.snapshot_reader import Live
+from webhook.cluster.api.records import pod_record
+from webhook.cluster.api.snapshot_reader import Live
 from webhook.kube.gke import RESTORE_FROM_POLICY
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.prune import Usage, prune_plan
@@ -52,7 +52,7 @@ def lifecycle_report(live: Live, settings: Settings, now: datetime) -> dict[str,
     """``{"prune": ..., "prunable": [...], "refresh": ..., "refreshes": [...]}``."""
     config = settings.lifecycle
     state = live_state(live, settings.prefix)
-    mine = settings.outcomes.tracks  # as the leader's ``cluster.lifecycle`` decides
+    mine = settings.outcomes.tracks  # as the leader's ``controllers.snapshot_lifecycle`` decides
     source_label = (
         settings.prefix + SNAPSHOT_SOURCE
         if settings.rules.manual_trigger.require_source_label

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.base.config import Settings
-from webhook.cluster.snapshot_reader import Live
+from webhook.cluster.api.snapshot_reader import Live
 from webhook.snapshots.state import StorageConfig
 from webhook.snapshots.views import SnapshotView
 

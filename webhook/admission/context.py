@@ -1,0 +1,173 @@
+"""What every admission handler shares: the ``Engine``, the handler signature and the pod views.
+
+The handlers (``admission.pods``, ``admission.templates``, ``admission.governance``) import this
+module and never each other; ``admission.engine`` names them in its dispatch table. So this
+module sits below the handlers and imports none of them (an import-linter contract holds it).
+Pure: reads the in-memory ``ClusterState`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.admission.decision import (
+    decide,
+    effective_mode,
+    namespace_ignored,
+    not_stamped,
+    overlap_findings,
+    request_namespace,
+    string_labels,
+)
+from webhook.base.config import Settings
+from webhook.base.types import Endpoint, RawObject
+from webhook.governance import BucketLookup
+from webhook.kube.custom_views import Workloads, depends_on_pod, depends_warning, workloads_from
+from webhook.kube.matching import Policy
+from webhook.kube.responses import Decision, allowed
+from webhook.kube.review import AdmissionRequest
+from webhook.pod.context import PodContext, join_path
+from webhook.rules import RULES, Rule, evaluate
+from webhook.snapshots.state import ClusterState
+
+
+@dataclass(frozen=True)
+class Governance:
+    """Admission of the snapshot CRDs (``admission.governance``) is on, with these bucket facts.
+
+    Attributes:
+        lookup: bucket facts within a bounded time (``webhook.cluster.gcs.BucketInspector``);
+            None, or ``settings.storage.enabled`` false, skips the GCS checks of a
+            PodSnapshotStorageConfig (its bucket name is still checked).
+    """
+
+    lookup: BucketLookup | None
+
+
+@dataclass
+class Engine:
+    """The admission engine: settings, a cluster-state getter and the rule table.
+
+    Attributes:
+        settings: validated settings.
+        state: returns the current ``ClusterState`` (swapped atomically by sources; no I/O).
+        rules: the rule table (tests may pass their own).
+        governance: set to judge PodSnapshotPolicy, PodSnapshotStorageConfig and
+            PodSnapshotManualTrigger objects (``admission.governance``); None allows them
+            untouched (an engine that only judges pods).
+    """
+
+    settings: Settings
+    state: Callable[[], ClusterState]
+    rules: tuple[Rule, ...] = RULES
+    governance: Governance | None = None
+    workloads: Workloads = field(default_factory=dict)
+    """Custom resources that embed pod templates (``custom_workloads.BUILTIN`` plus the
+    ``workloads.extra`` setting), filled from ``settings`` when left empty."""
+    offline: bool = False
+    """True where no mutating webhook ran before ``validate`` (``snapready check`` on manifests):
+    a pod without ``<prefix>spec-hash`` is then expected, not a ``not-stamped`` finding."""
+
+    def __post_init__(self) -> None:
+        if not self.workloads:
+            self.workloads = workloads_from(self.settings)
+
+
+Handler = Callable[[AdmissionRequest, Endpoint, Engine], Decision]
+"""One admission handler: ``(request, endpoint, engine) -> Decision`` for a CREATE or UPDATE
+whose object claims the kind the dispatch table named it for (``engine.admit`` checks both)."""
+
+
+def pod_context(
+    *,
+    spec: Any,
+    metadata: Any,
+    spec_path: str,
+    metadata_path: str,
+    namespace: str,
+    kind: str,
+    policies: tuple[Policy, ...],
+    engine: Engine,
+    state: ClusterState,
+) -> PodContext:
+    """Build the view rules and mutators see; null spec/metadata become ``{}``."""
+    return PodContext(
+        spec=spec if isinstance(spec, dict) else {},
+        metadata=metadata if isinstance(metadata, dict) else {},
+        spec_path=spec_path,
+        metadata_path=metadata_path,
+        namespace=namespace,
+        kind=kind,
+        policies=policies,
+        settings=engine.settings,
+        cluster=state,
+        mode=effective_mode(policies, namespace, state, engine.settings),
+    )
+
+
+def validate_context(ctx: PodContext, engine: Engine) -> Decision:
+    """Run the rule table (plus the policy-overlap and stamp checks) over one pod view, decide."""
+    stamp = [] if engine.offline else not_stamped(ctx)
+    return decide([*overlap_findings(ctx), *stamp, *evaluate(ctx, engine.rules)], ctx)
+
+
+def selected_pod_context(
+    request: AdmissionRequest,
+    obj: RawObject,
+    engine: Engine,
+    *,
+    view: RawObject | None = None,
+    base: str = "",
+    labels: Mapping[str, str] | None = None,
+    spec_path: str | None = None,
+) -> PodContext | None:
+    """The rule view of a pod, or of a controller's pod template, when a policy of the request
+    namespace selects it; None when nothing selects it or the namespace is labelled
+    ``<prefix>ignore``. Reads the in-memory state only.
+
+    Args:
+        request, obj: the request and its ``object`` (namespace fallback).
+        view: the pod-shaped dict with ``metadata``/``spec`` (default ``obj``, a Pod).
+        base: field path of ``view`` in ``obj`` (``""`` for a Pod, ``spec.template``...).
+        labels: the labels to match policies with (default: the view's own); a template's
+            include those its controller adds (``custom_views``).
+        spec_path: the PodSpec's field path when it is not ``<base>.spec`` (KServe: the
+            PodSpec is inline), with the metadata then at ``metadata``.
+    """
+    pod_like = obj if view is None else view
+    state = engine.state()
+    namespace = request_namespace(request, obj)
+    if namespace_ignored(state, namespace, engine.settings):
+        return None
+    metadata = pod_like.get("metadata")
+    if labels is None:
+        labels = string_labels(metadata.get("labels") if isinstance(metadata, dict) else None)
+    policies = state.policies.select(namespace, labels)
+    if not policies:
+        return None
+    return pod_context(
+        spec=pod_like.get("spec"),
+        metadata=metadata,
+        spec_path=spec_path or join_path(base, "spec"),
+        metadata_path="metadata" if spec_path else join_path(base, "metadata"),
+        namespace=namespace,
+        kind=request.kind.kind,
+        policies=policies,
+        engine=engine,
+        state=state,
+    )
+
+
+def not_selected(
+    request: AdmissionRequest, obj: RawObject, engine: Engine, labels: Mapping[str, str]
+) -> Decision:
+    """A template no policy selects: allowed, with a warning when a policy might select its
+    pods by a label value the controller sets per pod (``custom_views.depends_on_pod``)."""
+    state = engine.state()
+    namespace = request_namespace(request, obj)
+    depends = depends_on_pod(state.policies.by_namespace.get(namespace), labels)
+    if not depends:
+        return allowed()
+    return allowed(warnings=(depends_warning(depends, labels),))

@@ -1,0 +1,81 @@
+"""The Pod handler: a selected pod is mutated and validated on CREATE; snapready's own metadata is
+guarded on UPDATE; containers added through ``pods/ephemeralcontainers`` are checked. Pure.
+
+Steps for a CREATE: 1. the pod view, when a policy of its namespace selects it (else allowed
+untouched: the fast path); 2. ``/mutate``: the mutators (``mutation.mutate``), the rules over
+their restore prediction (``rules.prediction_findings``), one decision
+(``decision.decide_mutation``); ``/validate``: the rule table (``context.validate_context``).
+"""
+
+from __future__ import annotations
+
+from webhook.admission import guard
+from webhook.admission.context import Engine, selected_pod_context, validate_context
+from webhook.admission.decision import decide, decide_mutation, decide_worded
+from webhook.base.types import Endpoint, RawObject
+from webhook.kube.responses import Decision, allowed
+from webhook.kube.review import AdmissionRequest
+from webhook.mutation import mutate
+from webhook.pod.context import PodContext
+from webhook.rules import evaluate, prediction_findings
+from webhook.rules.sandbox import EphemeralCompat
+
+
+def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
+    """Admit one Pod request (a ``context.Handler``).
+
+    CREATE without subresource: mutated (``/mutate``) or validated (``/validate``) when a policy
+    selects it. UPDATE: only ``/validate`` answers, denying a change to snapready's metadata by
+    anyone but snapready (``guard_metadata``). Subresource ``ephemeralcontainers`` on
+    ``/validate``: ``sandbox-compat`` for the new containers. Anything else: allowed.
+    """
+    obj = request.object
+    if not isinstance(obj, dict):
+        return allowed()
+    if request.sub_resource:
+        if request.sub_resource == "ephemeralcontainers" and endpoint == "validate":
+            return handle_ephemeral(request, obj, engine)
+        return allowed()
+    if request.operation != "CREATE":  # pods are judged and mutated once, at creation
+        if endpoint != "validate":
+            return allowed()
+        return guard_metadata(request, engine)
+    ctx = selected_pod_context(request, obj, engine)
+    if ctx is None:
+        return allowed()  # the fast path: no policy selects this pod
+    if endpoint == "mutate":
+        return mutate_pod(obj, ctx)
+    return validate_context(ctx, engine)
+
+
+def guard_metadata(request: AdmissionRequest, engine: Engine) -> Decision:
+    """A pod UPDATE on ``/validate``: the ``owned-metadata`` finding (``guard.guard_update``: a
+    change to snapready's own keys by anyone but ``ownership.service_account``), decided under
+    ``rules.disabled``/``rules.modes``; allowed when there is none."""
+    settings = engine.settings
+    finding = guard.guard_update(request, settings.prefix, settings.ownership.service_account)
+    if finding is None:
+        return allowed()
+    return decide_worded([finding], settings.enforcement, settings, {guard.RULE: guard.WORDING})
+
+
+def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:
+    """The ``/mutate`` answer for a selected pod on CREATE: ``patched`` (no patch when nothing
+    changed, warnings for the ``warn`` findings) or ``denied`` (403) by the first finding whose
+    outcome is ``enforce`` (``decision.decide_mutation``).
+
+    Args:
+        pod: the raw ``request.object`` (never modified).
+        ctx: the pod view (policies, settings, cluster state, effective mode).
+    """
+    mutation = mutate(pod, ctx)
+    return decide_mutation(mutation, [*mutation.findings, *prediction_findings(ctx)], ctx)
+
+
+def handle_ephemeral(request: AdmissionRequest, obj: RawObject, engine: Engine) -> Decision:
+    """Containers added through ``pods/ephemeralcontainers``: only ``sandbox-compat`` applies, and
+    only to containers new relative to ``oldObject`` (the pod itself was judged at creation)."""
+    ctx = selected_pod_context(request, obj, engine)
+    if ctx is None:
+        return allowed()
+    return decide(evaluate(ctx, (EphemeralCompat(request.old_object),)), ctx)

@@ -1,0 +1,266 @@
+"""List-then-watch loops that keep a compact in-memory copy of one API resource (cluster mode).
+
+The shape follows client-go's reflector: list (paginated), then watch from the list's
+``resourceVersion`` with ``allowWatchBookmarks``; a watch that ends or drops resumes from the last
+resourceVersion seen (object or BOOKMARK); ``410 Gone`` relists; errors back off with jitter; a
+resource that is not served (404) counts as synced-and-empty and is re-checked slowly. Only the
+compact value ``Resource.convert`` returns is kept per object, never the object itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from webhook.base.errors import ConfigError
+from webhook.base.types import RawObject
+from webhook.cluster.api.syncing import (
+    Backoff,
+    Gone,
+    NotServed,
+    Resource,
+    Timing,
+    Transport,
+    TransportError,
+    WatchStream,
+    Worker,
+    describe,
+    object_key,
+    resource_version,
+)
+
+log = logging.getLogger("snapready.kube")
+
+
+class _Invalid:
+    """Marker for an object whose ``convert`` raised ConfigError."""
+
+
+INVALID: Any = _Invalid()
+
+
+def convert_item(resource: Resource, key: str, obj: RawObject) -> Any:
+    """``resource.convert(obj)``; an invalid object is logged and returns ``INVALID``."""
+    try:
+        return resource.convert(obj)
+    except ConfigError as exc:
+        log.warning("%s %s ignored: %s", resource.name, key, exc)
+        return INVALID
+
+
+class _Collected:
+    """A list converted as each page arrives: only compact values are kept (bounded memory)."""
+
+    def __init__(self, resource: Resource) -> None:
+        self.resource = resource
+        self.items: dict[str, Any] = {}
+        self.invalid: set[str] = set()
+
+    def take(self, obj: RawObject) -> None:
+        """Convert one listed object and keep its compact value (or count it invalid)."""
+        key = object_key(obj) if isinstance(obj, dict) else None
+        value = None if key is None else convert_item(self.resource, key, obj)
+        if value is INVALID:
+            self.invalid.add(str(key))
+        elif value is not None and key is not None:
+            self.items[key] = value
+
+
+class Reflector(Worker):
+    """Keeps ``view`` = ``resource.build(items)`` in step with the API server.
+
+    Attributes:
+        items: key -> compact value (only what ``resource.convert`` kept).
+        invalid: keys of objects that failed ``convert`` (shown in the status).
+        served: False while the API answers 404 (then ``items`` is empty).
+        path: the collection path in use (tells which version is served).
+        resource_version: where the next watch resumes (last object or BOOKMARK seen).
+    """
+
+    def __init__(
+        self,
+        resource: Resource,
+        transport: Transport,
+        timing: Timing,
+        lock: threading.Lock,
+        on_change: Callable[[], None],
+    ) -> None:
+        super().__init__(resource.name, lock, on_change)
+        self.resource, self.transport, self.timing = resource, transport, timing
+        self.items: dict[str, Any] = {}
+        self.invalid: set[str] = set()
+        self.view: Any = resource.build({})
+        self.served = True
+        self.path: str | None = None
+        self.resource_version: str | None = None
+        self._stream: WatchStream | None = None
+        self._backoff = Backoff(timing)
+        self._random = random.Random()  # noqa: S311 - spreads watch restarts, not security
+        self._not_served_logged = False
+
+    def stop(self) -> None:
+        """Stop and abort the open watch, if any."""
+        super().stop()
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    def run(self) -> None:
+        """List, then watch until stopped; relist on 410, back off on errors."""
+        while not self.stopping:
+            try:
+                self._list()
+                self._watch_until_stopped()
+                return
+            except NotServed:
+                self._mark_not_served()
+                delay = self.timing.recheck
+            except Gone as exc:
+                log.info("%s: %s (410 Gone); relisting", self.name, describe(exc))
+                delay = self._backoff.next()
+            except TransportError as exc:
+                self._note_error(exc)
+                delay = self._backoff.next()
+            if self.wait(delay):
+                return
+
+    def _list(self) -> None:
+        for path in self.resource.paths:
+            collected = _Collected(self.resource)
+            try:
+                leftovers, version = self.transport.list(
+                    path, page_size=self.timing.page_size, each=collected.take
+                )
+            except NotServed:
+                continue
+            for obj in leftovers:  # a transport that returns its items instead
+                collected.take(obj)
+            self._replace(path, collected.items, collected.invalid, version)
+            return
+        raise NotServed(", ".join(self.resource.paths))
+
+    def _replace(self, path: str, items: dict[str, Any], invalid: set[str], version: str) -> None:
+        with self.lock:
+            self.items, self.invalid, self.served = items, invalid, True
+            self.path, self.resource_version = path, version
+            self.view = self.resource.build(items)
+            self.synced, self.status = True, self._synced_status()
+            self.on_change()
+        if self.resource.after is not None:
+            for value in items.values():
+                self.resource.after(None, value)
+        self._backoff.reset()
+        self._not_served_logged = False
+        log.info("%s: listed %d at resourceVersion %s", self.name, len(items), version)
+
+    def _synced_status(self) -> str:
+        notes = []
+        if self.path and self.path != self.resource.paths[0]:
+            notes.append(self.path.rsplit("/", 2)[-2])  # the served version, e.g. v1alpha1
+        if self.invalid:
+            notes.append(f"{len(self.invalid)} invalid")
+        return "synced" + (f" ({', '.join(notes)})" if notes else "")
+
+    def _watch_until_stopped(self) -> None:
+        while not self.stopping:
+            try:
+                events = self._watch_once()
+            except TransportError as exc:
+                self._note_error(exc)
+                events = 0
+            if events:
+                self._backoff.reset()  # a healthy watch that ended: resume at once
+            elif self.wait(self._backoff.next()):
+                return
+
+    def _watch_once(self) -> int:
+        # Spread restarts over [t, 2t) like client-go, so caches do not reconnect in lockstep.
+        timeout = max(1, int(self.timing.watch_timeout * (1 + self._random.random())))
+        stream = self.transport.watch(
+            str(self.path), resource_version=str(self.resource_version), timeout_seconds=timeout
+        )
+        self._stream = stream
+        if self.stopping:
+            stream.close()
+        count = 0
+        try:
+            for event in stream:
+                if self.stopping:
+                    break
+                self._apply(event)
+                count += 1
+        finally:
+            self._stream = None
+            stream.close()  # after a 410 or an error event: do not leave the response open
+        if count and self.status != self._synced_status():
+            self.set_status(self._synced_status())
+        return count
+
+    def _apply(self, event: RawObject) -> None:
+        kind, obj = event.get("type"), event.get("object")
+        if kind == "ERROR":
+            status = obj if isinstance(obj, dict) else {}
+            message = f"{status.get('reason')}: {status.get('message')}"
+            if status.get("code") == 410:
+                raise Gone(message)
+            raise TransportError(f"watch error {status.get('code')} {message}")
+        if kind in ("ADDED", "MODIFIED", "DELETED") and isinstance(obj, dict):
+            self._apply_object(kind, obj)
+        version = resource_version(obj)
+        if version:
+            self.resource_version = version
+
+    def _apply_object(self, kind: str, obj: RawObject) -> None:
+        key = object_key(obj)
+        if key is None:
+            return
+        value = None if kind == "DELETED" else convert_item(self.resource, key, obj)
+        with self.lock:
+            status_before = self.status
+            if value is INVALID:
+                self.invalid.add(key)
+                value = None
+            else:
+                self.invalid.discard(key)
+            previous = self.items.get(key)
+            if value is None:
+                changed = self.items.pop(key, None) is not None
+            else:
+                changed = previous != value
+                self.items[key] = value
+            self.status = self._synced_status()
+            if changed and self.resource.update is not None:
+                self.view = self.resource.update(self.view, previous, value)
+            elif changed:
+                self.view = self.resource.build(self.items)
+            if changed or self.status != status_before:
+                self.on_change()
+        if self.resource.after is not None:
+            self.resource.after(previous, value)
+
+    def _mark_not_served(self) -> None:
+        with self.lock:
+            self.items, self.invalid, self.served = {}, set(), False
+            self.path = self.resource_version = None
+            self.view = self.resource.build({})
+            self.synced, self.status = True, "not served"
+            self.on_change()
+        if not self._not_served_logged:
+            log.warning(
+                "%s: not served by the API server (404 on %s); treated as absent, re-checked "
+                "every %.0f s",
+                self.name,
+                ", ".join(self.resource.paths),
+                self.timing.recheck,
+            )
+            self._not_served_logged = True
+
+    def _note_error(self, exc: TransportError) -> None:
+        if self.stopping:
+            return
+        log.warning("%s: %s; retrying with backoff", self.name, describe(exc))
+        prefix = "synced, retrying" if self.synced else "syncing, error"
+        self.set_status(f"{prefix}: {describe(exc)}")

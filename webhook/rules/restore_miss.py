@@ -1,0 +1,58 @@
+"""``restore-miss`` (cluster mode, mutating): a selected pod predicted to miss every Ready snapshot
+of its policy and group, i.e. to cold-start silently. Pure module.
+
+Source: ``pod.restore.predict`` (snapready's model of GKE's matching: domain.md sections 3 and 9;
+the prediction is our model, not GKE's promise, hence a warning by default). Severity
+``restore.on_miss`` (``warn``; ``deny`` for teams that want no silent cold start; ``off`` says
+nothing), whatever the pod's enforcement mode; ``rules.modes`` overrides it. Fix: match the
+snapshot (``snapready explain`` names the differing fields) or take a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from webhook.base.config import Settings
+from webhook.base.keys import RESTORE_PREDICTION
+from webhook.base.types import Finding, Wording
+from webhook.pod.context import PodContext
+from webhook.pod.restore import PREDICTION_KEY, Prediction
+
+RULE = "restore-miss"
+WORDING = Wording(
+    warning="snapready: {message}",
+    denial=(
+        "snapready: {message}. Set restore.on_miss=warn to admit pods predicted to miss, or match "
+        "the snapshot (`snapready explain`)."
+    ),
+)
+"""The texts users saw before this was a finding (kept byte for byte)."""
+
+
+class RestoreMiss:
+    """``restore-miss``: reads the prediction the mutating webhook just made (``PodContext.memo``
+    under ``pod.restore.PREDICTION_KEY``); nothing without one (file mode, validating webhook)."""
+
+    rule_ids: tuple[str, ...] = (RULE,)
+
+    def __call__(self, pod: PodContext) -> Iterable[Finding]:
+        """One finding at ``<prefix>restore-prediction`` for a ``miss``, else none."""
+        setting = pod.settings.restore.on_miss
+        result: Prediction | None = pod.memo.get(PREDICTION_KEY)
+        if setting == "off" or result is None or result.outcome != "miss":
+            return ()
+        message = f"will cold-start ({result.snapshot}): {result.reason}"
+        path = pod.metadata_field("annotations", pod.settings.annotation(RESTORE_PREDICTION))
+        return (Finding(path, RULE, message, "deny" if setting == "deny" else "warn"),)
+
+
+def miss_denies(settings: Settings) -> bool:
+    """Whether admission denies a pod predicted to miss: ``restore.on_miss: deny``, the rule not
+    in ``rules.disabled`` and its ``rules.modes`` entry, if any, ``enforce`` (the audit's
+    ``restore-prediction`` result fails exactly then)."""
+    rules = settings.rules
+    return (
+        settings.restore.on_miss == "deny"
+        and RULE not in rules.disabled
+        and rules.modes.get(RULE, "enforce") == "enforce"
+    )
