@@ -1,4 +1,4 @@
-"""In-process cost of one selected pod's admission (``make bench-admit``; issue 16 targets).
+"""In-process cost of one selected pod's admission (``make bench-admit``; design.md targets).
 
 Review 03 (the gVisor + 4 x L4 pod) through ``admit`` in this process, with the chart's defaults
 (``injectHelpers: false``; ``--inject`` turns injection on) and a cluster-mode state whose
@@ -11,7 +11,7 @@ PodSnapshots were listed (none Ready: the prediction runs and says ``none``), as
 * ``admit /validate``: the pod as snapready's patch left it (what the API server sends next), with
   the memo holding ``/mutate``'s fingerprint (the same replica served both calls), and again with
   the memo empty (another replica served ``/mutate``);
-* what a request costs beyond decoding and answering, each part on its own (issue 35): the
+* what a request costs beyond decoding and answering, each part on its own: the
   fingerprint (``distill`` + RFC 8785 + SHA-256, memo empty), the prediction against 100 Ready
   snapshots of the pod's policy in its namespace, 21 of them in its group (``hit``: one has its
   fingerprint; ``miss``: none has, the differing fields are named), and ``admit /mutate`` under
@@ -22,7 +22,7 @@ caches hold everything (the classic micro-benchmark). Then the whole pod (both p
 ``/mutate``, ``/validate``, fresh objects from the bodies each time), median of 2000 pods, once
 with warm caches and once after reading and writing 16 MiB between pods: what the API server,
 etcd and the load generator do to the caches of a 2-CPU machine between two webhook calls.
-Baseline: the targets of design.md ("Targets", issue 16: ``admit`` <= 60 us per call); the
+Baseline: the targets of design.md ("Targets": ``admit`` <= 60 us per call); the
 flushed-cache whole pod against the warm one. No assertions: exit 0 whatever the figures.
 
 Usage: ``python -m bench.admit [--inject] [--rounds 5] [--number 2000]``

@@ -1,7 +1,8 @@
-"""The CLI against large and hostile input (``make bench-cli``; design.md "Targets", issue 36).
+"""The CLI against large and hostile input (``make bench-cli``; design.md "Targets";
+docs/performance.md).
 
 Targets: ``snapready check`` linear in its input (a 20 MB file of 24,000 objects judged in
-seconds; before issue 36: 87.7 s, growing with the square of the object count), and any input
+seconds; before: 87.7 s, growing with the square of the object count), and any input
 refused or judged within 10 s and 512 MiB, YAML alias bombs included (before: a 666-byte
 manifest ran ``check`` past 120 s and 5.1 GB).
 
@@ -83,7 +84,7 @@ def deployments(count: int) -> str:
 
 def alias_bomb(levels: int) -> str:
     """A selected Pod whose ``args`` nest ``levels`` levels of nine aliases (9**levels strings
-    once expanded), the shape of the 666-byte manifest of issue 36."""
+    once expanded), the shape of the 666-byte manifest a new-user trial found."""
     anchors = ["&a0 [x,x,x,x,x,x,x,x,x]"]
     for level in range(1, levels):
         anchors.append(f"&a{level} [" + ",".join([f"*a{level - 1}"] * 9) + "]")

@@ -12,7 +12,7 @@ mode, selfSigned, generates a CA and a private key at render time: a committed i
 would ship one private key to every cluster that applies it (anyone holding the repository could
 impersonate the webhook), and it would change on every render, so no staleness check could pass.
 certManager mode renders no secret material and is byte-for-byte deterministic; without
-cert-manager, install with Helm instead (README "Certificates").
+cert-manager, install with Helm instead (docs/operations/certificates.md).
 
 The chart's CRDs (``chart/crds/``, which Helm installs but never renders as templates) come
 first, as they are: the SnapshotRecord CRD must exist before snapready writes records.

@@ -4,7 +4,7 @@ Baselines: no webhook at all (``none``); the constant webhook (``constant``), wh
 every webhook pays (TLS, HTTP, the event loop, two calls per pod): the floor; and two peers doing
 only the gVisor check and a spec hash (``bench/peers/``): a Go controller-runtime webhook
 (``go-peer``) and a kopf one (``kopf-peer``). snapready's targets are ratios to the floor and to
-the Go peer in the same run (design.md "Targets", issues 16 and 35).
+the Go peer in the same run (design.md "Targets").
 
 Kyverno's method, scaled to one 2-core machine: a real control plane (``bench.harness.plane``:
 etcd + kube-apiserver + kube-controller-manager of ``tests/envtest``, on 127.0.0.1) with GKE's Pod

@@ -1,9 +1,9 @@
 """Percentiles, verdicts and Markdown tables.
 
 Each benchmark keeps the percentile method its published figures were computed with, so that a
-figure stays comparable with the README's: ``nearest`` (nearest rank, ``make bench-scale``),
-``inclusive`` and ``exclusive`` (``statistics.quantiles`` with ``n=100``: ``make bench-cluster``
-and ``make bench``'s httpx generator).
+figure stays comparable with docs/performance.md's: ``nearest`` (nearest rank, ``make
+bench-scale``), ``inclusive`` and ``exclusive`` (``statistics.quantiles`` with ``n=100``: ``make
+bench-cluster`` and ``make bench``'s httpx generator).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def verdict_line(checks: Sequence[tuple[str, str, bool | None]]) -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A Markdown table (what the README quotes), one line per row."""
+    """A Markdown table (what docs/performance.md quotes), one line per row."""
     lines = [_row(header), "|" + "---|" * len(header)]
     lines += [_row(row) for row in rows]
     return "\n".join(lines)

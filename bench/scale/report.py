@@ -1,4 +1,4 @@
-"""The tables ``make bench-scale`` prints (Markdown, as the README quotes them).
+"""The tables ``make bench-scale`` prints (Markdown, as docs/performance.md quotes them).
 
 Per run of ``snapready serve``: ready time, RSS after sync and after settling, peak RSS, CPU; the
 lists' times; the in-handler and client latencies of both servers and their ratios; the targets
@@ -22,7 +22,7 @@ TARGET_RSS_EMPTY_MIB = 150.0
 TARGET_SYNC_S = 15.0
 TARGET_P99_RATIO = 1.5
 TARGET_P50_RATIO = 1.3
-"""In-handler p99 and p50 at scale / on the empty cluster (design.md "Targets", issue 35)."""
+"""In-handler p99 and p50 at scale / on the empty cluster (design.md "Targets")."""
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""``python -m bench.scale --reports``: what policy reports cost at scale (issue 33).
+"""``python -m bench.scale --reports``: what policy reports cost at scale
+(docs/concepts/reports.md).
 
 After the usual measurements the scale cluster gets OpenReports' own CRDs
 (``tests/data/reports/``), and snapready's ServiceAccount the chart's report grant (the

@@ -1,7 +1,7 @@
 """Comments and docstrings that name a module of the package: does it still exist?
 
-Only names in backticks count (``webhook.cluster.fence``, ``cluster.fence``,
-``webhook/cluster/fence.py``, ``fence.py``), and only inside comments and string literals of
+Only names in backticks count (``webhook.cluster.api.fence``, ``cluster.api.fence``,
+``webhook/cluster/api/fence.py``, ``fence.py``), and only inside comments and string literals of
 Python files (anywhere in other files), so code such as ``webhook.get(...)`` is never read as a
 name. A dotted name resolves when its longest prefix that is a module or package of
 ``webhook/`` exists and the next part, if any, is defined there (a submodule or a name in its

@@ -7,8 +7,8 @@ PodSnapshot naming it made Ready through the status subresource, and a snapready
 (leader) writing the origin record. Later pods are admitted by the same engine (so they carry the
 admission-time prediction annotations), created, and given PodScheduled / Ready / PodRestored
 conditions and container statuses through ``pods/status``, the way GKE's agent reports them
-(domain.md section 9: a restored pod is Ready seconds after scheduling and PodRestored tens of
-seconds later); GKE's own ``GKEPodSnapshotting`` core/v1 Events are created on the pods, and
+(docs/gke-facts.md#section-9: a restored pod is Ready seconds after scheduling and PodRestored tens
+of seconds later); GKE's own ``GKEPodSnapshotting`` core/v1 Events are created on the pods, and
 PodSnapshots go through the ``Checkpoint`` condition sequence. Times are set in the past relative
 to now (``ago``) so that ``outcomes.settle_seconds`` (300 s) has passed, or has not, as each test
 needs. The commands run as subprocesses (``snapready status --kubeconfig ...``) or in-process

@@ -634,8 +634,9 @@ def test_records_are_readable_through_view_and_writable_by_snapready_alone(
 
 
 def test_no_write_verb_on_podsnapshots_but_delete_when_pruning() -> None:
-    """GKE refuses every create, update and patch of a PodSnapshot but its own (domain.md
-    section 10): the chart grants none of them, and delete only with lifecycle.prune=on."""
+    """GKE refuses every create, update and patch of a PodSnapshot but its own
+    (docs/gke-facts.md#section-10): the chart grants none of them, and delete only with
+    lifecycle.prune=on."""
     for prune, allowed in (("off", set()), ("dry-run", set()), ("on", {"delete"})):
         rules = server_role(objects(render({"lifecycle": {"prune": prune}})))["rules"]
         verbs = {v for g, r, v in _rule_set(rules) if r == "podsnapshots"}

@@ -115,7 +115,8 @@ def snapready_hash(settings_file: Path | None, *docs: Obj, args: tuple[str, ...]
     """``snapready hash --json`` (a subprocess, as a user runs it) of each document, in order.
 
     Each document is written to its own JSON file, like ``kubectl get -o json > pod.json``;
-    ``settings_file`` is passed as ``--config`` (the webhook's settings, README "Fingerprint").
+    ``settings_file`` is passed as ``--config`` (the webhook's settings,
+    docs/concepts/fingerprint.md).
     """
     directory = Path(os.environ.get("TMPDIR", "/tmp"))
     files: list[Path] = []

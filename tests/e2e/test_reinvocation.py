@@ -99,7 +99,7 @@ def test_later_volume_is_covered_by_the_final_spec_hash(env: Env, later: LaterWe
 def test_policy_engine_rewriting_the_helpers_image_is_recognised(
     env: Env, later: LaterWebhook
 ) -> None:
-    """README "Rehydration helpers": the init container is recognised by its name, copy
+    """docs/concepts/helpers.md: the init container is recognised by its name, copy
     command and mount; a rewritten image is neither re-injected nor a collision."""
     namespace = env.namespaces["reinvoke"]
     reply = env.create(later_pod("mirrored", "image"), namespace)

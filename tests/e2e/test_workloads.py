@@ -4,8 +4,8 @@ helper injection), and carry the fingerprint ``snapready hash`` predicts for the
 Deployment: every ReplicaSet pod (generateName, ownerReferences) gets one identical spec-hash,
 also after a scale. StatefulSet with volumeClaimTemplates: replica N gets the claim volume
 ``<template>-<set>-N``, so each replica hashes differently (``snapready hash --ordinal N``).
-Indexed Job: the ``batch.kubernetes.io/job-completion-index`` label is hashed (domain.md section
-3), so each index has its own value (``--ordinal N``).
+Indexed Job: the ``batch.kubernetes.io/job-completion-index`` label is hashed
+(docs/gke-facts.md#section-3), so each index has its own value (``--ordinal N``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Each row states the OCI field runsc names when it refuses (``None``: it restores
 fingerprint agrees. Where it cannot (``agrees=False``) GKE's documented field list hashes a field
 that never reaches the OCI spec, or reaches it only where runsc does not look (mount sources, the
 root path, the executable's directory): the fingerprint is stricter than gVisor there, never
-looser. README, "Fingerprint", carries this table.
+looser. docs/concepts/fingerprint.md, carries this table.
 """
 
 from __future__ import annotations

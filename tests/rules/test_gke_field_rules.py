@@ -1,4 +1,5 @@
-"""Rules from what a real GKE cluster does (issue 23, domain.md section 9), with default settings.
+"""Rules from what a real GKE cluster does (issue 23, docs/gke-facts.md#section-9), with default
+settings.
 
 The hardware lists (documented vs validated in the field), ``gpu-whole-node`` only on a known old
 version, ``gpu-driver``, ``restore-from-policy``, MIG by resource name and the optional driver

@@ -1,8 +1,8 @@
 """Placement gaps: pods that pin less (or differently) than a machine type, judged correctly.
 
 - A GPU pod pinned only by accelerator or family may land on a GPU machine type that Pod snapshots
-  do not support (domain.md section 4: the supported types are an explicit list; Compute Engine
-  "GPU machine types": ``nvidia-l4`` is on every G2 shape, ``g2-standard-24`` with 2 GPUs
+  do not support (docs/gke-facts.md#section-4: the supported types are an explicit list; Compute
+  Engine "GPU machine types": ``nvidia-l4`` is on every G2 shape, ``g2-standard-24`` with 2 GPUs
   included; ``nvidia-h100-80gb`` on ``a3-highgpu-1g/2g/4g/8g`` and ``a3-edgegpu-8g``).
 - Messages name exact machine types, never a wildcard that includes a rejected one.
 - DaemonSet pods: the controller replaces the template's required affinity with one
@@ -13,8 +13,8 @@
 - Affinity terms that each pin the same family by different labels pin the pod to it.
 - Pins that leave only unsupported types (``gke-accelerator-count: "8"`` with H100: Compute
   Engine has only ``a3-highgpu-8g``/``a3-edgegpu-8g``) are denied like pinning such a type.
-- Before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node takes all its GPUs (domain.md section
-  4): what a message tells to use must then pass ``gpu-whole-node`` too.
+- Before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node takes all its GPUs
+  (docs/gke-facts.md#section-4): what a message tells to use must then pass ``gpu-whole-node`` too.
 - The API server cuts each warning at 256 characters (k8s.io/apiserver/pkg/warning): messages
   fit with their fix. ``NotIn``/``Gt``/``Lt`` follow k8s.io/apimachinery ``labels.Requirement``.
 """
@@ -52,7 +52,7 @@ TERMS = (
 )
 NEW_GKE = {"rules": {"gke_version": "1.35.3-gke.1234000"}}
 
-# domain.md section 4, per accelerator: the supported machine types and their GPU counts.
+# docs/gke-facts.md#section-4, per accelerator: the supported machine types and their GPU counts.
 L4_ONE = {"g2-standard-4", "g2-standard-8", "g2-standard-12", "g2-standard-16", "g2-standard-32"}
 L4_MULTI = {"g2-standard-48", "g2-standard-96"}
 ALL_SUPPORTED = L4_ONE | L4_MULTI | {"a2-highgpu-1g", "a2-ultragpu-1g", "a3-highgpu-1g"}

@@ -1,4 +1,4 @@
-"""GKE's evidence and the outcome decided from it (pure): domain.md section 9's signals."""
+"""GKE's evidence and the outcome decided from it (pure): docs/gke-facts.md#section-9's signals."""
 
 from __future__ import annotations
 

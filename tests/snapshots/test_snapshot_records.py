@@ -109,7 +109,7 @@ def test_a_record_is_believed_only_for_the_snapshot_uid_it_names() -> None:
 
 
 def test_gke_writes_the_origin_facts_a_record_relies_on() -> None:
-    """GKE's own metadata on a PodSnapshot (domain.md section 10) is read into the view; a
+    """GKE's own metadata on a PodSnapshot (docs/gke-facts.md#section-10) is read into the view; a
     snapready.io/origin annotation is only flagged for conversion, never believed as is."""
     obj: dict[str, Any] = {
         "metadata": {

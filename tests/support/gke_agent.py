@@ -1,5 +1,5 @@
-"""GKE's kubelet and snapshot agent, simulated on a real API server as domain.md section 9 says
-a real cluster behaves (Google's vLLM-on-Pod-snapshots reference architecture, field reports).
+"""GKE's kubelet and snapshot agent, simulated on a real API server as docs/gke-facts.md#section-9
+says a real cluster behaves (Google's vLLM-on-Pod-snapshots reference architecture, field reports).
 
 What it writes, through the same subresources GKE uses:
 - pod conditions through ``pods/status`` (strategic merge, so snapready's own readiness-gate
@@ -16,14 +16,14 @@ What it writes, through the same subresources GKE uses:
 - a PodSnapshot's ``Checkpoint``/``StorageReplicated``/``Ready`` conditions: ``AwaitingCheckpoint``
   while uploading, then ``Succeeded``/``AllSnapshotsAvailable`` or ``Checkpoint`` False
   ``Failed`` with GKE's message.
-The exact message texts are GKE's as quoted in domain.md; GKE's event source component is not
-documented there, so it is left empty (snapready does not read it).
+The exact message texts are GKE's as quoted in docs/gke-facts.md#section-9; GKE's event source
+component is not documented there, so it is left empty (snapready does not read it).
 
 Identities: everything written to ``podsnapshot.gke.io`` objects (PodSnapshots, their status, a
 manual trigger's status) goes through ``gke``, a client authenticated as GKE's snapshot controller
 (``ControlPlane.gke_client()``, fixture ``kube_gke``): GKE's guard on the control plane refuses
-PodSnapshot writes by anyone else, admin included (domain.md section 10). Pod status and Events
-go through ``api``.
+PodSnapshot writes by anyone else, admin included (docs/gke-facts.md#section-10). Pod status and
+Events go through ``api``.
 """
 
 from __future__ import annotations
@@ -192,9 +192,10 @@ class GkeAgent:
         self.checkpoint(name, "awaiting")
 
     def serve_trigger(self, trigger: str, snapshot: str, policy: str = "llm-policy") -> None:
-        """GKE acting on a PodSnapshotManualTrigger (domain.md section 2): a PodSnapshot naming
-        the trigger's ``spec.targetPod`` as its origin, uploaded and Ready, then the trigger's
-        condition ``Triggered`` True reason ``Complete`` and ``status.snapshotCreated.name``."""
+        """GKE acting on a PodSnapshotManualTrigger (docs/gke-facts.md#section-2): a PodSnapshot
+        naming the trigger's ``spec.targetPod`` as its origin, uploaded and Ready, then the
+        trigger's condition ``Triggered`` True reason ``Complete`` and
+        ``status.snapshotCreated.name``."""
         obj = cast(
             "dict[str, Any]",
             self.custom.get_namespaced_custom_object(

@@ -130,7 +130,7 @@ class ClusterSnapready:
         instance: the value of ``SCOPE_LABEL`` that routes requests here.
         process: the ``snapready serve`` subprocess.
         settings_file: the chart's ``settings.yaml`` the server runs with (also the
-            ``--config`` for ``snapready hash``/``diff``, as README "Fingerprint" says).
+            ``--config`` for ``snapready hash``/``diff``, as docs/concepts/fingerprint.md says).
         rendered: every object the chart rendered.
         configurations: the webhook configurations as registered (url, caBundle, scope).
     """

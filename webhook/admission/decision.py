@@ -102,7 +102,7 @@ def not_stamped(ctx: PodContext) -> list[Finding]:
     unreachable or slow, or a webhook configuration that does not match): the pod was neither
     fingerprinted nor given its helpers, silently. The one exception snapready makes itself: a
     pod over ``injection.max_containers`` is left unmutated on purpose, and the warning says
-    that instead (issue 27: it blamed ``failurePolicy: Ignore``). Pod templates are never stamped.
+    that instead (it used to blame ``failurePolicy: Ignore``). Pod templates are never stamped.
     """
     key = ctx.settings.annotation(SPEC_HASH)
     if ctx.kind != "Pod" or key in ctx.annotations or "not-stamped" in ctx.settings.rules.disabled:

@@ -3,7 +3,7 @@ PodSnapshotManualTrigger admission.
 
 A snapshot is a full memory image (tokens, keys, model weights), so which pods a policy captures
 and where their snapshots are stored are reviewed when a PodSnapshotPolicy or
-PodSnapshotStorageConfig is created or updated (domain.md section 8). The rules live in
+PodSnapshotStorageConfig is created or updated (docs/gke-facts.md#section-8). The rules live in
 ``webhook.governance`` (pure); bucket facts come from the lookup the engine carries
 (``Engine.governance``: ``webhook.cluster.gcs.BucketInspector`` in the server), so this module
 does no I/O itself.
@@ -89,7 +89,7 @@ def judge_trigger(request: AdmissionRequest, obj: RawObject, engine: Engine, nam
 def decide_governance(
     findings: list[Finding], mode: Mode, overrides: Mapping[str, Mode], subject: str
 ) -> Decision:
-    """``admission.decide_findings`` for a snapshot CRD; ``subject`` names the object."""
+    """``admission.decision.decide_findings`` for a snapshot CRD; ``subject`` names the object."""
     decision = decide_findings(findings, mode, overrides, f"{subject} is not acceptable")
     decision.audit.update({"policy": "", "subject": subject})
     return decision

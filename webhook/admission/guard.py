@@ -2,8 +2,8 @@
 
 What snapready writes on a pod (every ``<prefix>`` annotation: ``policy``, ``spec-hash``,
 ``restore-prediction``, ``restore-snapshot``, ``restore-outcome``, ...; and the label
-``<prefix>selected``) drives outcomes, Events and metrics. Issue 27: a namespace user with the
-built-in ``edit`` role PATCHed them on running pods and the outcome followed the forgery. On
+``<prefix>selected``) drives outcomes, Events and metrics. docs/security.md: a namespace user with
+the built-in ``edit`` role PATCHed them on running pods and the outcome followed the forgery. On
 CREATE the mutating webhook already replaces user-supplied values. On UPDATE, a change to any of
 them (added, changed or removed) by anyone but snapready's own service account
 (``ownership.service_account``, e.g. ``system:serviceaccount:snapready:snapready``) is denied

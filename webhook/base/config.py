@@ -151,7 +151,7 @@ class SourceSettings(BaseModel):
 
 
 class ScopeSettings(BaseModel):
-    """Which requests the API server sends (README "Webhook scope").
+    """Which requests the API server sends (docs/operations/webhook-scope.md).
 
     ``dynamic``: in cluster mode the leader writes a CEL ``matchConditions`` entry
     (``snapready-scope``) on every webhook of the two configurations below, so only pods (and pod

@@ -1,4 +1,4 @@
-"""Settings of the policy reports and the audit of existing objects (README "Reports").
+"""Settings of the policy reports and the audit of existing objects (docs/concepts/reports.md).
 
 Nested in ``webhook.base.config.Settings`` as ``reports``. The leader judges every pod and
 workload template a PodSnapshotPolicy selects, from list pages it paces, and writes one report

@@ -1,9 +1,9 @@
 """The settings sections the pure core reads: readiness rules, helper injection, bucket governance.
 
 Each is a pydantic model nested in ``webhook.base.config.Settings`` (``rules``, ``injection``,
-``storage``); every field documents its unit and the reason for its default (domain.md sections
-4-8 for the GKE facts). Kept apart from the process settings (server, source) so that rules and
-mutators depend only on what they read.
+``storage``); every field documents its unit and the reason for its default (the GKE facts:
+docs/gke-facts.md#section-4 to #section-8). Kept apart from the process settings (server, source) so
+that rules and mutators depend only on what they read.
 """
 
 from __future__ import annotations
@@ -45,20 +45,20 @@ KNOWN_MACHINE_FAMILIES: tuple[str, ...] = (
 VALIDATED_GPU_MACHINE_TYPES: dict[str, int] = {
     # GoogleCloudPlatform/accelerated-platforms, inference-ref-arch online-inference-gpu
     # vllm-with-podsnapshots.md: Gemma 4 31B on g4-standard-48 (1 x RTX Pro 6000) restored in
-    # 35-43 s (domain.md section 9).
+    # 35-43 s (docs/gke-facts.md#section-9).
     "g4-standard-48": 1,
 }
 """GPU machine types validated in the field (not in the docs' list), with their GPU count."""
 
 VALIDATED_GPU_ACCELERATORS: dict[str, tuple[str, ...]] = {
-    # Same source: accelerator nvidia-rtx-pro-6000, machine family g4 (domain.md section 9).
+    # Same source: accelerator nvidia-rtx-pro-6000, machine family g4 (docs/gke-facts.md#section-9).
     "nvidia-rtx-pro-6000": ("g4",),
 }
 """Accelerators validated in the field and the machine families carrying them."""
 
 
 class GpuDriverSettings(BaseModel):
-    """``gpu-driver``: GPU checkpointing needs NVIDIA driver 570+ (domain.md section 9)."""
+    """``gpu-driver``: GPU checkpointing needs NVIDIA driver 570+ (docs/gke-facts.md#section-9)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -89,7 +89,8 @@ class ManualTriggerSettings(BaseModel):
 
 
 class RuleSettings(BaseModel):
-    """Facts and switches of the readiness rules (defaults from domain.md sections 4-6).
+    """Facts and switches of the readiness rules (defaults from docs/gke-facts.md#section-4,
+    #section-5 and #section-6).
 
     Frozen: rules derive tables from it once per object (``webhook.rules.tables``); a reload
     builds new settings.
@@ -127,7 +128,8 @@ class RuleSettings(BaseModel):
     validated_gpu_machine_types: dict[str, int] = Field(
         dict(VALIDATED_GPU_MACHINE_TYPES),
         description="GPU machine types validated in the field, beyond the docs' list, and their "
-        "GPU count (domain.md section 9: Google's reference architecture runs g4-standard-48).",
+        "GPU count (docs/gke-facts.md#section-9: Google's reference architecture runs "
+        "g4-standard-48).",
     )
     gpu_accelerators: dict[str, list[str]] = Field(
         {
@@ -141,8 +143,8 @@ class RuleSettings(BaseModel):
     )
     validated_gpu_accelerators: dict[str, list[str]] = Field(
         {name: list(families) for name, families in VALIDATED_GPU_ACCELERATORS.items()},
-        description="Accelerators validated in the field and their families (domain.md section 9:"
-        " nvidia-rtx-pro-6000 on g4).",
+        description="Accelerators validated in the field and their families "
+        "(docs/gke-facts.md#section-9: nvidia-rtx-pro-6000 on g4).",
     )
     unlisted_gpu_severity: Severity = Field(
         "warn",
@@ -182,7 +184,7 @@ class RuleSettings(BaseModel):
     restore_from_policy_severity: Severity = Field(
         "warn",
         description="Severity of `restore-from-policy` (the annotation stops a pod's first "
-        "checkpoint; domain.md section 9).",
+        "checkpoint; docs/gke-facts.md#section-9).",
     )
     manual_trigger: ManualTriggerSettings = Field(
         default_factory=ManualTriggerSettings,
@@ -295,9 +297,9 @@ class StorageSettings(BaseModel):
         description="Where one PodSnapshot's objects sit in its storage config's bucket"
         " (`snapready status --sizes`): a template with {path} (the storage config's"
         " gcs.path, may be empty), {namespace}, {name} and {uid} of the PodSnapshot; must name"
-        " the snapshot ({name} or {uid}). GKE does not document its object layout (README"
-        ' "What snapshots cost"): the default is an assumption; check one snapshot with'
-        " `gcloud storage ls` and set this to match.",
+        " the snapshot ({name} or {uid}). GKE does not document its object layout"
+        " (docs/reference/status-explain.md#what-snapshots-cost-status-sizes): the default"
+        " is an assumption; check one snapshot with `gcloud storage ls` and set this to match.",
     )
     sizes_timeout_seconds: float = Field(
         30.0,
@@ -323,7 +325,7 @@ class StorageSettings(BaseModel):
 
 
 class RestoreSettings(BaseModel):
-    """Restore prediction at admission (cluster mode; README "Snapshots")."""
+    """Restore prediction at admission (cluster mode; docs/concepts/snapshots.md)."""
 
     on_miss: Literal["warn", "deny", "off"] = Field(
         "warn",
@@ -336,8 +338,8 @@ class RestoreSettings(BaseModel):
         "warn",
         description="A selected pod predicted to `hit` a snapshot taken from another workload "
         "(origin record's owner: a Deployment, StatefulSet, Sandbox...) would restore that "
-        "workload's memory (domain.md section 9, grouping is isolation): `warn` admits it with a "
-        "warning, `deny` refuses it, `allow` says nothing. Default warn: sharing can be "
+        "workload's memory (docs/gke-facts.md#section-9, grouping is isolation): `warn` admits "
+        "it with a warning, `deny` refuses it, `allow` says nothing. Default warn: sharing can be "
         "intended (one template deployed twice).",
     )
     deletion_stuck_seconds: float = Field(
@@ -346,7 +348,8 @@ class RestoreSettings(BaseModel):
         description="Seconds a PodSnapshot may stay Deleting before the leader reports a Warning "
         "Event `SnapshotDeletionStuck` on it (cluster mode). GKE deletes the snapshot's objects "
         "first; without roles/storage.objectUser for its service agent on the bucket it hangs "
-        "for weeks (domain.md section 9). 10 min: a normal delete takes seconds to minutes.",
+        "for weeks (docs/gke-facts.md#section-9). 10 min: a normal delete takes seconds to "
+        "minutes.",
     )
     rollout_warnings: bool = Field(
         True,
@@ -359,7 +362,8 @@ class RestoreSettings(BaseModel):
         "leader keeps it False while the pod's own checkpoint uploads and while a pod predicted "
         "to restore waits for PodRestored (or GKE's fallback), else True. Off by default: only "
         "snapready sets that condition, so with it on and every replica down, new selected "
-        'pods stay unready until a replica is back (README "Readiness gate").',
+        "pods stay unready until a replica is back "
+        "(docs/concepts/checkpoints.md#readiness-gate-opt-in).",
     )
     readiness_gate_timeout_seconds: float = Field(
         600.0,

@@ -1,7 +1,7 @@
 """Settings of the controllers that watch what GKE did: restore outcomes and checkpoints.
 
 Nested in ``webhook.base.config.Settings`` as ``outcomes`` and ``checkpoint``. Every default is
-set from the timelines a real GKE cluster shows (domain.md section 9) and says why.
+set from the timelines a real GKE cluster shows (docs/gke-facts.md#section-9) and says why.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 
 class OutcomeSettings(BaseModel):
-    """How the leader decides restore outcomes (README "Snapshots", evidence table)."""
+    """How the leader decides restore outcomes (docs/concepts/snapshots.md, evidence table)."""
 
     settle_seconds: float = Field(
         300.0,
@@ -51,14 +51,15 @@ class OutcomeSettings(BaseModel):
 
 
 class CheckpointSettings(BaseModel):
-    """Checkpoint lifecycle Events from the PodSnapshot conditions (README "Snapshots")."""
+    """Checkpoint lifecycle Events from the PodSnapshot conditions (docs/concepts/snapshots.md)."""
 
     stall_seconds: float = Field(
         1800.0,
         gt=0,
         description="A PodSnapshot AwaitingCheckpoint longer than this gets the Warning "
-        "SnapshotCheckpointStalled. Uploads of ~70 GiB take ~13 min on GKE (domain.md section "
-        "9); 30 min is twice that, and some large-VRAM checkpoints never finish.",
+        "SnapshotCheckpointStalled. Uploads of ~70 GiB take ~13 min on GKE "
+        "(docs/gke-facts.md#section-9); 30 min is twice that, and some large-VRAM checkpoints "
+        "never finish.",
     )
 
 
@@ -76,7 +77,7 @@ class OwnershipSettings(BaseModel):
 
 
 class OriginSettings(BaseModel):
-    """What origin records hold (``cluster.controllers.origins``; README "Snapshots")."""
+    """What origin records hold (``cluster.controllers.origins``; docs/concepts/snapshots.md)."""
 
     record_config: bool = Field(
         True,
@@ -89,7 +90,8 @@ class OriginSettings(BaseModel):
 
 
 class LifecycleSettings(BaseModel):
-    """Snapshot lifecycle: refresh after a node-pool upgrade and pruning (README "Lifecycle").
+    """Snapshot lifecycle: refresh after a node-pool upgrade and pruning
+    (docs/concepts/lifecycle.md).
 
     Every write this section enables is the leader's, lease-fenced, idempotent across restarts
     and hand-overs, and comes with an Event (``cluster.controllers.snapshot_lifecycle``).
@@ -98,10 +100,11 @@ class LifecycleSettings(BaseModel):
     refresh: Literal["off", "on"] = Field(
         "off",
         description="`on`: when the Ready snapshots of a manual-trigger policy's group are stale "
-        "(their origin pool now runs another GKE version or GPU driver, domain.md section 3), "
-        "the leader creates one PodSnapshotManualTrigger on a Ready, cold-started pod of that "
-        "group on the upgraded pool. Default off: a trigger decides whose memory every later "
-        "replica restores (domain.md section 9), so writing one is an admin's opt-in.",
+        "(their origin pool now runs another GKE version or GPU driver, "
+        "docs/gke-facts.md#section-3), the leader creates one PodSnapshotManualTrigger on a "
+        "Ready, cold-started pod of that group on the upgraded pool. Default off: a trigger "
+        "decides whose memory every later replica restores (docs/gke-facts.md#section-9), so "
+        "writing one is an admin's opt-in.",
     )
     prune: Literal["off", "dry-run", "on"] = Field(
         "dry-run",

@@ -57,7 +57,8 @@ class Wording:
 
     The mutating webhook's findings (``mutation.WORDINGS``, ``rules.PREDICTION_RULES``) spoke to
     users before they were findings; their texts are kept byte for byte, so they are not the
-    ``[rule] path: message`` lines of the validating webhook (``admission.decide_findings``).
+    ``[rule] path: message`` lines of the validating webhook
+    (``admission.decision.decide_findings``).
 
     Attributes:
         warning: the warning line; ``{message}`` stands for ``Finding.message``.

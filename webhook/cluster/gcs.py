@@ -231,7 +231,8 @@ SERVICE_AGENT = re.compile(
 
 
 def service_agent_roles(bindings: Any) -> tuple[str, ...]:
-    """Roles of the bindings naming a GKE service agent (sorted, unique; domain.md section 9)."""
+    """Roles of the bindings naming a GKE service agent (sorted, unique;
+    docs/gke-facts.md#section-9)."""
     found = {
         str(binding.get("role"))
         for binding in bindings or ()

@@ -5,7 +5,7 @@ with it (``objects.list`` with ``prefix``, every page, ``fields`` trimmed to nam
 A prefix should end with ``/`` so that ``snap-1/`` does not also count ``snap-10/``; the
 caller builds it (``cli.status.sizes.snapshot_prefix``). Soft-deleted and noncurrent object versions
 are not listed, so a deleted snapshot still billed during the bucket's soft-delete window
-(domain.md section 9) is not counted.
+(docs/gke-facts.md#section-9) is not counted.
 
 The client comes from ``cluster.gcs.new_client`` (ADC, or anonymous against
 ``STORAGE_EMULATOR_HOST``); this module calls it but imports nothing of google itself. Every

@@ -10,7 +10,8 @@ whose fields are the typed controllers, handed explicitly to whoever needs one (
 metrics, tests); nothing is reached through an untyped slot.
 
 Only the leader writes: every controller's writes go through the ``FencedTransport`` but the
-webhook scope's (every replica writes it, the patch tests what it read: issue 27 deliverable 5).
+webhook scope's (every replica writes it, the patch tests what it read:
+docs/operations/webhook-scope.md).
 """
 
 from __future__ import annotations
@@ -222,8 +223,9 @@ def build_cluster(
     writes = FencedTransport(transport, is_leader)
     events = EventRecorder(writes, elector.identity if elector is not None else new_identity())
     scope = ScopeController(
-        # Every replica writes the scope (the patch tests what it read; issue 27 deliverable 5):
-        # not lease-fenced, so a policy is covered within seconds even while nobody leads.
+        # Every replica writes the scope (the patch tests what it read;
+        # docs/operations/webhook-scope.md): not lease-fenced, so a policy is covered within seconds
+        # even while nobody leads.
         transport,
         settings.scope,
         custom=tuple((w.group, w.resource) for w in workloads_from(settings).values()),

@@ -1,5 +1,5 @@
 """Governance rules for the snapshot CRDs (pure): which pods a PodSnapshotPolicy captures and where
-a PodSnapshotStorageConfig stores them (domain.md section 8).
+a PodSnapshotStorageConfig stores them (docs/gke-facts.md#section-8).
 
 ``policy`` judges a PodSnapshotPolicy against the cluster state, ``storage`` a storage config
 against bucket facts from an injected lookup; ``webhook.admission.governance`` turns their findings

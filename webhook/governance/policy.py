@@ -5,7 +5,7 @@ they are kept. Checks: the storage config exists, the selector is valid and not 
 set in GKE's format, grouping labels are required by the selector, the trigger type is documented,
 and no other policy of the namespace selects the same pods; in cluster mode an ungrouped policy
 whose pods come from several workloads is warned (``cross-workload``). Field names per GKE's CRD
-(tests/data/crds/podsnapshot.gke.io.yaml) and domain.md section 2.
+(tests/data/crds/podsnapshot.gke.io.yaml) and docs/gke-facts.md#section-2.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ RETENTION_PATTERN = re.compile(r"([0-9]+)\s*(y|mo|d|h|min)", re.ASCII)
 def policy_findings(
     obj: RawObject, state: ClusterState, *, namespace: str, name: str
 ) -> list[Finding]:
-    """Findings for one PodSnapshotPolicy object (CRD fields per domain.md section 2).
+    """Findings for one PodSnapshotPolicy object (CRD fields per docs/gke-facts.md#section-2).
 
     ``state`` supplies the storage configs and the other policies of ``namespace``; the policy
     named ``name`` itself is excluded from the overlap check (UPDATE, and the offline ``check``
@@ -60,9 +60,9 @@ def ungrouped_workloads(
 ) -> list[Finding]:
     """``cross-workload`` (warn): a policy without ``snapshotGroupingRules`` whose selector picks
     stamped pods of more than one workload (cluster mode pod cache; top controllers from the
-    pods' ownerReferences). Equal fingerprints then restore each other's memory (domain.md
-    section 9: prefill/decode Deployments, agent-sandbox tenants). Fix: group by a label whose
-    value differs per workload."""
+    pods' ownerReferences). Equal fingerprints then restore each other's memory
+    (docs/gke-facts.md#section-9: prefill/decode Deployments, agent-sandbox tenants). Fix: group by
+    a label whose value differs per workload."""
     if spec.get("snapshotGroupingRules") or not state.pods_known:
         return []
     workloads = sorted(

@@ -3,8 +3,8 @@
 The bucket holds full memory images of pods, so it must not be public (public access prevention
 enforced, uniform bucket-level access, no allUsers/allAuthenticatedUsers bindings), should have
 soft delete off and hierarchical namespace on (GKE prerequisites per secondary sources, hence
-warnings), and should sit in the cluster's region (domain.md section 8). Bucket facts arrive as a
-``BucketFacts`` value from an injected lookup (``webhook.cluster.gcs`` in the server).
+warnings), and should sit in the cluster's region (docs/gke-facts.md#section-8). Bucket facts arrive
+as a ``BucketFacts`` value from an injected lookup (``webhook.cluster.gcs`` in the server).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ OBJECT_ROLES = frozenset(
 def agent_findings(facts: BucketFacts) -> list[Finding]:
     """``bucket-service-agent`` (warn): the GKE service agent has no object role on the bucket.
 
-    Source: domain.md section 9 (field reports): without ``roles/storage.objectUser`` for
+    Source: docs/gke-facts.md#section-9 (field reports): without ``roles/storage.objectUser`` for
     ``service-<project number>@container-engine-robot.iam.gserviceaccount.com`` a deleted
     PodSnapshot hangs in ``Deleting`` and its data stays in the bucket. A project-level grant is
     not in the bucket's policy, so the message says so; unread IAM is ``bucket-public-iam``'s.

@@ -1,9 +1,9 @@
 """``manual-trigger``: a PodSnapshotManualTrigger decides whose memory every later replica restores.
 
-Source: domain.md section 9 (agent-sandbox PR 1522 review): a trigger on the wrong pod (a typo,
-or anyone with create rights on triggers in the namespace) makes that pod's memory the snapshot
-every later replica of the policy restores. GKE accepts any ``spec.targetPod``. On CREATE the
-target must be (default deny, ``rules.modes`` may relax it):
+Source: docs/gke-facts.md#section-9 (agent-sandbox PR 1522 review): a trigger on the wrong pod (a
+typo, or anyone with create rights on triggers in the namespace) makes that pod's memory the
+snapshot every later replica of the policy restores. GKE accepts any ``spec.targetPod``. On CREATE
+the target must be (default deny, ``rules.modes`` may relax it):
 
 1. a pod snapready stamped (label ``<prefix>selected``; the cluster mode pod cache holds exactly
    these): a pod missing from the cache does not exist, or no PodSnapshotPolicy selected it when

@@ -1,8 +1,9 @@
 """GKE and Kubernetes node label keys and extended resource names the rules read.
 
-Sources: domain.md section 5; GKE docs "About GPUs in GKE" (``cloud.google.com/gke-accelerator``,
-``gke-gpu-partition-size``, ``gke-gpu-sharing-strategy``), "GKE Sandbox" and Kubernetes'
-well-known labels (``node.kubernetes.io/instance-type``, ``kubernetes.io/arch``).
+Sources: docs/gke-facts.md#section-5; GKE docs "About GPUs in GKE"
+(``cloud.google.com/gke-accelerator``, ``gke-gpu-partition-size``, ``gke-gpu-sharing-strategy``),
+"GKE Sandbox" and Kubernetes' well-known labels (``node.kubernetes.io/instance-type``,
+``kubernetes.io/arch``).
 """
 
 from __future__ import annotations
@@ -17,16 +18,19 @@ SHARING_STRATEGY = "cloud.google.com/gke-gpu-sharing-strategy"
 MAX_SHARED_CLIENTS = "cloud.google.com/gke-max-shared-clients-per-gpu"
 NODE_POOL = "cloud.google.com/gke-nodepool"
 GPU_DRIVER_VERSION = "cloud.google.com/gke-gpu-driver-version"
-"""Which GPU driver branch a node pool installs (``default``, ``latest``; domain.md section 3)."""
+"""Which GPU driver branch a node pool installs (``default``, ``latest``;
+docs/gke-facts.md#section-3)."""
 ORIGIN_POD = "podsnapshot.gke.io/origin-pod"
 """PodSnapshot annotation GKE sets: the pod it was taken from (same namespace)."""
 ORIGIN_NODE = "podsnapshot.gke.io/origin-node"
-"""PodSnapshot annotation GKE sets: the node the snapshot was taken on (domain.md section 10)."""
+"""PodSnapshot annotation GKE sets: the node the snapshot was taken on
+(docs/gke-facts.md#section-10)."""
 TRIGGERED_BY = "gke-pod-snapshot-triggered-by"
-"""PodSnapshot label GKE sets: the PodSnapshotManualTrigger that made it (domain.md section 10)."""
+"""PodSnapshot label GKE sets: the PodSnapshotManualTrigger that made it
+(docs/gke-facts.md#section-10)."""
 RESTORE_FROM_POLICY = "podsnapshot.gke.io/restore-from-policy"
 """Pod annotation asking GKE to restore from a policy's snapshots; on a pod with no snapshot yet
-GKE cold-starts it and disables its checkpointing (domain.md section 9)."""
+GKE cold-starts it and disables its checkpointing (docs/gke-facts.md#section-9)."""
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 """NVIDIA device plugin's mixed MIG strategy: a resource per profile (``nvidia.com/mig-1g.5gb``)."""
 LATEST_DRIVER = "latest"

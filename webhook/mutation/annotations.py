@@ -2,7 +2,7 @@
 
 ``spec-hash`` is our distilled-spec fingerprint (``webhook.pod.distill``) of the final mutated pod,
 so it includes everything injected before it. Annotations outside ``dev.gvisor.*`` are not
-hashed (domain.md section 3), so writing it cannot change the value it records. On a
+hashed (docs/gke-facts.md#section-3), so writing it cannot change the value it records. On a
 reinvocation after another webhook changed hashed fields, only this annotation is rewritten.
 """
 

@@ -1,9 +1,9 @@
 """``rules.gpu_driver.pin``: pin a selected GPU pod to GKE's latest GPU driver branch.
 
 GPU checkpointing needs NVIDIA driver 570+; GKE's default branch (535 in 2026) fails the first
-checkpoint with ``runsc error: exit status 128`` (domain.md section 9; the ``gpu-driver`` rule).
-With the setting on (off by default: it narrows where the pod may schedule), a selected pod that
-uses GPUs (``nvidia.com/gpu`` or a MIG profile) and whose node selection does not mention
+checkpoint with ``runsc error: exit status 128`` (docs/gke-facts.md#section-9; the ``gpu-driver``
+rule). With the setting on (off by default: it narrows where the pod may schedule), a selected pod
+that uses GPUs (``nvidia.com/gpu`` or a MIG profile) and whose node selection does not mention
 ``cloud.google.com/gke-gpu-driver-version`` gets nodeSelector
 ``cloud.google.com/gke-gpu-driver-version: latest``. Pods pinned to a ComputeClass are left
 alone (the class decides the driver: ``driverVersion`` in its GPU priorities). The nodeSelector

@@ -1,10 +1,10 @@
 """Env injection: ``SNAPREADY_*`` variables in every container and init container.
 
 They tell the helpers (and any app) where gVisor exposes the restoring pod's environment and the
-checkpoint trigger (domain.md section 7) and where the helpers are mounted. Env is not part of
-the fingerprint (domain.md section 3), so adding it never changes which snapshots match. A name
-the user already set in ``env`` wins and is left alone (``envFrom`` is overridden by ``env``, as
-Kubernetes always does). The injected ``snapready-helpers`` init container gets none: it only
+checkpoint trigger (docs/gke-facts.md#section-7) and where the helpers are mounted. Env is not part
+of the fingerprint (docs/gke-facts.md#section-3), so adding it never changes which snapshots match.
+A name the user already set in ``env`` wins and is left alone (``envFrom`` is overridden by ``env``,
+as Kubernetes always does). The injected ``snapready-helpers`` init container gets none: it only
 copies files.
 """
 

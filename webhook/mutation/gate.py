@@ -1,15 +1,15 @@
 """The opt-in readiness gate ``<prefix>restore-settled`` (``restore.readiness_gate``).
 
-Two traps of a real GKE cluster (domain.md section 9) make ``Ready`` lie: a restored pod answers
-its health check long before its memory has streamed in (``PodRestored`` comes tens of seconds
-later), and an origin pod paused for its checkpoint upload keeps reporting Ready while its
+Two traps of a real GKE cluster (docs/gke-facts.md#section-9) make ``Ready`` lie: a restored pod
+answers its health check long before its memory has streamed in (``PodRestored`` comes tens of
+seconds later), and an origin pod paused for its checkpoint upload keeps reporting Ready while its
 Service sends it requests for minutes. With the gate, the kubelet counts a pod Ready only when
 the pod condition ``<prefix>restore-settled`` is True too (Kubernetes pod readiness gates,
-KEP-580); the leader sets that condition (``cluster.gate``).
-``spec.readinessGates`` is not a field of GKE's documented distilled spec (domain.md section 3),
-and every selected pod gets the same entry, origin and replicas alike, so fingerprints stay
-equal either way. Whether GKE's own hash reads ``readinessGates`` is not documented (domain.md
-section 9, open questions): the gate is off by default.
+KEP-580); the leader sets that condition (``cluster.controllers.restores.gate``).
+``spec.readinessGates`` is not a field of GKE's documented distilled spec
+(docs/gke-facts.md#section-3), and every selected pod gets the same entry, origin and replicas
+alike, so fingerprints stay equal either way. Whether GKE's own hash reads ``readinessGates`` is not
+documented (docs/gke-facts.md#section-9, open questions): the gate is off by default.
 """
 
 from __future__ import annotations

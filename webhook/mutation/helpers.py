@@ -8,9 +8,9 @@ every app container and native sidecar (init container with ``restartPolicy: Alw
 read-only at ``/snapready``. The init container goes first, so sidecars find the files when they
 start; existing init containers keep their order.
 
-Everything injected is part of the fingerprint (domain.md section 3: volumes, init containers,
-mounts, securityContext are hashed), so every value here is a constant or comes from settings:
-changing any of them changes every fingerprint and orphans existing snapshots. The init
+Everything injected is part of the fingerprint (docs/gke-facts.md#section-3: volumes, init
+containers, mounts, securityContext are hashed), so every value here is a constant or comes from
+settings: changing any of them changes every fingerprint and orphans existing snapshots. The init
 container carries the fields the API server would otherwise default (``imagePullPolicy``,
 ``terminationMessagePath/Policy``) so that what we hash is what gets stored, and so that a
 reinvocation recognises its own output by equality.

@@ -77,8 +77,8 @@ class PodContext:
         """True when every selecting policy has ``snapshotScope: rootfs-only``.
 
         GKE skips the distilled-spec hash and memory restore for such snapshots and accepts other
-        machine families, E2 included (domain.md section 3), so machine and hash rules relax.
-        Computed once per view.
+        machine families, E2 included (docs/gke-facts.md#section-3), so machine and hash rules
+        relax. Computed once per view.
         """
         return bool(self.policies) and all(p.scope == "rootfs-only" for p in self.policies)
 

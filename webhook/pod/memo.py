@@ -10,10 +10,10 @@ new key and is computed afresh; an entry is only ever evicted (bounded, oldest f
 
 The key is SHA-256 over orjson's sorted-keys bytes of what ``distill`` reads (the spec, the
 ``dev.gvisor.*`` annotations, the hashed labels): ~5 us against ~30 us for the fingerprint of
-review 03's pod (``make bench-admit``; issue 16), with the options of ``distill.PLAIN_JSON``.
-Only for JSON-decoded pods (what admission sees): the key cannot tell a tuple from a list, or
-NaN from null, which JSON never holds; what those options refuse (dataclasses, dates,
-subclasses, integers beyond 2**53, non-string keys) skips the memo. Only ``/mutate`` writes
+review 03's pod (``make bench-admit``, docs/performance.md), with the options of
+``distill.PLAIN_JSON``. Only for JSON-decoded pods (what admission sees): the key cannot tell a
+tuple from a list, or NaN from null, which JSON never holds; what those options refuse (dataclasses,
+dates, subclasses, integers beyond 2**53, non-string keys) skips the memo. Only ``/mutate`` writes
 entries (``admitted_fingerprint``); ``hash-drift`` only reads them (``recorded_fingerprint``),
 since it also runs on YAML manifests in ``snapready check``.
 
@@ -21,7 +21,7 @@ since it also runs on YAML manifests in ``snapready check``.
 fingerprint ``/mutate`` just stamped: a prediction that misses names the differing fields, and
 the replicas of one template (the same fingerprint) then distill once, not once per pod
 (py-spy, ``make bench-scale --profile``: 12% of a missing pod's admission was that second
-distill; issue 35).
+distill).
 """
 
 from __future__ import annotations

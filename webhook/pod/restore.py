@@ -3,7 +3,7 @@
 GKE restores a new pod from a Ready PodSnapshot of its policy (and snapshot group) only when the
 pod's distilled spec hashes the same as the snapshot's, it lands on the same machine series and
 CPU architecture, and its node runs the same gVisor kernel and GPU driver, i.e. the same GKE node
-version and driver branch (domain.md section 3). Otherwise it cold-starts silently.
+version and driver branch (docs/gke-facts.md#section-3). Otherwise it cold-starts silently.
 ``predict`` checks those conditions against the origin records (``snapshots.views``) from memory:
 
 1. candidates: the Ready snapshots of the selecting policies in the pod's namespace whose

@@ -53,12 +53,12 @@ RULES: tuple[Rule, ...] = (
     GpuRules(),
     HashDrift(),
 )
-"""Rule families in evaluation order (cheapest first); the README lists every rule id."""
+"""Rule families in evaluation order (cheapest first); docs/rules/ has a page per rule id."""
 
 PREDICTION_RULES: tuple[Rule, ...] = (RestoreMiss(), CrossWorkload(), StaleConfig())
 """Rules over the mutating webhook's restore prediction (``PodContext.memo``), in the order
-their findings are decided and warned (``admission.decide_mutation``: the first denial wins).
-Each judges a ``hit`` or a ``miss``: a ``none`` prediction (nothing to restore from yet) has
+their findings are decided and warned (``admission.decision.decide_mutation``: the first denial
+wins). Each judges a ``hit`` or a ``miss``: a ``none`` prediction (nothing to restore from yet) has
 nothing for them, and ``prediction_findings`` skips them."""
 
 WORDINGS: Mapping[str, Wording] = {

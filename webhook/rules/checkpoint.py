@@ -1,6 +1,6 @@
 """``checkpoint-window``: what breaks a checkpoint while it uploads, or a restore afterwards.
 
-Sources (domain.md section 9, field reports):
+Sources (docs/gke-facts.md#section-9, field reports):
 
 - The checkpoint window: during the upload (minutes: ~20 GiB in 4-5 min) the origin pod is
   paused; evicted or deleted before the upload ends (cluster autoscaler scale-down, active

@@ -23,8 +23,8 @@ def fit(rule: str, path: str, *variants: str) -> str:
     """The first of ``variants`` (most detailed first, each with its fix) whose warning line
     fits, else the last one.
 
-    A finding becomes the line ``[rule] path: message`` (``admission.decide_findings``) and the
-    API server cuts each warning at 256 characters (``responses.MAX_WARNING_CHARS``,
+    A finding becomes the line ``[rule] path: message`` (``admission.decision.decide_findings``) and
+    the API server cuts each warning at 256 characters (``responses.MAX_WARNING_CHARS``,
     k8s.io/apiserver/pkg/warning): a cut would take the fix, which messages put last. Paths
     under a CronJob's affinity alone take ~145 characters.
     """

@@ -1,7 +1,7 @@
 """``cross-workload`` (cluster mode, mutating): a pod predicted to ``hit`` a snapshot of another
 workload. Pure module.
 
-Source: domain.md section 9 (grouping is isolation): GKE restores any Ready snapshot of the
+Source: docs/gke-facts.md#section-9 (grouping is isolation): GKE restores any Ready snapshot of the
 pod's policy and group whose distilled spec matches, whoever it was taken from; agent-sandbox
 issue 952 (one tenant restoring another's sandbox) and production-stack's prefill and decode
 Deployments under one ungrouped policy (each restoring the other's memory). The pod's workload is

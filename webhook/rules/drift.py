@@ -2,9 +2,9 @@
 
 snapready stamps the fingerprint of the pod as it leaves its mutating webhook. A mutating webhook
 that runs later (a sidecar injector, a policy engine) may still change hashed fields (containers,
-volumes, mounts, securityContext...; domain.md section 3). The validating webhook sees the final
-object: if its fingerprint differs, the annotation misleads anyone comparing pods, and the later
-webhook's edits may differ between the checkpoint pod and its restores. Advisory (``warn``).
+volumes, mounts, securityContext...; docs/gke-facts.md#section-3). The validating webhook sees the
+final object: if its fingerprint differs, the annotation misleads anyone comparing pods, and the
+later webhook's edits may differ between the checkpoint pod and its restores. Advisory (``warn``).
 """
 
 from __future__ import annotations

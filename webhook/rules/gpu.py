@@ -1,12 +1,12 @@
 """GPU rules: ``gpu-machine``, ``gpu-multi-l4``, ``gpu-whole-node``, ``gpu-mig``, ``gpu-sharing``,
 ``gpu-driver`` (``rules/gpu_driver.py``).
 
-Facts (GKE "About GKE Pod snapshots", domain.md section 4): GPU snapshots work on the supported GPU
-machine types: the documented list (``settings.rules.gpu_machine_types``) and the set-ups
-validated in the field (``rules.validated_gpu_machine_types``: ``g4-standard-48`` with
-``nvidia-rtx-pro-6000``, Google's reference architecture, domain.md section 9). A type, family or
-accelerator on neither list is ``rules.unlisted_gpu_severity`` (warn; deny configurable), and the
-message says it is on no list (a pod pinning only its accelerator or
+Facts (GKE "About GKE Pod snapshots", docs/gke-facts.md#section-4): GPU snapshots work on the
+supported GPU machine types: the documented list (``settings.rules.gpu_machine_types``) and the
+set-ups validated in the field (``rules.validated_gpu_machine_types``: ``g4-standard-48`` with
+``nvidia-rtx-pro-6000``, Google's reference architecture, docs/gke-facts.md#section-9). A type,
+family or accelerator on neither list is ``rules.unlisted_gpu_severity`` (warn; deny configurable),
+and the message says it is on no list (a pod pinning only its accelerator or
 family may land on other types of that series: ``rules/landing.py``, a warning, or a denial
 when its pins leave no supported type); more than one GPU per pod only on L4;
 before GKE 1.35.0-gke.1738000 a pod on a multi-GPU node had to use all of its GPUs (so every

@@ -1,6 +1,6 @@
 """``gpu-driver``: a GPU pod must land only where the NVIDIA driver is 570 or newer.
 
-Source: domain.md section 9 (Google's reference architecture for vLLM with Pod snapshots,
+Source: docs/gke-facts.md#section-9 (Google's reference architecture for vLLM with Pod snapshots,
 ``troubleshooting/``, and the llm-d Pod snapshot guides): GPU checkpointing needs driver 570+
 (its helper ``gvisor-cuda-cr`` is only installed there). A pod that selects only
 ``cloud.google.com/gke-accelerator`` can land on GKE's default driver branch (535 in 2026),

@@ -1,9 +1,9 @@
 """``gpu-mig`` and ``gpu-sharing``: GPUs shared between pods.
 
 MIG (multi-instance GPU) partitions are not supported by Pod snapshots (GKE "About GKE Pod
-snapshots", domain.md section 4): denied whether the pod selects a partition size itself, asks
-for a MIG profile by resource name (``nvidia.com/mig-3g.20gb``, the NVIDIA device plugin's mixed
-strategy; such a pod is a GPU pod), or pins a node pool or ComputeClass that has one.
+snapshots", docs/gke-facts.md#section-4): denied whether the pod selects a partition size itself,
+asks for a MIG profile by resource name (``nvidia.com/mig-3g.20gb``, the NVIDIA device plugin's
+mixed strategy; such a pod is a GPU pod), or pins a node pool or ComputeClass that has one.
 Time-sharing and MPS are not named as unsupported (unconfirmed): ``rules.gpu_sharing_severity``
 (warn by default). Pure module.
 """

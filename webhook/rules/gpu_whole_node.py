@@ -1,8 +1,8 @@
 """``gpu-whole-node``: before GKE ``rules.gpu_subset_min_version`` a pod on a multi-GPU node must
-use all of the node's GPUs (domain.md section 4: up to GKE 1.35.0-gke.1738000; from then on a
-subset is allowed). The cluster version comes from ``rules.gke_version`` or the cluster's
+use all of the node's GPUs (docs/gke-facts.md#section-4: up to GKE 1.35.0-gke.1738000; from then on
+a subset is allowed). The cluster version comes from ``rules.gke_version`` or the cluster's
 ``/version`` (``snapready check --gke-version``); unknown means a GA version of Pod snapshots
-(1.35.3-gke.1234000 or later, domain.md section 4: every GA version allows a subset), so the
+(1.35.3-gke.1234000 or later, docs/gke-facts.md#section-4: every GA version allows a subset), so the
 rule only fires on a known version earlier than the gate. Split from
 ``rules/gpu.py``, which runs it (``GpuRules``) and uses ``subset_allowed`` for its suggestions.
 """
@@ -84,7 +84,7 @@ def _candidate_counts(place: Placement, rules: RuleSettings) -> set[int]:
 def subset_allowed(ctx: PodContext) -> bool:
     """Whether the cluster runs GKE ``rules.gpu_subset_min_version`` or later (a pod may use a
     subset of a multi-GPU node's GPUs); True when the version is unknown: Pod snapshots are GA
-    from 1.35.3-gke.1234000, later than the gate (README "Readiness rules")."""
+    from 1.35.3-gke.1234000, later than the gate (docs/rules/index.md)."""
     rules = ctx.settings.rules
     version = parse_gke_version(rules.gke_version or ctx.cluster.gke_version)
     gate = parse_gke_version(rules.gpu_subset_min_version)

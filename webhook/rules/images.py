@@ -1,8 +1,8 @@
 """Image rule: ``image-digest`` (warn).
 
 A snapshot holds the memory and root filesystem of the image bits that ran at checkpoint time,
-and the image reference is part of the distilled spec GKE matches on (domain.md section 3). A tag
-(``vllm/vllm-openai:v0.6.3``, or none: ``latest``) may later resolve to other bits: new pods
+and the image reference is part of the distilled spec GKE matches on (docs/gke-facts.md#section-3).
+A tag (``vllm/vllm-openai:v0.6.3``, or none: ``latest``) may later resolve to other bits: new pods
 then pull new code but restore old memory, or the operator re-tags and restores stop matching.
 A digest reference (``repo@sha256:<64 hex>``) pins the bits. Holds for ``rootfs-only`` too.
 """

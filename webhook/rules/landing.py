@@ -1,7 +1,7 @@
 """Where a GPU pod that pins its accelerator or family, but not its machine type, may land.
 
 GKE Pod snapshots support an explicit list of GPU machine types (``rules.gpu_machine_types``,
-domain.md section 4), but the node labels a pod usually pins are shared by other shapes:
+docs/gke-facts.md#section-4), but the node labels a pod usually pins are shared by other shapes:
 ``cloud.google.com/gke-accelerator: nvidia-l4`` is on every G2 node, ``g2-standard-24``
 (2 x L4) included; ``nvidia-h100-80gb`` is on ``a3-highgpu-8g`` as well as ``a3-highgpu-1g``.
 ``GPU_MACHINE_TYPES`` is Compute Engine's catalog of the series that carry supported types

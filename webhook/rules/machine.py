@@ -1,10 +1,10 @@
 """Machine rules: ``machine-family``, ``machine-unpinned`` and ``tpu``.
 
 GKE restores a whole-pod snapshot only on the same machine series and CPU architecture, does not
-support E2 machines or TPUs (domain.md sections 3-4), and a pod that does not pin its series may
-land elsewhere and silently cold-start. ``rootfs-only`` policies skip memory restore and accept
-other families, E2 included, so all three rules are relaxed for them (section 3; section 4 is
-"whole-pod scope").
+support E2 machines or TPUs (docs/gke-facts.md#section-3 and #section-4), and a pod that does not
+pin its series may land elsewhere and silently cold-start. ``rootfs-only`` policies skip memory
+restore and accept other families, E2 included, so all three rules are relaxed for them (section 3;
+section 4 is "whole-pod scope").
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _not_pinned(ctx: PodContext, place: Placement) -> Finding:
 
 def unpinned_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``machine-unpinned`` (warn): the pod must be pinned to exactly one machine family, or a
-    restore may be tried on another series and silently cold-start (domain.md section 3)."""
+    restore may be tried on another series and silently cold-start (docs/gke-facts.md#section-3)."""
     constraints = family_constraints(place, ctx.settings.rules)
     families = possible(constraints)
     if families is None and place.unknown:

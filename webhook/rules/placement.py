@@ -2,9 +2,9 @@
 
 A pod pinned to a node pool (``cloud.google.com/gke-nodepool``) or a ComputeClass
 (``cloud.google.com/compute-class``) says nothing about its machine by itself; in cluster mode
-``ClusterState.node_pools`` / ``compute_classes`` (filled by ``kube.py`` from Node labels and
-ComputeClass objects) tell us. Offline (file source) they are empty and such pins become
-``Unknown`` entries the rules report as warnings instead of guessing (domain.md section 5).
+``ClusterState.node_pools`` / ``compute_classes`` (filled by ``cluster.api.caches`` from Node labels
+and ComputeClass objects) tell us. Offline (file source) they are empty and such pins become
+``Unknown`` entries the rules report as warnings instead of guessing (docs/gke-facts.md#section-5).
 A pod bound to named nodes (``matchFields`` ``metadata.name In``: every DaemonSet pod, see
 k8s pkg/controller/daemon/util ``ReplaceDaemonSetPodNodeNameNodeAffinity``) is placed by those
 nodes' labels (``ClusterState.nodes``), or gets ``Unknown`` entries of kind ``node``.

@@ -1,8 +1,8 @@
 """``restore-from-policy``: the ``podsnapshot.gke.io/restore-from-policy`` annotation on a pod.
 
-Source: domain.md section 9 (field reports: Google's reference architecture and llm-d guides).
-GKE does not need the annotation to restore; on a pod with no snapshot yet it cold-starts the
-pod and disables checkpointing for it, so its workload trigger does nothing and the first
+Source: docs/gke-facts.md#section-9 (field reports: Google's reference architecture and llm-d
+guides). GKE does not need the annotation to restore; on a pod with no snapshot yet it cold-starts
+the pod and disables checkpointing for it, so its workload trigger does nothing and the first
 snapshot is never taken. Severity ``rules.restore_from_policy_severity`` (warn). Fix: remove the
 annotation (the PodSnapshotPolicy's selector is what makes pods restore). Applies to every
 scope (``rootfs-only`` snapshots are taken by the same trigger). Pure module.

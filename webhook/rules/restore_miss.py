@@ -1,10 +1,10 @@
 """``restore-miss`` (cluster mode, mutating): a selected pod predicted to miss every Ready snapshot
 of its policy and group, i.e. to cold-start silently. Pure module.
 
-Source: ``pod.restore.predict`` (snapready's model of GKE's matching: domain.md sections 3 and 9;
-the prediction is our model, not GKE's promise, hence a warning by default). Severity
-``restore.on_miss`` (``warn``; ``deny`` for teams that want no silent cold start; ``off`` says
-nothing), whatever the pod's enforcement mode; ``rules.modes`` overrides it. Fix: match the
+Source: ``pod.restore.predict`` (snapready's model of GKE's matching: docs/gke-facts.md#section-3
+and #section-9; the prediction is our model, not GKE's promise, hence a warning by default).
+Severity ``restore.on_miss`` (``warn``; ``deny`` for teams that want no silent cold start; ``off``
+says nothing), whatever the pod's enforcement mode; ``rules.modes`` overrides it. Fix: match the
 snapshot (``snapready explain`` names the differing fields) or take a new one.
 """
 

@@ -1,10 +1,10 @@
 """GKE Sandbox rules: ``gvisor-runtime`` and ``sandbox-compat``.
 
-Pod snapshots run only in GKE Sandbox (``spec.runtimeClassName: gvisor``; domain.md section 1),
-and a sandboxed pod cannot use what gVisor does not offer: privileged containers and hostPath
-volumes are rejected (deny by default); host namespaces and hostPort are limited (warn by
-default). Severities per feature come from ``settings.rules.sandbox_compat``. These rules hold for
-``rootfs-only`` policies too: the snapshot is still taken by gVisor.
+Pod snapshots run only in GKE Sandbox (``spec.runtimeClassName: gvisor``;
+docs/gke-facts.md#section-1), and a sandboxed pod cannot use what gVisor does not offer: privileged
+containers and hostPath volumes are rejected (deny by default); host namespaces and hostPort are
+limited (warn by default). Severities per feature come from ``settings.rules.sandbox_compat``. These
+rules hold for ``rootfs-only`` policies too: the snapshot is still taken by gVisor.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """``stale-config`` (cluster mode, mutating): a pod predicted to ``hit`` a snapshot taken before a
 Secret or ConfigMap its origin pod read changed. Pure module.
 
-Source: GKE hashes no env and no Secret or ConfigMap content (domain.md section 3), so the
-restored memory holds the value from before the change, silently (README "Rotated
-configuration"; ``snapshots.config_refs`` decides what changed). The prediction stays ``hit``
-(GKE will restore it). Advisory (``warn``), whatever the pod's enforcement mode; ``rules.modes``
-``audit`` keeps it out of the warnings. Fix: take a new snapshot.
+Source: GKE hashes no env and no Secret or ConfigMap content (docs/gke-facts.md#section-3), so the
+restored memory holds the value from before the change, silently
+(docs/concepts/snapshots.md#rotated-configuration-stale-config; ``snapshots.config_refs`` decides
+what changed). The prediction stays ``hit`` (GKE will restore it). Advisory (``warn``), whatever the
+pod's enforcement mode; ``rules.modes`` ``audit`` keeps it out of the warnings. Fix: take a new
+snapshot.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Storage rules: ``gcsfuse`` (deny) and ``stale-state`` (warn).
 
-- ``gcsfuse``: the Cloud Storage FUSE CSI driver is not supported with Pod snapshots (domain.md
-  section 6). GKE's sidecar injector may run before or after this webhook, so all three signals
-  count: the annotation ``gke-gcsfuse/volumes: "true"`` (the injector accepts ``true``/``True``,
-  gcs-fuse-csi-driver pkg/webhook/parsers.go), a CSI volume of driver
+- ``gcsfuse``: the Cloud Storage FUSE CSI driver is not supported with Pod snapshots
+  (docs/gke-facts.md#section-6). GKE's sidecar injector may run before or after this webhook, so all
+  three signals count: the annotation ``gke-gcsfuse/volumes: "true"`` (the injector accepts
+  ``true``/``True``, gcs-fuse-csi-driver pkg/webhook/parsers.go), a CSI volume of driver
   ``gcsfuse.csi.storage.gke.io``, and a container or init container named
   ``gke-gcsfuse-sidecar`` (a native sidecar since GKE 1.29). Holds for ``rootfs-only`` too.
 - ``stale-state``: persistent volumes are not in a snapshot, and env values from Secrets are
-  restored from memory as they were at checkpoint time (domain.md sections 1, 3, 7). Advisory;
-  ``rootfs-only`` restores no memory, so it does not apply there.
+  restored from memory as they were at checkpoint time (docs/gke-facts.md#section-1, #section-3 and
+  #section-7). Advisory; ``rootfs-only`` restores no memory, so it does not apply there.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 The GPU rules read the same sets and sorted lists of ``rules.gpu_machine_types``,
 ``gpu_accelerators`` and ``multi_gpu_accelerators`` for every pod; rebuilding them per pod was
-~6 us of a ~105 us validation (issue 16, ``make bench``). ``RuleSettings`` is frozen (assignment
-is refused) and settings are built once per process and never edited in place, so a table kept
-with the very settings object it came from (identity, not equality) cannot go stale.
+~6 us of a ~105 us validation (``make bench``, docs/performance.md). ``RuleSettings`` is frozen
+(assignment is refused) and settings are built once per process and never edited in place, so a
+table kept with the very settings object it came from (identity, not equality) cannot go stale.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ FastAPI owns routing, 404/405 and the probes. The two admission routes are plain
 (``ReviewEndpoint``), registered as FastAPI routes and also dispatched straight from
 ``SnapreadyApp.__call__`` for ``POST`` on their exact paths: the hot path builds no
 ``Request``/``Response`` objects, runs no body validation of its own and skips the middleware
-stack (~16 us of a ~43 us unselected-pod review in-process; README, "Performance").
+stack (~16 us of a ~43 us unselected-pod review in-process; docs/performance.md).
 Hostile-input guards run before any parsing: content type, size cap (declared and streamed) and
 a process-wide budget of body bytes held in memory; the read deadline lives in the server's
 protocol (``webhook.server.protocol``), where it costs a timer instead of a task timeout.

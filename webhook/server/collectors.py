@@ -63,7 +63,8 @@ class SnapshotCollector:
     ``stale-config``, ``awaiting`` (checkpoint uploading), ``failed`` (checkpoint failed),
     ``not_ready``; ``snapshots.outcomes.snapshot_state``), read from the cache at scrape
     time; no series in file mode. ``spec.policyName`` is whatever the PodSnapshot says: a pair
-    that is not a live policy is counted under ``snapshots.selection.OTHER`` (issue 27).
+    that is not a live policy is counted under ``snapshots.selection.OTHER``
+    (docs/reference/metrics.md, series bound).
 
     Args:
         state: the current cluster state; ``prunable``: the ``(namespace, name)`` keys the

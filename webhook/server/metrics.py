@@ -160,8 +160,8 @@ class Metrics:
 
         ``decision.audit`` may hold ``findings`` (``Finding`` list) with their ``outcomes``,
         ``mutators`` (names of mutators that changed the pod) and ``internal_error``; each is
-        optional. A finding counts under the outcome ``admission.decide_findings`` recorded:
-        ``enforce`` (denied), ``warn`` (a warning) or ``audit`` (only recorded).
+        optional. A finding counts under the outcome ``admission.decision.decide_findings``
+        recorded: ``enforce`` (denied), ``warn`` (a warning) or ``audit`` (only recorded).
         """
         request = review.request
         kind = request.kind.kind if request.kind.kind in KNOWN_KINDS else "other"
@@ -180,7 +180,8 @@ class Metrics:
                 self._child(self.mutations, str(name)).inc()
 
     def _count_findings(self, findings: Any, outcomes: Any) -> None:
-        """Count each finding under the outcome ``admission.decide_findings`` recorded for it."""
+        """Count each finding under the outcome ``admission.decision.decide_findings`` recorded for
+        it."""
         if not isinstance(findings, list) or not isinstance(outcomes, list):
             return
         for finding, outcome in zip(findings, outcomes, strict=False):

@@ -2,14 +2,14 @@
 
 Counted by the leader only (``cluster.controllers.restores`` decides,
 ``cluster.controllers.checkpoints`` reports), once per pod or snapshot. Times run from
-``PodScheduled`` (domain.md section 9: node provisioning and image pulls are not restore time):
-``snapready_restore_seconds`` to ``PodRestored`` (when a restored pod's memory has streamed in),
-``snapready_pod_ready_seconds`` to ``Ready`` (when its health check answered),
+``PodScheduled`` (docs/gke-facts.md#section-9: node provisioning and image pulls are not restore
+time): ``snapready_restore_seconds`` to ``PodRestored`` (when a restored pod's memory has streamed
+in), ``snapready_pod_ready_seconds`` to ``Ready`` (when its health check answered),
 ``snapready_pod_startup_seconds`` to ``PodRestored`` for restored pods and to ``Ready`` for cold
 ones (the start-up a user waits for). Label values are bounded by what an admin created, never by
-what users write into pods or PodSnapshots (issue 27): ``outcome`` from
-``snapshots.outcomes.OUTCOMES``; ``policy`` the live PodSnapshotPolicies that select the pod by its
-labels (``snapshots.selection.believed``: a pod no live policy selects is never counted); for
+what users write into pods or PodSnapshots (docs/reference/metrics.md, series bound): ``outcome``
+from ``snapshots.outcomes.OUTCOMES``; ``policy`` the live PodSnapshotPolicies that select the pod by
+its labels (``snapshots.selection.believed``: a pod no live policy selects is never counted); for
 checkpoints ``namespace``/``policy`` of a live policy, else ``snapshots.selection.OTHER`` for both.
 Series: at most P x 6 restore outcomes and P x 2 checkpoint outcomes (+1 ``OTHER`` pair), P the
 policies (or ``,``-joined sets of policies selecting one pod) seen while the process ran; histograms
@@ -28,7 +28,7 @@ STARTUP_BUCKETS = (1, 2, 5, 10, 15, 30, 45, 60, 90, 120, 180, 300, 600, 900, 120
 start minutes (168-433 s in Google's runs; <= 30 min)."""
 CHECKPOINT_BUCKETS = (30, 60, 120, 240, 300, 480, 600, 900, 1200, 1800, 3600)
 """Seconds from a PodSnapshot's creation to ``Checkpoint`` Succeeded: ~20 GiB in 4-5 min, ~68 GiB
-in ~13 min (domain.md section 9)."""
+in ~13 min (docs/gke-facts.md#section-9)."""
 
 
 class OutcomeMetrics:
@@ -39,7 +39,7 @@ class OutcomeMetrics:
         self.restores = Counter(
             "snapready_restores",
             "Stamped pods by restore outcome, decided from GKE's evidence (PodRestored, "
-            'GKEPodSnapshotting events, restore crashes; README "Snapshots"): restored, '
+            "GKEPodSnapshotting events, restore crashes; docs/concepts/snapshots.md): restored, "
             "restored_unexpected, missed (predicted a restore, started cold), restore_failed "
             "(the restore crashed), cold_expected, cold_first.",
             ["namespace", "policy", "outcome"],
@@ -85,7 +85,7 @@ class OutcomeMetrics:
         self.refreshes = Counter(
             "snapready_snapshot_refreshes",
             "PodSnapshotManualTriggers the leader created to refresh a group's snapshots after "
-            'a node-pool upgrade (lifecycle.refresh, README "Lifecycle").',
+            "a node-pool upgrade (lifecycle.refresh, docs/concepts/lifecycle.md).",
             ["namespace", "policy"],
             registry=reg,
         )

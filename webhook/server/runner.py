@@ -265,8 +265,8 @@ SWITCH_INTERVAL_S = 0.001
 5 ms). The event loop answering the API server shares the interpreter with the cache and
 controller threads; a leader's pass over 20,000 pods and 5,000 snapshots holds it for tens of
 ms in slices of this length, and an admission that arrives meanwhile waits up to one slice for
-each time it needs the interpreter back (``make bench-scale``'s busy rounds, issue 35). At 1 ms
-that wait is a fifth; the extra switches cost nothing while the other threads sleep."""
+each time it needs the interpreter back (``make bench-scale``'s busy rounds, docs/performance.md).
+At 1 ms that wait is a fifth; the extra switches cost nothing while the other threads sleep."""
 
 
 def serve(settings: Settings) -> None:

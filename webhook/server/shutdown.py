@@ -55,11 +55,11 @@ class GracefulServer(uvicorn.Server):
     re-enter a stream write the signal interrupted ("RuntimeError: reentrant call inside
     BufferedWriter" with stderr on a slow pipe) and lose or split lines.
 
-    With ``listener`` (a bound socket, see ``server.bind_listener``) it serves that socket, gives
-    each TLS handshake at most ``handshake_timeout`` seconds (asyncio's default is 60 s, during
-    which a client that never finishes the handshake holds a file descriptor), each TLS shutdown
-    at most ``TLS_SHUTDOWN_SECONDS``, and logs ``snapready listening on ...`` once the listener
-    accepts connections.
+    With ``listener`` (a bound socket, see ``server.runner.bind_listener``) it serves that socket,
+    gives each TLS handshake at most ``handshake_timeout`` seconds (asyncio's default is 60 s,
+    during which a client that never finishes the handshake holds a file descriptor), each TLS
+    shutdown at most ``TLS_SHUTDOWN_SECONDS``, and logs ``snapready listening on ...`` once the
+    listener accepts connections.
     """
 
     def __init__(

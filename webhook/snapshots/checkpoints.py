@@ -1,7 +1,7 @@
 """A PodSnapshot's checkpoint: failed, stalled, how long it took, and the likely cause. Pure.
 
-GKE reports a checkpoint through the PodSnapshot's conditions (domain.md section 9): while the
-memory image uploads, ``Checkpoint`` and ``Ready`` have reason ``AwaitingCheckpoint`` (minutes:
+GKE reports a checkpoint through the PodSnapshot's conditions (docs/gke-facts.md#section-9): while
+the memory image uploads, ``Checkpoint`` and ``Ready`` have reason ``AwaitingCheckpoint`` (minutes:
 ~20 GiB in 4-5 min, ~68 GiB in ~13 min, once 65.7 GiB in 34 s, so no upload rate is assumed);
 then ``Checkpoint`` True ``Succeeded`` and ``Ready`` True ``AllSnapshotsAvailable``, or
 ``Checkpoint`` False ``Failed`` with a message such as ``runsc error: exit status 128``. Causes

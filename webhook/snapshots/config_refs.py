@@ -1,7 +1,7 @@
 """Rotated configuration: the Secrets and ConfigMaps an origin pod read, and their changes.
 
-GKE hashes no env and no Secret or ConfigMap content (domain.md section 3): after a Secret the
-origin pod used is rotated, new replicas still restore the old value from the snapshot's memory,
+GKE hashes no env and no Secret or ConfigMap content (docs/gke-facts.md#section-3): after a Secret
+the origin pod used is rotated, new replicas still restore the old value from the snapshot's memory,
 silently. snapready records, in the origin record, which objects the origin pod consumed
 (``consumed``) with their ``resourceVersion`` and last change time when the record was written,
 never their values, and marks a snapshot ``stale-config`` (``config_changes``) when one of them

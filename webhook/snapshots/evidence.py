@@ -1,7 +1,7 @@
 """GKE's own evidence about a restore: its ``GKEPodSnapshotting`` Events and restore crashes. Pure.
 
-What a real GKE cluster says (domain.md section 9, from Google's reference architecture for vLLM
-on Pod snapshots and field reports):
+What a real GKE cluster says (docs/gke-facts.md#section-9, from Google's reference architecture for
+vLLM on Pod snapshots and field reports):
 
 - ``restored``: a Normal core/v1 Event ``GKEPodSnapshotting`` on the pod, "Successfully restored
   the pod from PodSnapshot <ns>/<name>": restored from that snapshot.
@@ -34,8 +34,11 @@ CHECKPOINTED_TEXT = "successfully checkpointed the pod to podsnapshot"
 EventKind = Literal["restored", "fallback", "checkpointed", "other"]
 
 RESTORE_FAILURE_MARKERS: tuple[tuple[str, str], ...] = (
-    ("completerestore() failed", "gVisor: vfs.CompleteRestore() failed (domain.md section 9)"),
-    ("restore failed", "runsc: 'OCI runtime restore failed' (domain.md section 9)"),
+    (
+        "completerestore() failed",
+        "gVisor: vfs.CompleteRestore() failed (docs/gke-facts.md#section-9)",
+    ),
+    ("restore failed", "runsc: 'OCI runtime restore failed' (docs/gke-facts.md#section-9)"),
     ("failed to restore", "runsc/containerd wording of the same failure"),
 )
 """Lower-case substrings of a container's termination message or reason (or its waiting

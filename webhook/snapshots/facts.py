@@ -2,8 +2,9 @@
 
 Turns Node, Namespace and ComputeClass JSON (as listed or watched from the API server) into the
 small frozen values ``ClusterState`` holds, keeping only the labels and fields the rules read so a
-large cluster costs little memory. Label keys are GKE's (domain.md section 5), shared with
-``hardware``. Pure module: the cluster caches (``cluster.py``) call it; tests call it directly.
+large cluster costs little memory. Label keys are GKE's (docs/gke-facts.md#section-5), shared with
+``hardware``. Pure module: the cluster caches (``cluster.api.caches``) call it; tests call it
+directly.
 """
 
 from __future__ import annotations

@@ -51,8 +51,8 @@ class ReadyGroups:
     """The Ready snapshots of one policy in one namespace, by recorded snapshot group.
 
     What a prediction reads, indexed when the cache changes so that admission looks at the
-    pod's own group only (issue 35: nothing on the request path iterates the namespace's
-    snapshots).
+    pod's own group only (docs/performance.md, scale: nothing on the request path iterates the
+    namespace's snapshots).
 
     Attributes:
         by_group: group -> its Ready snapshots with a record, newest first.

@@ -1,8 +1,8 @@
 """Restore outcomes of stamped pods, decided from GKE's evidence; stale snapshots. Pure module.
 
 A real GKE cluster marks a restored pod ``Ready`` 3-20 s after scheduling and sets ``PodRestored``
-only when its memory has streamed in, tens of seconds later (domain.md section 9: Ready 5.0 s,
-PodRestored 33.0 s after ``PodScheduled`` in Google's measured run). So nothing is decided at the
+only when its memory has streamed in, tens of seconds later (docs/gke-facts.md#section-9: Ready 5.0
+s, PodRestored 33.0 s after ``PodScheduled`` in Google's measured run). So nothing is decided at the
 Ready transition; ``decide`` weighs the evidence (``snapshots.evidence``), first match wins:
 
 1. A restore crash in a container (``evidence.RESTORE_FAILURE_MARKERS``) and no ``PodRestored``:
@@ -22,7 +22,7 @@ provisioning and scheduling delays are not start-up): restored pods to ``PodRest
 restore Event when only that is known), cold pods to ``Ready``.
 A Ready snapshot is stale when the node pool it was taken on now runs only other GKE node
 versions (or GPU driver labels) than its origin record says: GKE will not restore it there
-(domain.md section 3).
+(docs/gke-facts.md#section-3).
 """
 
 from __future__ import annotations

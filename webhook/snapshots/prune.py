@@ -2,8 +2,9 @@
 
 GKE restores a snapshot only into a pod of its policy and group (same grouping-label values)
 whose distilled spec hashes the same, on a node of the origin node's GKE version and GPU driver
-(domain.md sections 3 and 9). So a snapshot that no pod can ever restore from only costs
-storage (20-70 GiB each, billed until deleted) and keeps a memory image with its secrets alive.
+(docs/gke-facts.md#section-3 and #section-9). So a snapshot that no pod can ever restore from only
+costs storage (20-70 GiB each, billed until deleted) and keeps a memory image with its secrets
+alive.
 
 Prune (``prune_plan``), first reason wins, each with a clock that survives restarts where the
 cluster has one:

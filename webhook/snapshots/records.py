@@ -2,7 +2,7 @@
 
 GKE refuses every write to a PodSnapshot but its own: its ValidatingAdmissionPolicy
 ``gke-pod-snapshot-validating-admission-policy`` lets only ``system:pod-snapshot-controller`` and
-the node agent ``pod-snapshot-agent`` create, update or patch one (domain.md section 10;
+the node agent ``pod-snapshot-agent`` create, update or patch one (docs/gke-facts.md#section-10;
 gke-labs/pod-migration README, "Bypassing GKE Validating Admission Policy for Snapshot
 Cleanup"). So an origin record cannot live on the PodSnapshot. It lives in a namespaced
 ``SnapshotRecord`` (``snapready.io/v1alpha1``, CRD in ``chart/crds/``): one per PodSnapshot,

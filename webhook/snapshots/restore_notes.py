@@ -1,9 +1,9 @@
 """The notes of snapready's restore Events: what GKE said first, snapready's diagnosis second.
 
 ``SnapshotRestoreMissed`` (a pod predicted to restore that started cold) quotes GKE's own reason
-when its ``GKEPodSnapshotting`` Warning gave one (domain.md section 9: the only API-level sign of a
-skipped restore) and adds the differences snapready knows between the node the pod landed on and
-the snapshot's origin. ``SnapshotRestoreFailed`` (gVisor's restore crashed: no cold-start
+when its ``GKEPodSnapshotting`` Warning gave one (docs/gke-facts.md#section-9: the only API-level
+sign of a skipped restore) and adds the differences snapready knows between the node the pod landed
+on and the snapshot's origin. ``SnapshotRestoreFailed`` (gVisor's restore crashed: no cold-start
 fallback, the pod never serves) names the container's error and the two fixes. Pure module.
 """
 

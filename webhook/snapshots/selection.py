@@ -2,7 +2,7 @@
 
 A pod carries the label ``<prefix>selected`` and the ``<prefix>policy`` annotation because
 snapready's mutating webhook wrote them at admission, but any user allowed to create or patch the
-pod can write them too (issue 27: a pod in a namespace without policies, with made-up
+pod can write them too (docs/security.md: a pod in a namespace without policies, with made-up
 annotations, got Events and metric series under a policy that does not exist). So outcomes,
 Events and metrics are only for pods that a live PodSnapshotPolicy of their namespace selects by
 their labels, re-derived from the policy cache (``PolicyIndex.select``, the same call admission

@@ -1,6 +1,7 @@
 """What the webhook knows about the cluster: one immutable snapshot swapped atomically.
 
-Sources (``sources.py`` for files, ``kube.py`` for the API server) build ``ClusterState`` values;
+Sources (``cluster.files`` for files, ``cluster.api.caches`` for the API server) build
+``ClusterState`` values;
 the admission path reads the current one without locks or I/O. Pure module.
 """
 
@@ -42,7 +43,8 @@ class NodeView:
     labels: tuple[tuple[str, str], ...] = ()
     version: str | None = None
     """GKE node version from ``status.nodeInfo.kubeletVersion`` without its ``v``
-    (``1.35.3-gke.1234000``): it fixes the gVisor kernel and GPU driver (domain.md section 3)."""
+    (``1.35.3-gke.1234000``): it fixes the gVisor kernel and GPU driver
+    (docs/gke-facts.md#section-3)."""
 
     def label(self, key: str) -> str | None:
         """The kept value of label ``key``, or None."""
@@ -51,7 +53,8 @@ class NodeView:
 
 @dataclass(frozen=True)
 class NodePoolFacts:
-    """Union of GKE labels over a node pool's nodes (``kube.py`` fills it in cluster mode).
+    """Union of GKE labels over a node pool's nodes (``cluster.api.caches`` fills it in cluster
+    mode).
 
     Every attribute is a set of label values seen on the pool's nodes; ``node_count`` 0 means the
     pool exists in no node yet (unknown, not guessed).
@@ -84,7 +87,7 @@ class ComputeClassFacts:
     gpu_drivers: frozenset[str] = frozenset()
     """``gpu.driverVersion`` of every priority with a GPU (``default`` where unset, GKE's
     default); empty when no priority has a GPU. ``{"latest"}``: every GPU node it makes runs
-    the latest driver branch (570+, what GPU checkpointing needs: domain.md section 9)."""
+    the latest driver branch (570+, what GPU checkpointing needs: docs/gke-facts.md#section-9)."""
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,11 @@
 GKE creates a ``PodSnapshot`` (``podsnapshot.gke.io``) per checkpoint: ``spec.policyName``, the
 annotations ``podsnapshot.gke.io/origin-pod`` (the pod it was taken from, same namespace) and
 ``podsnapshot.gke.io/origin-node`` (the node), the label ``gke-pod-snapshot-triggered-by`` (a
-manual trigger's name), the condition ``Ready`` and ``status.lastAccessTime`` (domain.md
-sections 2 and 10). Only GKE may write a PodSnapshot, so these are GKE's word. snapready's
-``OriginRecord`` (what the snapshot was taken from: the origin pod's fingerprint and per-field
-digests, its node's facts, its grouping labels) lives in a ``SnapshotRecord`` of its own
-(``snapshots.records``) and is folded into ``SnapshotView.origin``. Unknown parts are null,
+manual trigger's name), the condition ``Ready`` and ``status.lastAccessTime``
+(docs/gke-facts.md#section-2 and #section-10). Only GKE may write a PodSnapshot, so these are GKE's
+word. snapready's ``OriginRecord`` (what the snapshot was taken from: the origin pod's fingerprint
+and per-field digests, its node's facts, its grouping labels) lives in a ``SnapshotRecord`` of its
+own (``snapshots.records``) and is folded into ``SnapshotView.origin``. Unknown parts are null,
 never guessed. Pure module; ``snapshots.index`` indexes the views, ``snapshots.pods`` keeps the
 stamped pods.
 """
@@ -252,14 +252,15 @@ class SnapshotView:
 
 
 CHECKPOINT_AWAITING = "AwaitingCheckpoint"
-"""Reason of ``Checkpoint`` and ``Ready`` while the memory image uploads (domain.md section 9)."""
+"""Reason of ``Checkpoint`` and ``Ready`` while the memory image uploads
+(docs/gke-facts.md#section-9)."""
 
 
 def checkpoint_state(conditions: Any) -> tuple[str, str, str | None]:
     """``(state, message, lastTransitionTime)`` of a PodSnapshot's ``Checkpoint`` condition.
 
-    GKE's sequence (domain.md section 9): ``Checkpoint`` reason ``AwaitingCheckpoint`` while the
-    image uploads (-> ``awaiting``), then True ``Succeeded`` (-> ``succeeded``) or False
+    GKE's sequence (docs/gke-facts.md#section-9): ``Checkpoint`` reason ``AwaitingCheckpoint`` while
+    the image uploads (-> ``awaiting``), then True ``Succeeded`` (-> ``succeeded``) or False
     ``Failed`` (-> ``failed``, message e.g. ``runsc error: exit status 128``). Without a
     ``Checkpoint`` condition a ``Ready`` reason ``AwaitingCheckpoint`` still means ``awaiting``.
     Anything else: ``""`` (unknown).
@@ -303,7 +304,8 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         where, _, pod_name = origin_pod.rpartition("/")
         origin_pod = pod_name or None if where == namespace else None
     if origin_pod is not None and not is_pod_name(origin_pod):
-        origin_pod = None  # it goes into a request path: anything else is unknown (issue 27)
+        # It goes into a request path: anything else is unknown (docs/security.md).
+        origin_pod = None
     origin_node = _str(annotations.get(ORIGIN_NODE))
     if origin_node is not None and not is_pod_name(origin_node):
         origin_node = None  # node names are DNS-1123 subdomains too

@@ -2,7 +2,7 @@
 
 Inputs are byte-for-byte copies from the shared real-manifest corpus (``tests/data/
 field-manifests/``, provenance in its ``PROVENANCE.md``), with the policies that select them. The
-expectations come from the field reports (domain.md section 9), not from snapready's output:
+expectations come from the field reports (docs/gke-facts.md#section-9), not from snapready's output:
 Google's reference workloads run in production, so only the real problem (an env var from a
 Secret) may be reported; MIG by resource name cannot be snapshotted; prefill and decode restore
 each other's snapshots under an ungrouped policy.

@@ -87,7 +87,7 @@ def test_followers_do_not_report() -> None:
 
 def test_the_warning_names_the_node_whose_agent_holds_the_finalizer() -> None:
     """Issue 31 deliverable 5: GKE's node agent on the origin node releases the finalizer
-    (domain.md section 10); the note names that node (GKE's origin-node annotation) and says
+    (docs/gke-facts.md#section-10); the note names that node (GKE's origin-node annotation) and says
     when it is gone from the cluster (scaled down), and the deletion is reported once."""
     stuck = SnapshotView(
         "ns", "stuck", "p", None, True, "", "2026-12-01T09:00:00Z",

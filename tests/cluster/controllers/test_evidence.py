@@ -1,7 +1,7 @@
 """Outcomes from GKE's own evidence, on a real API server with GKE's agent simulated.
 
-The agent (``tests.support.gke_agent``) replays domain.md section 9's timelines in real time: a
-restored pod is Ready first and gets ``PodRestored`` 30 s later; GKE's Warning
+The agent (``tests.support.gke_agent``) replays docs/gke-facts.md#section-9's timelines in real
+time: a restored pod is Ready first and gets ``PodRestored`` 30 s later; GKE's Warning
 ``GKEPodSnapshotting`` "falling back to a cold start" for a skipped restore; a crashed restore
 (CrashLoopBackOff with ``vfs.CompleteRestore() failed``); the PodSnapshot condition sequence
 (``AwaitingCheckpoint``, then ``Succeeded`` or ``Failed``). snapready (a real cluster source with

@@ -1,10 +1,11 @@
 """Snapshot lifecycle on a real API server (issue 25): refresh triggers after a node-pool
 upgrade, prunable snapshots in dry-run, prunes when on.
 
-GKE is simulated as domain.md sections 2, 3 and 9 describe: a node-pool upgrade changes the
-kubelet version the pool's nodes report; a pod that lands there starts cold (no ``PodRestored``);
-GKE turns a PodSnapshotManualTrigger into a PodSnapshot naming the target pod as its origin
-(``GkeAgent.serve_trigger``). snapready runs as a real cluster source with leader election.
+GKE is simulated as docs/gke-facts.md#section-2, #section-3 and #section-9 describe: a node-pool
+upgrade changes the kubelet version the pool's nodes report; a pod that lands there starts cold (no
+``PodRestored``); GKE turns a PodSnapshotManualTrigger into a PodSnapshot naming the target pod as
+its origin (``GkeAgent.serve_trigger``). snapready runs as a real cluster source with leader
+election.
 """
 
 from __future__ import annotations

@@ -208,7 +208,7 @@ def test_followers_write_no_event(env: Env) -> None:
 
 
 def test_start_time_runs_from_podscheduled() -> None:
-    """Scheduling and node provisioning are not start-up (domain.md section 9)."""
+    """Scheduling and node provisioning are not start-up (docs/gke-facts.md#section-9)."""
     created = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
     def at(seconds: int) -> str:

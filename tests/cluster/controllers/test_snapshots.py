@@ -433,7 +433,7 @@ def test_file_mode_writes_no_prediction() -> None:
 def test_hit_from_another_workloads_snapshot_is_warned(env: Env) -> None:
     # The origin is a replica of Deployment "decode", made by the Deployment and ReplicaSet
     # controllers from the admitted template; the new pod is a replica of "prefill" with the
-    # same distilled spec (production-stack's prefill/decode, domain.md section 9).
+    # same distilled spec (production-stack's prefill/decode, docs/gke-facts.md#section-9).
     pod = env.pod("template")
     template = jsonpatch.apply_patch(pod, list(env.mutate(pod).patch))
     template["spec"]["nodeName"] = env.node

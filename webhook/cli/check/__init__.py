@@ -15,7 +15,7 @@ document in every case, ``sarif`` and ``junit`` (``check.formats``) one log. The
 judged in the cluster ``check.reading.checked_state`` describes (the policy directory plus the
 input's own policies, storage configs, ComputeClasses and Nodes). Notes on stderr: the embedded
 example policies are in use (no ``--policies``), or no PodSnapshotPolicy is known (nothing can
-be selected). The JSON shape (``--format json``) is documented in README "snapready check" and
+be selected). The JSON shape (``--format json``) is documented in docs/reference/check.md and
 versioned by ``CHECK_FORMAT_VERSION``; each result and finding carries the ``file``,
 ``document`` index and ``line`` of its object.
 """
@@ -113,7 +113,7 @@ def register(subparsers: Any) -> None:
         "--format",
         choices=["text", "json", "sarif", "junit"],
         default="text",
-        help='output format: text, json (README "snapready check"), sarif (SARIF 2.1.0: code '
+        help="output format: text, json (docs/reference/check.md), sarif (SARIF 2.1.0: code "
         "scanning), junit (JUnit XML: GitLab and Jenkins test reports); default text",
     )
     parser.add_argument(
@@ -312,7 +312,7 @@ def _decision_name(decision: Decision) -> str:
 
 
 def check_object(item: LoadedObject, engine: Engine, namespace: str, index: int) -> dict[str, Any]:
-    """One result: identity, matching policies, decision and findings (see README).
+    """One result: identity, matching policies, decision and findings (docs/reference/check.md).
 
     An unexpected exception while judging becomes a ``decision: "error"`` result naming the
     object (the caller exits 2), so one odd object never hides the others' results.

@@ -27,7 +27,7 @@ from webhook import __version__
 
 RULE_DOCS_URL: Final = "https://github.com/snapready/snapready/blob/main/docs/rules/{rule}.md"
 """Where a rule is documented with its fix (SARIF ``helpUri``). The docs site does not exist yet:
-this is the ``docs/rules/<id>.md`` path the docs issue fills (README "Readiness rules" meanwhile);
+this is the ``docs/rules/<id>.md`` path the docs issue fills (docs/rules/index.md meanwhile);
 the one place to change when the site moves."""
 SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 TOOL_URI: Final = "https://github.com/snapready/snapready"

@@ -1,5 +1,5 @@
 """The report of ``snapready check``: its JSON shape (``build_report``, versioned by
-``CHECK_FORMAT_VERSION``; README "snapready check"), the summary counts, the exit code they give
+``CHECK_FORMAT_VERSION``; docs/reference/check.md), the summary counts, the exit code they give
 under ``--fail-on`` (``exit_code``, ``EXIT_CODES``) and the text table."""
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def exit_code(summary: dict[str, int], fail_on: frozenset[str]) -> int:
 
 
 def build_report(results: list[dict[str, Any]], errors: list[dict[str, Any]]) -> dict[str, Any]:
-    """The whole report: ``version``, ``summary``, ``results`` and ``errors`` (README)."""
+    """The whole report: ``version``, ``summary``, ``results`` and ``errors``
+    (docs/reference/check.md)."""
     return {
         "version": CHECK_FORMAT_VERSION,
         "summary": summarize(results, errors),

@@ -1,7 +1,7 @@
 """``shared-fingerprint`` (``snapready check`` only): different workloads that would restore from
 each other's snapshots.
 
-Source: domain.md section 9 ("Grouping is isolation"): pods selected by one policy, in one
+Source: docs/gke-facts.md#section-9 ("Grouping is isolation"): pods selected by one policy, in one
 snapshot group (same values of the policy's ``snapshotGroupingRules`` labels), with equal
 distilled specs restore from each other's snapshots. Two different workloads (production-stack's
 prefill and decode Deployments differ only in env and labels; agent-sandbox users' sandboxes)
@@ -87,7 +87,8 @@ def shared_fingerprints(
 def _others(refs: list[str], ref: str, limit: int = 3) -> str:
     """``clip_all`` of the sorted ``refs`` other than ``ref``, in constant time per member: the
     set of one key can hold every object of the input (24,000 identical Deployments), so
-    sorting it again for each member made ``check`` quadratic (issue 36: 87.7 s for 20 MB)."""
+    sorting it again for each member made ``check`` quadratic (87.7 s for 20 MB;
+    docs/performance.md, bench-cli)."""
     shown = [r for r in refs[: limit + 1] if r != ref][:limit]
     hidden = len(refs) - 1 - len(shown)
     return clip_all(shown, limit=limit) + (f" +{hidden} more" if hidden > 0 else "")

@@ -52,7 +52,8 @@ CLI_INJECTION_DEFAULT = False
 """Whether ``hash``/``diff`` simulate helper injection when neither ``--inject``/``--no-inject``
 nor a settings file or ``SNAPREADY_INJECTION__ENABLED`` says: the chart's ``injectHelpers``
 default (false: no helpers image is published), so a CI fingerprint equals the installed
-webhook's stamp by default (README "Fingerprint"). The server's own setting keeps its default."""
+webhook's stamp by default (docs/concepts/fingerprint.md). The server's own setting keeps its
+default."""
 
 
 def add_injection_arguments(parser: argparse.ArgumentParser) -> None:

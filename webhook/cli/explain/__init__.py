@@ -132,7 +132,7 @@ def pod_facts(pod: RawObject, live: Live, prefix: str) -> tuple[PodFacts, str]:
 
 
 def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) -> dict[str, Any]:
-    """The JSON document (README "Snapshots"); ``now`` decides pending outcomes and ages."""
+    """The JSON document (docs/concepts/snapshots.md); ``now`` decides pending outcomes and ages."""
     prefix = settings.prefix
     facts, hash_source = pod_facts(pod, live, prefix)
     metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
@@ -152,7 +152,7 @@ def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) ->
             "reason": result.reason,
             "fields": list(result.fields),
             "candidates": result.candidates,
-            # A hit restores the configuration its origin pod read (issue 25, stale-config).
+            # A hit restores the configuration its origin pod read (rule ``stale-config``).
             "staleConfig": [c.text() for c in config_changes(hit, live.configs)]
             if hit is not None and result.outcome == "hit"
             else [],

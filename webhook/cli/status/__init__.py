@@ -2,8 +2,8 @@
 
 Read straight from the API server (``cluster.api.snapshot_reader``), computed with the functions the
 webhook and the leader use (``snapshots.outcomes``: ``snapshot_state``, ``stale_groups``,
-``decide``, ``startup_seconds``; ``snapshots.checkpoints``; ``cluster.records.pod_record``), so it
-agrees with the annotations written at admission and with the leader's Events and metrics. Per
+``decide``, ``startup_seconds``; ``snapshots.checkpoints``; ``cluster.api.records.pod_record``), so
+it agrees with the annotations written at admission and with the leader's Events and metrics. Per
 policy: snapshot counts by state (``ready``, ``not_ready``, ``stale``: Ready but its origin pool now
 runs another node version or GPU driver, ``awaiting``: the checkpoint is uploading, ``failed``: GKE
 reported the checkpoint failed), the newest snapshot (age, origin node version, last access), the
@@ -12,7 +12,7 @@ awaiting checkpoints (how long, stalled past ``checkpoint.stall_seconds``) and t
 (label ``<prefix>selected``, annotation ``<prefix>policy``) by ``<prefix>restore-prediction`` with
 the miss reasons; over the last 24 h, outcomes, the hit rate (``HIT_RATE``) and p50 times.
 
-Outcomes come from GKE's evidence, never from the Ready transition (domain.md section 9: a
+Outcomes come from GKE's evidence, never from the Ready transition (docs/gke-facts.md#section-9: a
 restored pod is Ready seconds before ``PodRestored``): the outcome the leader recorded on the
 pod (``<prefix>restore-outcome``), else ``decide`` on the pod's conditions, its container
 statuses and GKE's ``GKEPodSnapshotting`` Events (one list with that field selector; when it is
@@ -138,7 +138,7 @@ def build_report(
     sizes: SizeReading | None = None,
     audit: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The JSON document (README "Snapshots"); ``now`` anchors ages and the 24 h window;
+    """The JSON document (docs/concepts/snapshots.md); ``now`` anchors ages and the 24 h window;
     with ``sizes`` (``--sizes``) a ``sizes`` block per policy and in total (``status.sizes``);
     with ``audit`` (``status.audit.never_judged``) each live policy's ``audit`` block."""
     prefix = settings.prefix
@@ -215,7 +215,7 @@ def _judged(record: PodRecord, live: Live, now: datetime, settings: Settings) ->
 def shared_workloads(records: list[PodRecord]) -> list[str]:
     """``cross-workload`` in ``status``: the workloads (``Kind name``, sorted) of an ungrouped
     policy's stamped pods when there are two or more (they restore each other's snapshots:
-    domain.md section 9); empty otherwise."""
+    docs/gke-facts.md#section-9); empty otherwise."""
     found = sorted({r.owner.text() if r.owner is not None else f"Pod {r.name}" for r in records})
     return found if len(found) > 1 else []
 

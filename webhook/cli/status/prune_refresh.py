@@ -9,7 +9,7 @@ clock, so ``status`` lists such snapshots with ``afterGrace`` true unless
 
 For a policy with trigger ``workload`` nothing is written: the next cold pod checkpoints itself
 (its app writes ``/proc/gvisor/checkpoint``), unless ``podsnapshot.gke.io/restore-from-policy``
-is on its pods (domain.md section 9: GKE then cold-starts the pod and disables its
+is on its pods (docs/gke-facts.md#section-9: GKE then cold-starts the pod and disables its
 checkpointing) or, with ``restore.readiness_gate`` on, the pod is predicted ``hit`` and held
 NotReady (``AwaitingRestore``) for up to ``restore.readiness_gate_timeout_seconds`` (a trigger
 that waits for Ready waits that long).

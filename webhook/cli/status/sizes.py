@@ -5,13 +5,13 @@ Sources: the PodSnapshot names its policy (``spec.policyName``), the policy its 
 optional path (``spec.snapshotStorageConfig.gcs.bucket`` / ``.path``; listed as ``v1``, else
 ``v1alpha1``). Where the snapshot's files are is GKE's own word when it gives it:
 ``status.storageStatus.gcs.observedGCSPath`` (``gs://<bucket>/<path>``, the PodSnapshot CRD's
-schema; domain.md section 10), whose objects (gVisor's ``checkpoint.img``, ``pages.img``,
+schema; docs/gke-facts.md#section-10), whose objects (gVisor's ``checkpoint.img``, ``pages.img``,
 ``pages_meta.img``, ...) are summed. Only a snapshot without that path (not uploaded yet, or an
 older GKE) falls back to ``snapshot_prefix``: the ``storage.snapshot_prefix`` template (default
 ``{path}/{namespace}/{name}/``) filled in and normalised, an assumption marked ``assumed`` in
-the output (README "What snapshots cost"); a Ready snapshot with no object under its prefix is
-named in a note. Sizes come from ``cluster.gcs_usage.UsageReader`` (sum of the objects'
-``size``).
+the output (docs/reference/status-explain.md#what-snapshots-cost-status-sizes); a Ready snapshot
+with no object under its prefix is named in a note. Sizes come from
+``cluster.gcs_usage.UsageReader`` (sum of the objects' ``size``).
 
 A size that cannot be read (storage configs not readable, e.g. 403; no storage config; bucket
 missing; GCS unreachable or refusing) is None, shown as ``unknown``, never 0, with one note per

@@ -8,11 +8,11 @@ counted (``dropped``), never queued without bound. Only the leader writes: the c
 ``is_leader`` (this module never decides it) and the transport is lease-fenced
 (``cluster.api.fence``).
 
-Names and hand-overs (issue 27): the first write of an event uses the deterministic name
-``<regarding>.<key[:16]>``, so a new leader reporting the same occurrence meets the old leader's
-event (409) and leaves it as it is (``already``: nothing is written twice). A 409 on an event
-that is not snapready's own (another ``reportingController``, reason, type, action, note or
-``regarding``: a user pre-created the name) is never reused: the event is created under a
+Names and hand-overs (docs/operations/leader-election.md): the first write of an event uses the
+deterministic name ``<regarding>.<key[:16]>``, so a new leader reporting the same occurrence meets
+the old leader's event (409) and leaves it as it is (``already``: nothing is written twice). A 409
+on an event that is not snapready's own (another ``reportingController``, reason, type, action, note
+or ``regarding``: a user pre-created the name) is never reused: the event is created under a
 server-generated name (``generateName``) instead, so no Warning can be swallowed.
 Events are about observed cluster objects, never about admission requests, so a dry-run request
 never produces one.

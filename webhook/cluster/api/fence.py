@@ -1,7 +1,7 @@
 """Writes fenced by the Lease: no write leaves a replica that cannot prove it still leads.
 
 A replica frozen (SIGSTOP, a long GC pause, a throttled cgroup) past the lease duration wakes up
-still believing it leads: before issue 27 the ex-leader of a 30 s freeze wrote origin records and
+still believing it leads: without this fence the ex-leader of a 30 s freeze wrote origin records and
 Events for 9.75 s after another replica had taken the Lease. The proof is time: the Lease is held
 for ``renew_deadline_seconds`` after the start of the last successful renew, measured on the
 monotonic clock (``time.monotonic``, which keeps running while the process is stopped), and the
@@ -15,7 +15,7 @@ annotation, the readiness gate, relabelling, refresh triggers, prunes): each wri
 every writer's error path already handles it: not written, retried by the next leader) when the
 Lease is not provably held.
 Reads pass through. What remains is the request already on the wire when a freeze begins: it is
-bounded by the request timeout, not by the freeze (see README "Leader election").
+bounded by the request timeout, not by the freeze (see docs/operations/leader-election.md).
 """
 
 from __future__ import annotations

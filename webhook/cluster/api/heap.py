@@ -5,8 +5,8 @@ allocations and, as the heap grows, the whole of it again and again (a full coll
 the long-lived objects grew by a quarter). Listing 20,000 pods decodes pages of 500 pods (~150,000
 dicts and lists each, garbage a moment later) while the caches grow to ~2 million objects: py-spy
 put 55% of a scale sync's busy samples in ``gc_collect_main`` (``make bench-scale --profile``,
-issue 35). None of those objects can form a cycle worth finding: the JSON pages are trees freed
-by reference counting, the cache values are flat frozen dataclasses.
+docs/performance.md). None of those objects can form a cycle worth finding: the JSON pages are trees
+freed by reference counting, the cache values are flat frozen dataclasses.
 
 So, as Instagram's Django servers and CPython's ``gc.freeze`` documentation do it:
 

@@ -6,10 +6,11 @@ what the library lacks for a server: a stop that ends the loops within one retry
 release of the Lease on a graceful stop (``holderIdentity`` cleared, so the next replica takes
 over at once instead of after ``lease_duration``, like controller-runtime's
 ``LeaderElectionReleaseOnCancel``), and re-entering the election after leadership is lost.
-``is_leader`` is fenced by time (issue 27, ``cluster.api.fence``): true only while the monotonic
-time since the start of the last successful acquire/renew is below ``renew_deadline_seconds``, so
-a process that wakes from a freeze is not leader until it has renewed, whatever the library's
-state says. Writers check it immediately before each write (``FencedTransport``).
+``is_leader`` is fenced by time (``cluster.api.fence``, docs/operations/leader-election.md): true
+only while the monotonic time since the start of the last successful acquire/renew is below
+``renew_deadline_seconds``, so a process that wakes from a freeze is not leader until it has
+renewed, whatever the library's state says. Writers check it immediately before each write
+(``FencedTransport``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Building blocks of the cluster caches: the API transport contract, timing and worker threads.
 
-``kube.py`` implements ``Transport`` with the ``kubernetes`` client; ``reflector.py`` runs
-list-then-watch loops on it; ``Poller`` re-reads single documents such as ``/version``. Every
+``cluster.api.transport`` implements ``Transport`` with the ``kubernetes`` client; ``reflector.py``
+runs list-then-watch loops on it; ``Poller`` re-reads single documents such as ``/version``. Every
 worker is a daemon thread with a stop event, a ``synced`` flag and a ``status`` string for
 ``/readyz``; state changes happen under one lock shared with the source, which rebuilds the
 immutable ``ClusterState`` (the admission path never takes that lock).

@@ -168,7 +168,7 @@ class KubeTransport:
         (collecting every page first peaked at ~900 MB RSS at that scale). The next page's
         bytes are fetched by a helper thread while ``each`` converts this page, so the API
         server's work and the network overlap the decoding (client-go's reflector pages
-        sequentially; at 20,000 pods the list took ~19 s, half of it waiting; issue 35).
+        sequentially; at 20,000 pods the list took ~19 s, half of it waiting; docs/performance.md).
 
         Raises:
             TransportError, NotServed, Gone: as a single GET (for any page).

@@ -1,4 +1,5 @@
-"""The controllers of cluster mode: each one a ``base.Reconciler`` (its ``reconcile`` and options).
+"""The controllers of cluster mode: each one a ``controllers.base.Reconciler`` (its ``reconcile``
+and options).
 
 Above the API edge (``cluster.api``), below the manager (``cluster.manager``), independent of
 each other (import-linter contracts in ``pyproject.toml``): they share only ``base`` and what

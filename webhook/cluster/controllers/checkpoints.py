@@ -1,8 +1,8 @@
 """Checkpoint lifecycle (leader only): failed and stalled checkpoints as Warning Events, metrics.
 
 Read from each PodSnapshot's ``Checkpoint`` condition (``snapshots.views.checkpoint_state``;
-domain.md section 9). A failed checkpoint gets one Warning ``SnapshotCheckpointFailed`` on its
-PodSnapshotPolicy and on the origin pod while it exists, with GKE's message and the likely cause
+docs/gke-facts.md#section-9). A failed checkpoint gets one Warning ``SnapshotCheckpointFailed`` on
+its PodSnapshotPolicy and on the origin pod while it exists, with GKE's message and the likely cause
 (``snapshots.checkpoints.failure_hint``); a snapshot ``AwaitingCheckpoint`` longer than
 ``checkpoint.stall_seconds`` one Warning ``SnapshotCheckpointStalled``. Finished checkpoints are
 handed to the listeners (metrics: checkpoints by outcome, seconds from creation to

@@ -1,9 +1,10 @@
-"""The metadata-only watch of Secrets and ConfigMaps, only in namespaces with snapshots (issue 25).
+"""The metadata-only watch of Secrets and ConfigMaps, only in namespaces with snapshots (rule
+``stale-config``).
 
-A snapshot restores the values its origin pod read (domain.md section 3: GKE hashes no env and no
-Secret content), so a rotated Secret goes unnoticed. ``ConfigWatch`` keeps, per namespace that
-has a snapshot whose origin record names consumed configuration (``snapshots.config_refs``), two
-reflectors: ``/api/v1/namespaces/<ns>/secrets`` and ``.../configmaps``, listed and watched as
+A snapshot restores the values its origin pod read (docs/gke-facts.md#section-3: GKE hashes no env
+and no Secret content), so a rotated Secret goes unnoticed. ``ConfigWatch`` keeps, per namespace
+that has a snapshot whose origin record names consumed configuration (``snapshots.config_refs``),
+two reflectors: ``/api/v1/namespaces/<ns>/secrets`` and ``.../configmaps``, listed and watched as
 ``PartialObjectMetadata`` (``KubeTransport.metadata_only``: the API server sends metadata only,
 never ``data``), each object kept as a resourceVersion and a time (``ConfigMeta``). Namespaces
 are added and dropped as snapshots come and go (woken by the snapshot cache). Every replica runs

@@ -3,11 +3,11 @@ webhook configurations equal to what the current PodSnapshotPolicies can select.
 
 The condition itself is built in ``webhook.kube.scope`` (pure). Here: every replica compares the
 live Mutating/ValidatingWebhookConfigurations with the scope its caches imply and, once its
-policy cache has synced, writes it (issue 27: a new policy must not wait for a new leader, up to
-a lease duration after the leader died; one JSON Patch per configuration, with a ``test`` of
-each webhook's name and of the resourceVersion it read, so concurrent writers fail and re-read
-instead of losing an update, and only when the result changes). ``is_leader`` (the manager passes
-"always") can still restrict writing to one replica. A policy change wakes the controller at
+policy cache has synced, writes it (docs/operations/webhook-scope.md: a new policy must not wait for
+a new leader, up to a lease duration after the leader died; one JSON Patch per configuration, with a
+``test`` of each webhook's name and of the resourceVersion it read, so concurrent writers fail and
+re-read instead of losing an update, and only when the result changes). ``is_leader`` (the manager
+passes "always") can still restrict writing to one replica. A policy change wakes the controller at
 once; a periodic recheck repairs hand edits. Readiness: the controller is ``synced`` once the
 live configurations carried the desired scope (written by this replica or another), so
 ``/readyz`` turns true only after the first reconcile. A failed write keeps the last written
@@ -65,7 +65,8 @@ def scope_patch(configuration: RawObject, scope: Scope) -> list[RawObject]:
     Each change is guarded by a ``test`` of the webhook's name at that index, so a concurrent
     reordering (a ``helm upgrade``) fails the patch instead of editing the wrong webhook, and by
     a ``test`` of the ``resourceVersion`` it read, so of two replicas writing at once one fails
-    and re-reads instead of overwriting what the other wrote (issue 27: every replica writes).
+    and re-reads instead of overwriting what the other wrote (every replica writes:
+    docs/operations/leader-election.md).
     """
     ops: list[RawObject] = []
     for index, webhook in enumerate(configuration.get("webhooks") or []):

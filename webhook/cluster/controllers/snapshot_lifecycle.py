@@ -1,4 +1,5 @@
-"""Snapshot lifecycle (issue 25): refresh triggers after an upgrade, prunable snapshots, prunes.
+"""Snapshot lifecycle (docs/concepts/lifecycle.md): refresh triggers after an upgrade, prunable
+snapshots, prunes.
 
 Every replica runs the pass read-only, so each one's ``snapready_snapshots{state="prunable"}``
 agrees (``prunable``, read at scrape time); only the leader writes, every write through the

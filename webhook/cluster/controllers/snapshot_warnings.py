@@ -2,12 +2,12 @@
 
 ``SnapshotsStale`` (Warning, on the PodSnapshotPolicy, once per node-pool upgrade): the pool a
 Ready snapshot was taken on now runs only another GKE version or GPU driver, so GKE will not
-restore it there (``snapshots.outcomes.stale_groups``; domain.md section 3).
+restore it there (``snapshots.outcomes.stale_groups``; docs/gke-facts.md#section-3).
 ``SnapshotDeletionStuck`` (Warning, on the PodSnapshot, once per deletion): ``Deleting`` for longer
 than ``restore.deletion_stuck_seconds``. GKE's finalizer is released by the node agent
 (``pod-snapshot-agent``) on the node the snapshot was taken on, after it found the files through
-``spec.policyName`` -> PodSnapshotPolicy -> PodSnapshotStorageConfig (domain.md section 10): a
-deletion hangs when that node scaled down (16m44s observed) or GKE's service agent lacks object
+``spec.policyName`` -> PodSnapshotPolicy -> PodSnapshotStorageConfig (docs/gke-facts.md#section-10):
+a deletion hangs when that node scaled down (16m44s observed) or GKE's service agent lacks object
 rights on the bucket (section 9). The note names the node (GKE's ``origin-node``, else the
 record's) and whether it is still there; snapready never deletes the snapshot again (a second
 DELETE changes nothing while the finalizer stays). A controller of its own (leader only): woken

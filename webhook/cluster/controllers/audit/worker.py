@@ -1,4 +1,5 @@
-"""The leader's audit of existing objects, and the policy reports it writes (issue 33).
+"""The leader's audit of existing objects, and the policy reports it writes
+(docs/concepts/reports.md).
 
 Admission judges a pod once, when it is created, and only when a policy selects it then; pods
 created before snapready, before the policy that selects them now, or while snapready was down
@@ -126,7 +127,7 @@ class AuditWorker(Reconciler):
         self.never: dict[str, NeverJudged] = {}
         """Object uid -> what the last pass found of a never-judged object."""
         self.queue = StampedQueue(settings.annotation(RESTORE_OUTCOME))
-        """Stamped pods to judge between passes (``cluster.audit_queue``)."""
+        """Stamped pods to judge between passes (``cluster.controllers.audit.queue``)."""
         self._due_namespaces: set[str] = set()
         self._next_full: float | None = None
         self._next_discovery = 0.0

@@ -1,7 +1,7 @@
 """The Secrets and ConfigMaps an origin pod consumes, with their metadata at record time.
 
-A snapshot restores the values its origin pod read (domain.md section 3: GKE hashes no env and
-no Secret content), so the origin record names each consumed object with its resourceVersion
+A snapshot restores the values its origin pod read (docs/gke-facts.md#section-3: GKE hashes no env
+and no Secret content), so the origin record names each consumed object with its resourceVersion
 and last change time (``snapshots.config_refs``): from the metadata watch when it covers the
 namespace (``controllers.config_watch``, read through ``ClusterState.configs``), else one
 metadata-only GET each (``KubeTransport.metadata_only``: never a value).

@@ -12,7 +12,7 @@ label) and GKE's ``gke-pod-snapshot-triggered-by`` label. Unknown parts stay nul
 The record is written as a ``SnapshotRecord`` (``snapshots.records``): named after the
 PodSnapshot, owned by it (garbage-collected with it), created with field manager
 ``snapready-origin``. It is never written on the PodSnapshot: GKE's ValidatingAdmissionPolicy
-refuses that (domain.md section 10). Every replica reads the records from its cache, so the
+refuses that (docs/gke-facts.md#section-10). Every replica reads the records from its cache, so the
 admission path never makes an API call. Followers write nothing, and every write is
 lease-fenced (``cluster.api.fence``). Compare-before-write: the leader GETs the record right before
 creating it and leaves one written for this PodSnapshot's uid alone, so a hand-over never
@@ -273,7 +273,7 @@ class OriginRecorder(Reconciler):
         ``<prefix>spec-hash`` (live, else cached) where that pod is still known: a field
         manager's name can be claimed by anyone who could patch PodSnapshots then, a stamped
         hash cannot (the ownership webhook guards it). With the origin pod gone from both, the
-        annotation is all there is, and it is converted (README "Security" names this).
+        annotation is all there is, and it is converted (docs/security.md names this).
         """
         pod = self._origin_pod(view)
         if view.legacy:

@@ -2,8 +2,8 @@
 
 Pods carry the gate only when ``restore.readiness_gate`` is on (``webhook.mutation.gate``). The
 kubelet reports such a pod Ready only while this condition is True too, so it decides when the
-pod joins its Service's endpoints (domain.md section 9: Ready comes before a restore is done; an
-origin pod paused for its upload still looks Ready):
+pod joins its Service's endpoints (docs/gke-facts.md#section-9: Ready comes before a restore is
+done; an origin pod paused for its upload still looks Ready):
 
 - False ``CheckpointInProgress``: the pod is the origin of a PodSnapshot ``AwaitingCheckpoint``
   (for less than ``checkpoint.stall_seconds``; after that True ``Timeout``).
@@ -71,8 +71,8 @@ def awaiting_checkpoint(
 
 def uploading_origins(state: ClusterState, mine: Callable[[str], bool]) -> set[str]:
     """``namespace/name`` of the cached origin pods whose checkpoint is uploading (a PodSnapshot
-    of a tracked namespace ``AwaitingCheckpoint`` names them; domain.md section 9: the pod is
-    paused meanwhile). Empty before the snapshots were listed."""
+    of a tracked namespace ``AwaitingCheckpoint`` names them; docs/gke-facts.md#section-9: the pod
+    is paused meanwhile). Empty before the snapshots were listed."""
     uploading: set[str] = set()
     if not state.snapshots_known:
         return uploading

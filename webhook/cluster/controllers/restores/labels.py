@@ -2,7 +2,7 @@
 
 The pod cache watches only ``<prefix>selected=true`` (``watched.stamped_pods``), so a
 pod whose label a user removed looks exactly like a deleted one: the watch reports it DELETED.
-Before issue 27 its outcome was then silently dropped. Now the tracker asks the ``LabelGuard``
+Its outcome used to be silently dropped then. Now the tracker asks the ``LabelGuard``
 (leader only, writes fenced like every other write) before it forgets a pending pod:
 
 - the pod is gone (404, or a newer pod of the same name: another uid): forget it;
@@ -14,8 +14,8 @@ Before issue 27 its outcome was then silently dropped. Now the tracker asks the 
 - it still carries the label (the cache is behind) or the API failed: keep it pending and look
   again on the next pass, at most ``MAX_LOOKS`` times per pod (then forget it, logged).
 
-The validating webhook of issue 27 (deliverable 2) denies such label changes by anyone but
-snapready's service account where it is installed; this is the repair where it is not.
+The ownership webhook (rule ``owned-metadata``, docs/security.md) denies such label changes by
+anyone but snapready's service account where it is installed; this is the repair where it is not.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ readiness gate.
 Every stamped pod stays pending until ``snapshots.outcomes.decide`` finds evidence (``PodRestored``,
 GKE's ``GKEPodSnapshotting`` Events, a restore crash, or ``outcomes.settle_seconds`` of Ready
 without any); never at the Ready transition, which on GKE comes before a restore is done
-(domain.md section 9). A decided outcome goes to the listeners (metrics), gets its Event, and is
-recorded on the pod as ``<prefix>restore-outcome``, so a later leader neither repeats it nor
+(docs/gke-facts.md#section-9). A decided outcome goes to the listeners (metrics), gets its Event,
+and is recorded on the pod as ``<prefix>restore-outcome``, so a later leader neither repeats it nor
 misses one decided while nobody led: on taking over, the leader re-derives every pod without that
 annotation from the pods' conditions and GKE's events, skipping evidence older than
 ``outcomes.catch_up_seconds`` before it took over.
