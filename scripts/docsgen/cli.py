@@ -42,7 +42,12 @@ def _default(action: argparse.Action) -> str:
         return ""
     if isinstance(action, argparse._StoreConstAction | argparse._AppendConstAction):
         return ""
-    return f"`{action.default}`"
+    default = action.default
+    if isinstance(default, set | frozenset):
+        return f"`{','.join(sorted(map(str, default)))}`"
+    if isinstance(default, list | tuple):
+        return f"`{','.join(map(str, default))}`" if default else ""
+    return f"`{default}`"
 
 
 def _cell(text: str) -> str:
