@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 
 from webhook.admission import guard
+from webhook.admission.context import DEPENDS_RULE
+from webhook.admission.rollout import RULE as ROLLOUT_RULE
 from webhook.mutation import WORDINGS as MUTATION_WORDINGS
 from webhook.rules import PREDICTION_RULES, RULES, WORDINGS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-ADMISSION_RULES = ("policy-overlap", "not-stamped", guard.RULE)
-"""Rule ids admission reports itself (``admission.decision``, ``admission.guard``)."""
+ADMISSION_RULES = ("policy-overlap", "not-stamped", guard.RULE, ROLLOUT_RULE, DEPENDS_RULE)
+"""Rule ids admission reports itself (``admission.decision``, ``admission.guard``, the template
+handler's advisory ``admission.rollout`` and ``admission.context.not_selected``)."""
 
 
 def documented() -> set[str]:
