@@ -28,7 +28,7 @@ from webhook.cluster.controllers.scope import ScopeController
 from webhook.cluster.controllers.snapshot_lifecycle import LifecycleWorker
 from webhook.cluster.controllers.snapshot_warnings import SnapshotWarnings
 from webhook.cluster.manager import Cluster, start_cluster
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 
 PODS = "/api/v1/pods"
 PREFIX = "snapready.io/"

@@ -16,7 +16,7 @@ from webhook.admission.governance import Governance
 from webhook.kube.matching import Policy, PolicyIndex
 from webhook.kube.review import AdmissionRequest, AdmissionReviewRequest
 from webhook.server.logs import admission_fields
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState, parse_policy
 from webhook.snapshots.views import WorkloadRef
 

@@ -10,12 +10,15 @@ import pytest
 
 from scripts.docsgen import rules as docs_rules
 from webhook.admission import guard
+from webhook.admission.context import DEPENDS_RULE
+from webhook.admission.rollout import RULE as ROLLOUT_RULE
 from webhook.mutation import WORDINGS as MUTATION_WORDINGS
 from webhook.rules import PREDICTION_RULES, RULES, WORDINGS
 
 ROOT = Path(__file__).resolve().parents[2]
-ADMISSION_RULES = ("policy-overlap", "not-stamped", guard.RULE)
-"""Rule ids admission reports itself (``admission.decision``, ``admission.guard``)."""
+ADMISSION_RULES = ("policy-overlap", "not-stamped", guard.RULE, ROLLOUT_RULE, DEPENDS_RULE)
+"""Rule ids admission reports itself (``admission.decision``, ``admission.guard``, the template
+handler's advisory ``admission.rollout`` and ``admission.context.not_selected``)."""
 
 
 def documented() -> set[str]:

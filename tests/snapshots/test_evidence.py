@@ -17,7 +17,7 @@ from webhook.snapshots.evidence import (
     updated_events,
 )
 from webhook.snapshots.outcomes import decide, ready_seconds, restore_seconds, snapshot_state
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.views import SnapshotView, checkpoint_state
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

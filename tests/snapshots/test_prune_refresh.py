@@ -15,7 +15,7 @@ from webhook.kube.matching import Policy, PolicyIndex, compile_selector
 from webhook.snapshots.config_refs import ConfigMeta
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.outcomes import snapshot_state
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.prune import Usage, prune_plan, unused_candidates
 from webhook.snapshots.refresh import refresh_plan, trigger_name
 from webhook.snapshots.state import ClusterState, NodePoolFacts, NodeView

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.selection import OTHER, believed, bounded_labels, selecting_policies
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from webhook.admission.decision import (
     decide,
+    decide_worded,
     effective_mode,
     namespace_ignored,
     not_stamped,
@@ -22,7 +23,7 @@ from webhook.admission.decision import (
     string_labels,
 )
 from webhook.base.config import Settings
-from webhook.base.types import Endpoint, RawObject
+from webhook.base.types import Endpoint, Finding, RawObject, Wording
 from webhook.governance import BucketLookup
 from webhook.kube.custom_views import Workloads, depends_on_pod, depends_warning, workloads_from
 from webhook.kube.matching import Policy
@@ -163,11 +164,24 @@ def selected_pod_context(
 def not_selected(
     request: AdmissionRequest, obj: RawObject, engine: Engine, labels: Mapping[str, str]
 ) -> Decision:
-    """A template no policy selects: allowed, with a warning when a policy might select its
-    pods by a label value the controller sets per pod (``custom_views.depends_on_pod``)."""
+    """A template no policy selects: allowed; with the ``selection-depends-on-pod`` finding
+    (a warning) when a policy might select its pods by a label value the controller sets per
+    pod (``custom_views.depends_on_pod``), judged like every finding with its own wording
+    (``rules.disabled`` drops it, ``rules.modes`` ``audit`` silences it; never a denial)."""
     state = engine.state()
     namespace = request_namespace(request, obj)
     depends = depends_on_pod(state.policies.by_namespace.get(namespace), labels)
     if not depends:
         return allowed()
-    return allowed(warnings=(depends_warning(depends, labels),))
+    finding = Finding("metadata.labels", DEPENDS_RULE, depends_warning(depends, labels), "warn")
+    return decide_worded([finding], "enforce", engine.settings, DEPENDS_WORDINGS)
+
+
+DEPENDS_RULE = "selection-depends-on-pod"
+"""Rule id of the warning that a template's selection depends on a per-pod label value."""
+DEPENDS_WORDINGS = {
+    DEPENDS_RULE: Wording(
+        warning="{message}", denial="snapready: [selection-depends-on-pod] {message}"
+    )
+}
+"""Its warning line is the message alone (as before it was a finding)."""

@@ -5,11 +5,17 @@ template is taken as its pods will be admitted (snapready's injection replayed,
 ``mutation.as_admitted``) and run through the same prediction as a pod (``pod.restore``). When
 Ready snapshots of its policy exist and none matches, ``kubectl apply`` prints, before any pod
 exists: ``this rollout will cold-start: 3 Ready snapshots of llm-policy differ in
-spec.containers[0].image``. Advisory only (a rollout is how snapshots get replaced).
+spec.containers[0].image``. Rule ``rollout-cold-start``: advisory (``warn``) whatever the
+template's enforcement mode and never a denial (a ``warn``-severity finding:
+``admission.decision.finding_outcome``), since a rollout is how snapshots get replaced;
+``rules.disabled`` drops it and ``rules.modes`` ``audit`` keeps it out of the warnings (logged
+and counted only). Its text is the warning users saw before it was a finding (``WORDING``), byte
+for byte.
 """
 
 from __future__ import annotations
 
+from webhook.base.types import Finding, Wording
 from webhook.mutation import as_admitted
 from webhook.pod.context import PodContext
 from webhook.pod.distill import fingerprint
@@ -18,9 +24,21 @@ from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, predict
 from webhook.snapshots.index import SnapshotIndex
 
+RULE = "rollout-cold-start"
+WORDING = Wording(warning="{message}", denial="snapready: [rollout-cold-start] {message}")
+"""The warning line is the message alone (as before it was a finding)."""
+
+
+def rollout_findings(ctx: PodContext) -> list[Finding]:
+    """``rollout-cold-start`` for one controller template view (at its ``spec``), or ``[]``:
+    no Ready snapshot of its policies, ``restore.rollout_warnings`` off, or one matches."""
+    message = rollout_warning(ctx)
+    return [Finding(ctx.spec_path, RULE, message, "warn")] if message else []
+
 
 def rollout_warning(ctx: PodContext) -> str | None:
-    """The warning for one controller template view, or None (no snapshot, or one matches)."""
+    """The warning text for one controller template view, or None (no snapshot, or one
+    matches)."""
     state = ctx.cluster
     if not state.snapshots_known or not ctx.settings.restore.rollout_warnings:
         return None

@@ -28,11 +28,14 @@ from webhook.admission.context import (
     selected_pod_context,
     validate_context,
 )
-from webhook.admission.decision import decide, overlap_findings
-from webhook.admission.rollout import rollout_warning
-from webhook.base.types import Endpoint, RawObject
+from webhook.admission.decision import decide, judge_worded, overlap_findings
+from webhook.admission.rollout import RULE as ROLLOUT_RULE
+from webhook.admission.rollout import WORDING as ROLLOUT_WORDING
+from webhook.admission.rollout import rollout_findings
+from webhook.base.config import Settings
+from webhook.base.types import Endpoint, Finding, RawObject
 from webhook.kube.custom_views import controller_labels, matching_labels, workload_views
-from webhook.kube.responses import Decision, allowed, bounded_warnings, denied, with_warnings
+from webhook.kube.responses import Decision, allowed, bounded_warnings, denied
 from webhook.kube.review import AdmissionRequest
 from webhook.kube.workloads import TEMPLATE_PATHS, PodView, metadata_of, pod_template
 from webhook.pod.context import join_path
@@ -111,8 +114,29 @@ def _judge(request: AdmissionRequest, obj: RawObject, engine: Engine, view: PodV
         decision = decide(moved, ctx)
     else:
         decision = validate_context(ctx, engine)
-    warning = rollout_warning(ctx) if decision.allowed else None
-    return with_warnings(decision, [warning]) if warning else decision
+    if not decision.allowed:
+        return decision
+    return with_rollout(decision, rollout_findings(ctx), ctx.settings)
+
+
+def with_rollout(decision: Decision, findings: list[Finding], settings: Settings) -> Decision:
+    """``decision`` (allowed) with the ``rollout-cold-start`` findings judged (``judge_worded``:
+    ``rules.disabled`` drops them, ``rules.modes`` ``audit`` silences them; ``warn`` severity
+    never denies): their warning lines appended, the findings and their outcomes added to
+    ``decision.audit`` (logs, metrics, the audit's reports)."""
+    worded = judge_worded(findings, "enforce", settings, ROLLOUT_WORDINGS)
+    if not worded.findings:
+        return decision
+    audit = {
+        **decision.audit,
+        "findings": [*decision.audit.get("findings", ()), *worded.findings],
+        "outcomes": [*decision.audit.get("outcomes", ()), *worded.outcomes],
+    }
+    warnings = bounded_warnings([*decision.warnings, *worded.warnings])
+    return replace(decision, warnings=warnings, audit=audit)
+
+
+ROLLOUT_WORDINGS = {ROLLOUT_RULE: ROLLOUT_WORDING}
 
 
 def combine(decisions: list[Decision]) -> Decision:

@@ -31,7 +31,7 @@ from webhook.server.collectors import SnapshotCollector, SourceApiCollector
 from webhook.server.logs import decision_label
 from webhook.server.outcome_metrics import OutcomeMetrics
 from webhook.snapshots.outcomes import Verdict
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
 
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

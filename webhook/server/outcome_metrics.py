@@ -20,7 +20,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from webhook.snapshots.outcomes import Verdict, ready_seconds, restore_seconds, startup_seconds
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.views import SnapshotView
 
 STARTUP_BUCKETS = (1, 2, 5, 10, 15, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1200, 1800)

@@ -34,7 +34,7 @@ from typing import Literal
 
 from webhook.snapshots.config_refs import ConfigIndex, config_changes
 from webhook.snapshots.evidence import GkeEvent
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import NodePoolFacts
 from webhook.snapshots.views import SnapshotView
 

@@ -21,7 +21,7 @@ from webhook.kube.gke import GPU_DRIVER_VERSION
 from webhook.kube.matching import Policy
 from webhook.snapshots.config_refs import config_changes
 from webhook.snapshots.outcomes import RESTORED_OUTCOMES, parse_time, stale_reason
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.usage import Group, group_key, group_of
 from webhook.snapshots.views import SnapshotView

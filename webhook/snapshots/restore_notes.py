@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from webhook.kube.gke import MACHINE_FAMILY
 from webhook.snapshots.outcomes import Verdict
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState, NodeView
 from webhook.snapshots.views import OriginRecord
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from webhook.kube.matching import PolicyIndex
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 
 OTHER = "(other)"
 """The one label value a namespace or policy takes when it is not a live policy of the cache

@@ -17,7 +17,7 @@ from webhook.kube.matching import LabelSelector, Policy, PolicyIndex, compile_se
 from webhook.snapshots.config_refs import ConfigIndex
 from webhook.snapshots.evidence import PodEvents
 from webhook.snapshots.index import SnapshotIndex
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 
 POLICY_GROUP = "podsnapshot.gke.io"
 POLICY_VERSIONS = ("v1", "v1alpha1")

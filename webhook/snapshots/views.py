@@ -8,8 +8,8 @@ manual trigger's name), the condition ``Ready`` and ``status.lastAccessTime``
 word. snapready's ``OriginRecord`` (what the snapshot was taken from: the origin pod's fingerprint
 and per-field digests, its node's facts, its grouping labels) lives in a ``SnapshotRecord`` of its
 own (``snapshots.records``) and is folded into ``SnapshotView.origin``. Unknown parts are null,
-never guessed. Pure module; ``snapshots.index`` indexes the views, ``snapshots.pods`` keeps the
-stamped pods.
+never guessed. Pure module; ``snapshots.index`` indexes the views, ``snapshots.pod_records``
+keeps the stamped pods.
 """
 
 from __future__ import annotations

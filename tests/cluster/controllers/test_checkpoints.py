@@ -14,7 +14,7 @@ from webhook.cluster.api.events import Event, EventRecorder
 from webhook.cluster.controllers.checkpoints import CheckpointReporter
 from webhook.cluster.controllers.restores.gate import uploading_origins
 from webhook.snapshots.index import SnapshotIndex
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.views import SnapshotView
 

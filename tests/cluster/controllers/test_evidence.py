@@ -25,7 +25,7 @@ from tests.envtest.plugin import wait_for
 from tests.support.gke_agent import GkeAgent
 from webhook.cluster.manager import start_cluster
 from webhook.snapshots.outcomes import Verdict, restore_seconds
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.views import SnapshotView
 
 SETTLE = 40.0

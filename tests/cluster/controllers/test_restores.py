@@ -43,7 +43,7 @@ from webhook.cluster.api.leader import LeaderElector
 from webhook.cluster.api.syncing import TransportError
 from webhook.cluster.api.transport import KubeTransport
 from webhook.snapshots.outcomes import Verdict, startup_seconds
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 
 SETTLE = 3.0
 

@@ -25,7 +25,7 @@ from tests.envtest.plugin import wait_for
 from webhook.cluster.api.events import Event, Regarding
 from webhook.server.outcome_metrics import OutcomeMetrics
 from webhook.snapshots.outcomes import Verdict
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.views import OriginRecord
 
 SETTLE = 2.0

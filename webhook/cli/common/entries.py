@@ -18,7 +18,7 @@ from webhook.cli.common.output import age_text
 from webhook.snapshots.checkpoints import OriginFacts, awaiting_seconds, failure_hint
 from webhook.snapshots.evidence import GkeEvent
 from webhook.snapshots.outcomes import OUTCOMES, Verdict, decide
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.views import SnapshotView
 
 

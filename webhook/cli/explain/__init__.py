@@ -42,8 +42,8 @@ from webhook.cli.common.cluster_command import FORMAT_VERSION, add_cluster_argum
 from webhook.cli.common.entries import awaiting_entry, failed_entry, judge
 from webhook.cli.explain.hints import explain_differences
 from webhook.cli.explain.text import render_text
-from webhook.cluster.api.records import pod_record
 from webhook.cluster.api.snapshot_reader import Live, read_gke_events, read_live, read_pod
+from webhook.cluster.api.stamped_pods import pod_record
 from webhook.kube.matching import PolicyIndex
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
@@ -62,7 +62,7 @@ from webhook.snapshots.outcomes import (
     snapshot_state,
     startup_seconds,
 )
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import NodePoolFacts
 from webhook.snapshots.views import SnapshotView
 

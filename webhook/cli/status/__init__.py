@@ -44,13 +44,13 @@ from webhook.cli.status.audit import never_judged
 from webhook.cli.status.prune_refresh import lifecycle_report
 from webhook.cli.status.sizes import SizeReading, read_sizes, size_block
 from webhook.cli.status.text import render_text
-from webhook.cluster.api.records import pod_record
 from webhook.cluster.api.snapshot_reader import (
     Live,
     read_gke_events,
     read_live,
     read_storage_configs,
 )
+from webhook.cluster.api.stamped_pods import pod_record
 from webhook.snapshots.config_refs import config_changes
 from webhook.snapshots.evidence import events_of
 from webhook.snapshots.outcomes import (
@@ -63,7 +63,7 @@ from webhook.snapshots.outcomes import (
     stale_groups,
     startup_seconds,
 )
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.views import SnapshotView
 
 if TYPE_CHECKING:

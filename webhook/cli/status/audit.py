@@ -24,7 +24,7 @@ from webhook.base.text import clip
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.api.snapshot_reader import READ_ERRORS, Live
 from webhook.cluster.api.syncing import NotServed
-from webhook.cluster.api.templates import TEMPLATE_LISTS
+from webhook.cluster.api.template_lists import TEMPLATE_LISTS
 from webhook.cluster.api.watched import (
     COMPUTE_CLASSES,
     DISRUPTION_BUDGETS,

@@ -22,8 +22,8 @@ from typing import Any
 
 from webhook.base.config import Settings
 from webhook.base.keys import SNAPSHOT_SOURCE
-from webhook.cluster.api.records import pod_record
 from webhook.cluster.api.snapshot_reader import Live
+from webhook.cluster.api.stamped_pods import pod_record
 from webhook.kube.gke import RESTORE_FROM_POLICY
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.prune import Usage, prune_plan

@@ -20,8 +20,8 @@ from webhook.base.keys import ORIGIN
 from webhook.base.types import RawObject
 from webhook.cluster.api import watched
 from webhook.cluster.api.hooks import CacheHooks
-from webhook.cluster.api.records import pod_record
 from webhook.cluster.api.reflector import Reflector
+from webhook.cluster.api.stamped_pods import pod_record
 from webhook.cluster.api.syncing import Poller, Resource, Timing, Transport, Worker
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.evidence import gke_event, index_events, updated_events
@@ -33,7 +33,7 @@ from webhook.snapshots.facts import (
     node_view,
 )
 from webhook.snapshots.index import SnapshotIndex
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.records import RecordJoin, record_view
 from webhook.snapshots.state import (
     ClusterState,

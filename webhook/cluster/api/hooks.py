@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from webhook.snapshots.config_refs import ConfigIndex
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 
 
 @dataclass(frozen=True)

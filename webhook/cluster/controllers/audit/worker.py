@@ -50,7 +50,7 @@ from webhook.cluster.api.syncing import (
     TransportError,
     describe,
 )
-from webhook.cluster.api.templates import TEMPLATE_LISTS
+from webhook.cluster.api.template_lists import TEMPLATE_LISTS
 from webhook.cluster.controllers.audit.passes import Found, judge_quietly, never_judged, summary
 from webhook.cluster.controllers.audit.queue import StampedQueue
 from webhook.cluster.controllers.audit.reports import ReportWriter, WriteTransport
@@ -63,7 +63,7 @@ from webhook.snapshots.audit import (
     selector_query,
     with_query,
 )
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
 
 log = logging.getLogger("snapready.audit")

@@ -30,7 +30,7 @@ from webhook.base.types import RawObject
 from webhook.cluster.api.syncing import NotServed, TransportError, describe
 from webhook.snapshots.evidence import GkeEvent
 from webhook.snapshots.outcomes import parse_time
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.views import SnapshotView
 

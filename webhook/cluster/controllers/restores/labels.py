@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from webhook.base.keys import SELECTED
 from webhook.base.types import RawObject
-from webhook.cluster.api.records import pod_record
+from webhook.cluster.api.stamped_pods import pod_record
 from webhook.cluster.api.syncing import NotServed, TransportError, describe
 from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.selection import selecting_policies

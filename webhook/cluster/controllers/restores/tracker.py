@@ -45,7 +45,7 @@ from webhook.cluster.controllers.restores.gate import (
 from webhook.cluster.controllers.restores.labels import LabelGuard
 from webhook.snapshots.evidence import events_of
 from webhook.snapshots.outcomes import Verdict, decide, parse_time
-from webhook.snapshots.pods import PodRecord
+from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.restore_notes import failed_note, missed_note
 from webhook.snapshots.selection import believed
 from webhook.snapshots.state import ClusterState

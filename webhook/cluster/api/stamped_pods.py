@@ -21,7 +21,7 @@ from webhook.base.keys import (
 from webhook.base.types import RawObject, mapping
 from webhook.kube.gke import POD_RESTORED
 from webhook.snapshots.evidence import restore_failure
-from webhook.snapshots.pods import PodRecord, condition
+from webhook.snapshots.pod_records import PodRecord, condition
 from webhook.snapshots.views import workload_of
 
 
