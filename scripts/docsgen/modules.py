@@ -4,14 +4,15 @@ Only names in backticks count (``webhook.cluster.api.fence``, ``cluster.api.fenc
 ``webhook/cluster/api/fence.py``, ``fence.py``), and only inside comments and string literals of
 Python files (anywhere in other files), so code such as ``webhook.get(...)`` is never read as a
 name. A dotted name resolves when its longest prefix that is a module or package of
-``webhook/`` exists and the next part, if any, is defined there (a submodule or a name in its
-source); a short ``folder.module`` name is read under ``webhook/`` unless it is a setting
+``webhook/`` exists and the next part, if any, is defined or imported at its top level; in the
+package's own files a short ``folder.module`` name is read under ``webhook/`` unless it is a setting
 (``rules.disabled``); a bare ``fence.py`` must be some file of the repository. Paths
 ``webhook/<folder>/<module>.py`` count in backticks or not.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -35,6 +36,20 @@ def _texts(path: Path) -> Iterator[tuple[int, str]]:
                 yield token.start[0] + offset, line
 
 
+def defined(source: Path) -> set[str]:
+    """The names a module defines or imports at its top level (what ``module.name`` can be)."""
+    names: set[str] = set()
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
 def _module_or_attr(parts: list[str], package: Path) -> bool:
     for cut in range(len(parts), 0, -1):
         base = package.joinpath(*parts[:cut])
@@ -43,9 +58,7 @@ def _module_or_attr(parts: list[str], package: Path) -> bool:
             source = base / "__init__.py"
         if source.is_file():
             rest = parts[cut:]
-            if not rest:
-                return True
-            return re.search(rf"\b{re.escape(rest[0])}\b", source.read_text()) is not None
+            return not rest or rest[0] in defined(source)
     return False
 
 
@@ -58,6 +71,10 @@ class Names:
         self.folders = {p.parent.name for p in self.package.glob("*/__init__.py")}
         self.files = {p.name for p in root.rglob("*.py") if ".venv" not in p.parts}
         self.settings = set(settings)
+
+    inside = True
+    """Whether the file being read is in ``webhook/`` (short ``folder.module`` names mean the
+    package's only there)."""
 
     def stale(self, ref: str) -> bool:
         """Whether ``ref`` names a module, path or attribute that is not there."""
@@ -74,7 +91,7 @@ class Names:
             return False
         if parts[0] == "webhook":
             return not _module_or_attr(parts[1:], self.package)
-        if parts[0] in self.folders and ref not in self.settings:
+        if parts[0] in self.folders and ref not in self.settings and self.inside:
             prefix = ".".join(parts[:2])
             return prefix not in self.settings and not _module_or_attr(parts, self.package)
         return False
@@ -84,6 +101,7 @@ def stale_names(files: Iterable[Path], names: Names) -> list[str]:
     """``file:line: name`` for each name in ``files`` that no longer exists."""
     found = []
     for path in files:
+        names.inside = path.is_relative_to(names.package)
         for number, text in _texts(path):
             for ref in dict.fromkeys([*TICKED.findall(text), *PATHS.findall(text)]):
                 if names.stale(ref.rstrip(".")):

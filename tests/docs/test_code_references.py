@@ -41,6 +41,7 @@ def test_a_name_of_a_module_that_is_gone_is_caught(tmp_path: Path) -> None:
         '"""Uses ``webhook.cluster.api.fence`` and ``cluster.api.leader``, the setting\n'
         "``rules.disabled``, ``fence.py`` and webhook/cluster/api/fence.py; but also\n"
         "``webhook.cluster.fence``, ``cluster.gate``, ``kube.py`` and webhook/config.py.\n"
+        "A package names only what it defines: ``cluster.api.nothing_here``.\n"
         '"""\n'
         "webhook = {}\n"
         "webhook.get('not a name: code, not a comment')\n"
@@ -55,6 +56,7 @@ def test_a_name_of_a_module_that_is_gone_is_caught(tmp_path: Path) -> None:
         "webhook/tmp_planted_names.py:3: cluster.gate",
         "webhook/tmp_planted_names.py:3: kube.py",
         "webhook/tmp_planted_names.py:3: webhook/config.py",
+        "webhook/tmp_planted_names.py:4: cluster.api.nothing_here",
     ]
 
 

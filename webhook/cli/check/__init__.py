@@ -2,8 +2,9 @@
 
 Every object is wrapped in a synthetic AdmissionRequest (operation CREATE, the validating
 endpoint) and answered by the same engine as the server (``offline_engine`` +
-``admission.admit``): pods and pod-controller templates get the readiness rules, PodSnapshotPolicy
-and PodSnapshotStorageConfig objects get governance, anything else is allowed untouched.
+``admission.engine.admit``): pods and pod-controller templates get the readiness rules,
+PodSnapshotPolicy and PodSnapshotStorageConfig objects get governance, anything else is allowed
+untouched.
 
 Exit codes (``EXIT_CODES``; what fails the run is ``--fail-on``, default ``deny,unreadable``):
 0 nothing the run fails on; 1 an object would be denied (or warned, with ``warn``); 2 an input

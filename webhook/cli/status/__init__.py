@@ -2,15 +2,16 @@
 
 Read straight from the API server (``cluster.api.snapshot_reader``), computed with the functions the
 webhook and the leader use (``snapshots.outcomes``: ``snapshot_state``, ``stale_groups``,
-``decide``, ``startup_seconds``; ``snapshots.checkpoints``; ``cluster.api.records.pod_record``), so
-it agrees with the annotations written at admission and with the leader's Events and metrics. Per
-policy: snapshot counts by state (``ready``, ``not_ready``, ``stale``: Ready but its origin pool now
-runs another node version or GPU driver, ``awaiting``: the checkpoint is uploading, ``failed``: GKE
-reported the checkpoint failed), the newest snapshot (age, origin node version, last access), the
-awaiting checkpoints (how long, stalled past ``checkpoint.stall_seconds``) and the failed ones
-(GKE's message and the likely cause, ``snapshots.checkpoints.failure_hint``); the stamped pods
-(label ``<prefix>selected``, annotation ``<prefix>policy``) by ``<prefix>restore-prediction`` with
-the miss reasons; over the last 24 h, outcomes, the hit rate (``HIT_RATE``) and p50 times.
+``decide``, ``startup_seconds``; ``snapshots.checkpoints``;
+``cluster.api.stamped_pods.pod_record``), so it agrees with the annotations written at admission and
+with the leader's Events and metrics. Per policy: snapshot counts by state (``ready``,
+``not_ready``, ``stale``: Ready but its origin pool now runs another node version or GPU driver,
+``awaiting``: the checkpoint is uploading, ``failed``: GKE reported the checkpoint failed), the
+newest snapshot (age, origin node version, last access), the awaiting checkpoints (how long, stalled
+past ``checkpoint.stall_seconds``) and the failed ones (GKE's message and the likely cause,
+``snapshots.checkpoints.failure_hint``); the stamped pods (label ``<prefix>selected``, annotation
+``<prefix>policy``) by ``<prefix>restore-prediction`` with the miss reasons; over the last 24 h,
+outcomes, the hit rate (``HIT_RATE``) and p50 times.
 
 Outcomes come from GKE's evidence, never from the Ready transition (docs/gke-facts.md#section-9: a
 restored pod is Ready seconds before ``PodRestored``): the outcome the leader recorded on the
