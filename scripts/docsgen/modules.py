@@ -97,13 +97,18 @@ class Names:
         return False
 
 
-def stale_names(files: Iterable[Path], names: Names) -> list[str]:
-    """``file:line: name`` for each name in ``files`` that no longer exists."""
+def stale_names(
+    files: Iterable[Path], names: Names, *, shown_from: Path | None = None, package: bool = False
+) -> list[str]:
+    """``file:line: name`` for each name in ``files`` that no longer exists (``shown_from``: the
+    folder the files are shown relative to, default the repository; ``package``: read every file
+    as one of the package's own)."""
     found = []
     for path in files:
-        names.inside = path.is_relative_to(names.package)
+        names.inside = package or path.is_relative_to(names.package)
+        shown = path.relative_to(shown_from or names.root).as_posix()
         for number, text in _texts(path):
             for ref in dict.fromkeys([*TICKED.findall(text), *PATHS.findall(text)]):
                 if names.stale(ref.rstrip(".")):
-                    found.append(f"{path.relative_to(names.root).as_posix()}:{number}: {ref}")
+                    found.append(f"{shown}:{number}: {ref}")
     return found

@@ -36,8 +36,8 @@ def test_no_comment_names_a_module_that_is_gone() -> None:
 
 
 def test_a_name_of_a_module_that_is_gone_is_caught(tmp_path: Path) -> None:
-    source = ROOT / "webhook" / "tmp_planted_names.py"
-    text = (
+    source = tmp_path / "planted.py"
+    source.write_text(
         '"""Uses ``webhook.cluster.api.fence`` and ``cluster.api.leader``, the setting\n'
         "``rules.disabled``, ``fence.py`` and webhook/cluster/api/fence.py; but also\n"
         "``webhook.cluster.fence``, ``cluster.gate``, ``kube.py`` and webhook/config.py.\n"
@@ -46,17 +46,13 @@ def test_a_name_of_a_module_that_is_gone_is_caught(tmp_path: Path) -> None:
         "webhook = {}\n"
         "webhook.get('not a name: code, not a comment')\n"
     )
-    try:
-        source.write_text(text)
-        found = stale_names([source], names())
-    finally:
-        source.unlink()
+    found = stale_names([source], names(), shown_from=tmp_path, package=True)
     assert found == [
-        "webhook/tmp_planted_names.py:3: webhook.cluster.fence",
-        "webhook/tmp_planted_names.py:3: cluster.gate",
-        "webhook/tmp_planted_names.py:3: kube.py",
-        "webhook/tmp_planted_names.py:3: webhook/config.py",
-        "webhook/tmp_planted_names.py:4: cluster.api.nothing_here",
+        "planted.py:3: webhook.cluster.fence",
+        "planted.py:3: cluster.gate",
+        "planted.py:3: kube.py",
+        "planted.py:3: webhook/config.py",
+        "planted.py:4: cluster.api.nothing_here",
     ]
 
 
