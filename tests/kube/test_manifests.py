@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import DATA, REVIEWS
 from webhook.base.errors import ConfigError
 from webhook.cli.common.inputs import load_objects
-from webhook.kube.manifests import LoadedObject, parse_documents
+from webhook.kube.manifests import LoadedObject, parse_documents, parse_lenient
 from webhook.kube.workloads import pod_views
 
 MANIFESTS = DATA / "manifests"
@@ -194,3 +194,26 @@ def test_pod_view_is_the_template_itself_not_a_copy() -> None:
 )
 def test_objects_without_a_pod_spec_have_no_view(obj: dict[str, Any]) -> None:
     assert pod_views(obj) == []
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(
+            b"kind: Pod\nmetadata: {name: a}\nspec: {replicas: " + b"9" * 5000 + b"}\n"
+            b"---\nkind: Pod\nmetadata: {name: b}\n",
+            id="yaml",
+        ),
+        pytest.param(
+            b'{"kind": "Pod", "metadata": {"name": "a"}, "spec": {"n": ' + b"9" * 5000 + b"}}",
+            id="json",
+        ),
+    ],
+)
+def test_an_integer_too_long_to_read_is_that_documents_error(data: bytes) -> None:
+    """A 5,000-digit integer (beyond CPython's 4,300-digit int() limit; the API server reads
+    int64) is one error row naming the document, never an exception; later documents are read."""
+    objects, errors = parse_lenient(data, "big.yaml")
+    assert [e.source for e in errors] == ["big.yaml#0"]
+    assert "cannot be read" in str(errors[0]) and "set_int_max_str_digits" not in str(errors[0])
+    assert [o.obj["metadata"]["name"] for o in objects] == (["b"] if b"---" in data else [])

@@ -225,6 +225,12 @@ def _yaml_documents(text: str, source: str) -> Iterator[tuple[_Where, Any] | Man
                 value = _checked_value(loader, node, text, budget)
             except DocumentRefused as exc:
                 yield ManifestError(f"{source}#{index}", exc.reason, exc.line)
+            except ValueError as exc:
+                # A scalar the constructor cannot turn into a value, e.g. an integer of more than
+                # 4,300 digits (CPython's int() limit; the API server reads int64 at most): this
+                # document's error, the next documents are still read.
+                reason = f"a value cannot be read: {clip(str(exc).split(';')[0], 200)}"
+                yield ManifestError(f"{source}#{index}", reason, node.start_mark.line + 1)
             else:
                 yield where, value
             index += 1
