@@ -213,3 +213,12 @@ def test_selection_depends_on_pod_is_a_governed_finding(
     assert decision.allowed
     assert advisory(decision) == warnings
     assert recorded(decision) == found
+
+
+def test_the_depends_finding_points_at_the_templates_labels(tmp_path: Path) -> None:
+    """The finding names the labels the policy would read: the template's, where a CI
+    annotation (SARIF, ``check``) points, not the StatefulSet's own ``metadata.labels``."""
+    findings = depends(tmp_path).audit["findings"]
+    assert [f.path for f in findings if f.rule == "selection-depends-on-pod"] == [
+        "spec.template.metadata.labels"
+    ]

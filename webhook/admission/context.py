@@ -162,18 +162,23 @@ def selected_pod_context(
 
 
 def not_selected(
-    request: AdmissionRequest, obj: RawObject, engine: Engine, labels: Mapping[str, str]
+    request: AdmissionRequest,
+    obj: RawObject,
+    engine: Engine,
+    labels: Mapping[str, str],
+    labels_path: str = "metadata.labels",
 ) -> Decision:
     """A template no policy selects: allowed; with the ``selection-depends-on-pod`` finding
     (a warning) when a policy might select its pods by a label value the controller sets per
-    pod (``custom_views.depends_on_pod``), judged like every finding with its own wording
+    pod (``custom_views.depends_on_pod``), at ``labels_path`` (the template's labels), judged
+    like every finding with its own wording
     (``rules.disabled`` drops it, ``rules.modes`` ``audit`` silences it; never a denial)."""
     state = engine.state()
     namespace = request_namespace(request, obj)
     depends = depends_on_pod(state.policies.by_namespace.get(namespace), labels)
     if not depends:
         return allowed()
-    finding = Finding("metadata.labels", DEPENDS_RULE, depends_warning(depends, labels), "warn")
+    finding = Finding(labels_path, DEPENDS_RULE, depends_warning(depends, labels), "warn")
     return decide_worded([finding], "enforce", engine.settings, DEPENDS_WORDINGS)
 
 

@@ -107,7 +107,7 @@ def _judge(request: AdmissionRequest, obj: RawObject, engine: Engine, view: PodV
         spec_path=view.spec_path if spec_site else None,
     )
     if ctx is None:
-        return not_selected(request, obj, engine, labels)
+        return not_selected(request, obj, engine, labels, join_path(view.metadata_path, "labels"))
     if view.renames:
         findings = [*overlap_findings(ctx), *evaluate(ctx, engine.rules)]
         moved = [replace(f, path=view.object_path(f.path)) for f in findings]
