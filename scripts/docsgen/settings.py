@@ -13,7 +13,7 @@ import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from pydantic import BaseModel
@@ -50,11 +50,20 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
 
 
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+"""The checkout: paths under it are shown relative to it (``webhook/assets/examples``)."""
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, PurePath):
-        return str(value)
+        # A default inside the package (the embedded example policies) reads as the package's
+        # path, never as the absolute path of the checkout that built the docs.
+        try:
+            return str(PurePath(value).relative_to(PACKAGE_ROOT))
+        except ValueError:
+            return str(value)
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, dict):

@@ -36,6 +36,15 @@ def test_the_configuration_reference_names_every_setting_and_its_env_var() -> No
         assert f"`{setting.name}`" in text and f"`{setting.env}`" in text
 
 
+def test_the_configuration_reference_shows_no_path_of_the_build_machine() -> None:
+    """Defaults inside the package read as its path (``webhook/assets/examples``), not as the
+    absolute path of the checkout the docs were built in."""
+    text = expanded("settings")
+    root = str(Path(__file__).resolve().parents[2])
+    assert root not in text
+    assert "webhook/assets/examples" in text
+
+
 def test_an_undescribed_setting_is_caught() -> None:
     class Section(BaseModel):
         documented: int = Field(1, description="one")
