@@ -6,16 +6,18 @@ PodSnapshots were listed (none Ready: the prediction runs and says ``none``), as
 ``make bench-cluster``:
 
 * ``parse_review`` of the ``/mutate`` body;
-* ``admit /mutate``: the fingerprint memo (``webhook.pod.memo``) is emptied before every call, as
-  every new pod is new content;
-* ``admit /validate``: the pod as snapready's patch left it (what the API server sends next), with
-  the memo holding ``/mutate``'s fingerprint (the same replica served both calls), and again with
-  the memo empty (another replica served ``/mutate``);
+* a template's first replica: ``admit /mutate`` with every memo empty (the replica memo of
+  ``admission.replicas``, the fingerprint memo of ``webhook.pod.memo``), and ``admit /validate``
+  of the pod as snapready's patch left it (what the API server sends next) with the fingerprint
+  memo holding ``/mutate``'s (the same replica served both calls), and again with it empty
+  (another replica served ``/mutate``);
 * what a request costs beyond decoding and answering, each part on its own: the
   fingerprint (``distill`` + RFC 8785 + SHA-256, memo empty), the prediction against 100 Ready
   snapshots of the pod's policy in its namespace, 21 of them in its group (``hit``: one has its
-  fingerprint; ``miss``: none has, the differing fields are named), and ``admit /mutate`` under
-  each of those states.
+  fingerprint; ``miss``: none has, the differing fields are named), and a first replica's
+  ``admit /mutate`` under each of those states;
+* a later replica of the same template (the replica memo holds its decisions): ``/mutate``,
+  ``/validate``, and ``/mutate`` on the prediction-miss state.
 
 Each figure is the best of 5 rounds: the same request objects again and again, so the CPU
 caches hold everything (the classic micro-benchmark). Then the whole pod (both parses,
@@ -120,6 +122,23 @@ def bodies(engine: Engine) -> tuple[bytes, bytes]:
     return body, orjson.dumps(review)
 
 
+FIRST_MUTATE = "admit /mutate (first replica)"
+FIRST_VALIDATE = "admit /validate (first replica)"
+LATER_MUTATE = "admit /mutate (a later replica)"
+LATER_VALIDATE = "admit /validate (a later replica)"
+
+
+def forget(engine: Engine, *, fingerprints: bool = True, digests: bool = False) -> None:
+    """Empty ``engine``'s replica memo (``admission.replicas``) and, as asked, the fingerprint
+    and field-digest memos (``webhook.pod.memo``): the next call is a template's first pod."""
+    if engine.replicas is not None:
+        engine.replicas.clear()
+    if fingerprints:
+        memo._memo.clear()
+    if digests:
+        memo._digests.clear()
+
+
 def admit_timings(inject: bool = False, rounds: int = 5, number: int = 2000) -> list[Timing]:
     """The per-call figures of the module docstring, in microseconds."""
     engine = cluster_engine(inject)
@@ -127,12 +146,16 @@ def admit_timings(inject: bool = False, rounds: int = 5, number: int = 2000) -> 
     mutate = parse_review(mutate_body).request
     validate = parse_review(validate_body).request
 
-    def fresh_mutate() -> Any:
-        memo._memo.clear()
+    def first_mutate() -> Any:
+        forget(engine)
         return admit(mutate, "mutate", engine)
 
+    def first_validate() -> Any:
+        forget(engine, fingerprints=False)
+        return admit(validate, "validate", engine)
+
     def cold_validate() -> Any:
-        memo._memo.clear()
+        forget(engine)
         return admit(validate, "validate", engine)
 
     hit, miss = (with_snapshots(engine, mutate_body, match=m) for m in (True, False))
@@ -148,43 +171,56 @@ def admit_timings(inject: bool = False, rounds: int = 5, number: int = 2000) -> 
             state.snapshots, state.node_pools, rootfs_only=False,
         )  # fmt: skip
 
-    def fresh(on: Engine, *, first_replica: bool = True) -> Callable[[], Any]:
-        """A new pod; ``first_replica``: also the first of its template (no digests yet)."""
+    def fresh(on: Engine, *, first_template_pod: bool = True) -> Callable[[], Any]:
+        """A template's first pod (every memo empty); ``first_template_pod`` False: the
+        field digests of its fingerprint are known (an earlier replica was admitted on
+        another state)."""
 
         def call() -> Any:
-            memo._memo.clear()
-            if first_replica:
-                memo._digests.clear()
+            forget(on, digests=first_template_pod)
             return admit(mutate, "mutate", on)
 
         return call
 
-    admit(mutate, "mutate", engine)  # the memo now holds the stamped pod's fingerprint
+    admit(mutate, "mutate", engine)  # the memos now hold the stamped pod's fingerprint
     calls: list[tuple[str, Callable[[], Any], float | None]] = [
         ("parse_review (/mutate body)", lambda: parse_review(mutate_body), None),
-        ("admit /mutate (new pod)", fresh_mutate, TARGET_ADMIT_US),
-        ("admit /validate (memo from /mutate)", lambda: admit(validate, "validate", engine),
-         TARGET_ADMIT_US),
-        ("admit /validate (memo empty)", cold_validate, None),
+        (FIRST_MUTATE, first_mutate, TARGET_ADMIT_US),
+        (FIRST_VALIDATE, first_validate, TARGET_ADMIT_US),
+        ("admit /validate (first, another replica /mutated)", cold_validate, None),
         ("  part: fingerprint of the pod", lambda: distill.fingerprint(stamped), None),
         ("  part: predict, no Ready snapshot", predicts(engine), None),
         ("  part: predict, hit (100 Ready)", predicts(hit), None),
         ("  part: predict, miss (fields named)", predicts(miss), None),
-        ("admit /mutate, prediction hit", fresh(hit), TARGET_ADMIT_US),
-        ("admit /mutate, prediction miss", fresh(miss), TARGET_ADMIT_US),
-        ("admit /mutate, miss, a later replica", fresh(miss, first_replica=False),
-         TARGET_ADMIT_US),
+        ("admit /mutate, prediction hit (first replica)", fresh(hit), TARGET_ADMIT_US),
+        ("admit /mutate, prediction miss (first replica)", fresh(miss), TARGET_ADMIT_US),
+        ("admit /mutate, miss, state changed since a replica",
+         fresh(miss, first_template_pod=False), TARGET_ADMIT_US),
+        (LATER_MUTATE, lambda: admit(mutate, "mutate", engine), TARGET_ADMIT_US),
+        (LATER_VALIDATE, lambda: admit(validate, "validate", engine), TARGET_ADMIT_US),
+        ("admit /mutate, prediction miss (a later replica)",
+         lambda: admit(mutate, "mutate", miss), TARGET_ADMIT_US),
     ]  # fmt: skip
     out = []
     for name, call, target in calls:
+        call()  # a later replica's figure starts with the memo holding its template
         best = min(timeit.repeat(call, number=number, repeat=rounds)) / number
         out.append(Timing(name, best * 1e6, target))
     return out
 
 
-def whole_pod(inject: bool = False, pods: int = 2000) -> tuple[float, float]:
+def pod_micros(timings: list[Timing], *, later: bool) -> float:
+    """One selected pod from the figures (parse x 2, ``/mutate``, ``/validate``): a template's
+    first replica, or a ``later`` one."""
+    by_name = {t.name: t.micros for t in timings}
+    mutate, validate = (LATER_MUTATE, LATER_VALIDATE) if later else (FIRST_MUTATE, FIRST_VALIDATE)
+    return 2 * by_name["parse_review (/mutate body)"] + by_name[mutate] + by_name[validate]
+
+
+def whole_pod(inject: bool = False, pods: int = 2000, *, later: bool = True) -> tuple[float, float]:
     """Median microseconds of one pod's parse x 2 + ``/mutate`` + ``/validate``: warm caches,
-    then with ``CACHE_FLUSH_BYTES`` read and written between pods."""
+    then with ``CACHE_FLUSH_BYTES`` read and written between pods; each pod a ``later`` replica
+    of one template (the replica memo holds its decisions), else the first of its template."""
     engine = cluster_engine(inject)
     mutate_body, validate_body = bodies(engine)
     scratch = bytearray(CACHE_FLUSH_BYTES)
@@ -192,7 +228,8 @@ def whole_pod(inject: bool = False, pods: int = 2000) -> tuple[float, float]:
     def one(flush: bool) -> float:
         if flush:  # read one byte of every 64-byte cache line, then write them all
             scratch[::64] = bytes(len(scratch[::64]))
-        memo._memo.clear()
+        if not later:
+            forget(engine)
         started = time.thread_time_ns()
         admit(parse_review(mutate_body).request, "mutate", engine)
         admit(parse_review(validate_body).request, "validate", engine)
@@ -213,15 +250,16 @@ def print_report(inject: bool, rounds: int, number: int) -> None:
         if t.target is not None:
             verdict = "met" if t.micros <= t.target else "NOT met"
             target = f"   target <= {t.target:.0f} us: {verdict}"
-        print(f"  {t.name:<42}{t.micros:>8.1f} us{target}")
-    hot = 2 * timings[0].micros + timings[1].micros + timings[2].micros
-    warm, cold = whole_pod(inject)
-    print(
-        f"one selected pod (parse x 2, /mutate, /validate): {hot:.0f} us from the figures above; "
-        f"fresh objects each pod (median of 2000): {warm:.0f} us with warm CPU caches, "
-        f"{cold:.0f} us after {CACHE_FLUSH_BYTES >> 20} MiB were read and written "
-        f"({cold / hot:.1f} x the first)"
-    )
+        print(f"  {t.name:<52}{t.micros:>8.1f} us{target}")
+    for later, which in ((False, "a template's first replica"), (True, "a later replica")):
+        hot = pod_micros(timings, later=later)
+        warm, cold = whole_pod(inject, later=later)
+        print(
+            f"one selected pod, {which} (parse x 2, /mutate, /validate): {hot:.0f} us from the "
+            f"figures above; fresh objects each pod (median of 2000): {warm:.0f} us with warm "
+            f"CPU caches, {cold:.0f} us after {CACHE_FLUSH_BYTES >> 20} MiB were read and "
+            f"written ({cold / hot:.1f} x the first)"
+        )
 
 
 def main() -> int:

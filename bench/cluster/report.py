@@ -13,7 +13,7 @@ import argparse
 import os
 from collections.abc import Mapping
 
-from bench.admit import CACHE_FLUSH_BYTES, Timing, admit_timings, whole_pod
+from bench.admit import CACHE_FLUSH_BYTES, Timing, admit_timings, pod_micros, whole_pod
 from bench.cluster.objects import KINDS
 from bench.cluster.phases import Bench, Totals
 from bench.cluster.targets import div, evaluate, figures, targets_table, verdict_line
@@ -165,12 +165,13 @@ def report_where(
     for scenario in ours:
         t = totals[scenario, "selected"]
         measured = timings[scenario]
-        hot = (2 * measured[0].micros + measured[1].micros + measured[2].micros) / 1000
+        hot = pod_micros(measured, later=True) / 1000
         _, cold = whole_pod(inject=scenario == "snapready+inject", pods=pods)
         print(
             f"  {scenario:<18}measured {t.per_pod(t.cpu['webhook']):.2f} = constant server "
             f"{floor:.2f} (TLS, HTTP, event loop: any webhook) + snapready's own "
-            f"{t.per_pod(t.cpu['webhook']) - floor:.2f}; that work in-process: {hot:.2f} with "
+            f"{t.per_pod(t.cpu['webhook']) - floor:.2f}; that work in-process (a later replica "
+            f"of one template, as every selected pod here is): {hot:.2f} with "
             f"warm caches, {cold / 1000:.2f} after {CACHE_FLUSH_BYTES >> 20} MiB were read and "
             "written (other processes between two calls)"
         )

@@ -22,6 +22,7 @@ from webhook.admission.decision import (
     request_namespace,
     string_labels,
 )
+from webhook.admission.replicas import ReplicaMemo
 from webhook.base.config import Settings
 from webhook.base.types import Endpoint, Finding, RawObject, Wording
 from webhook.governance import BucketLookup
@@ -70,6 +71,11 @@ class Engine:
     offline: bool = False
     """True where no mutating webhook ran before ``validate`` (``snapready check`` on manifests):
     a pod without ``<prefix>spec-hash`` is then expected, not a ``not-stamped`` finding."""
+    replicas: ReplicaMemo | None = field(default=None, repr=False, compare=False)
+    """Pod decisions remembered for the next replica of the same template
+    (``admission.replicas``); None remembers nothing. Only for engines whose pods are decoded
+    from an AdmissionReview's JSON (the server, ``snapready review``): the memo's key cannot
+    tell YAML's ``.nan`` from ``null``, so ``snapready check`` and ``status`` leave it off."""
 
     def __post_init__(self) -> None:
         if not self.workloads:
@@ -123,6 +129,7 @@ def selected_pod_context(
     base: str = "",
     labels: Mapping[str, str] | None = None,
     spec_path: str | None = None,
+    state: ClusterState | None = None,
 ) -> PodContext | None:
     """The rule view of a pod, or of a controller's pod template, when a policy of the request
     namespace selects it; None when nothing selects it or the namespace is labelled
@@ -136,9 +143,11 @@ def selected_pod_context(
             include those its controller adds (``custom_views``).
         spec_path: the PodSpec's field path when it is not ``<base>.spec`` (KServe: the
             PodSpec is inline), with the metadata then at ``metadata``.
+        state: the cluster state to judge on (default: ``engine.state()`` now).
     """
     pod_like = obj if view is None else view
-    state = engine.state()
+    if state is None:
+        state = engine.state()
     namespace = request_namespace(request, obj)
     if namespace_ignored(state, namespace, engine.settings):
         return None

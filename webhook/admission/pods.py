@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from webhook.admission import guard
 from webhook.admission.context import Engine, selected_pod_context, validate_context
-from webhook.admission.decision import decide, decide_mutation, decide_worded
+from webhook.admission.decision import decide, decide_mutation, decide_worded, request_namespace
 from webhook.base.types import Endpoint, RawObject
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
@@ -40,12 +40,37 @@ def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) ->
         if endpoint != "validate":
             return allowed()
         return guard_metadata(request, engine)
-    ctx = selected_pod_context(request, obj, engine)
+    return handle_create(request, endpoint, obj, engine)
+
+
+def handle_create(
+    request: AdmissionRequest, endpoint: Endpoint, pod: RawObject, engine: Engine
+) -> Decision:
+    """A Pod CREATE: allowed untouched when no policy selects it (the fast path), else
+    ``mutate_pod`` (``/mutate``) or the rule table (``/validate``); a selected pod's decision is
+    remembered for the next replica of its template (``admission.replicas``: the same decision
+    for the same inputs, the pod's identity aside)."""
+    state = engine.state()
+    namespace = request_namespace(request, pod)
+    if not state.policies.by_namespace.get(namespace):
+        return allowed()  # the fast path: no policy in the namespace, nothing to remember
+    memo = engine.replicas
+    key = memo.key(endpoint, namespace, pod) if memo is not None else None
+    parts = (engine.settings, engine.rules, engine.offline)
+    if memo is not None and key is not None:
+        known = memo.get(key, state, parts)
+        if known is not None:
+            return known
+    ctx = selected_pod_context(request, pod, engine, state=state)
     if ctx is None:
-        return allowed()  # the fast path: no policy selects this pod
-    if endpoint == "mutate":
-        return mutate_pod(obj, ctx)
-    return validate_context(ctx, engine)
+        decision = allowed()  # no policy of its namespace selects this pod
+    elif endpoint == "mutate":
+        decision = mutate_pod(pod, ctx)
+    else:
+        decision = validate_context(ctx, engine)
+    if memo is not None and key is not None:
+        memo.put(key, state, parts, decision)
+    return decision
 
 
 def guard_metadata(request: AdmissionRequest, engine: Engine) -> Decision:

@@ -21,6 +21,7 @@ from fastapi import FastAPI
 
 from webhook.admission.engine import Engine
 from webhook.admission.governance import Governance
+from webhook.admission.replicas import ReplicaMemo
 from webhook.base.config import Settings
 from webhook.base.errors import ConfigError
 from webhook.base.types import Endpoint
@@ -100,7 +101,9 @@ class PolicySource:
 
 
 def open_source(settings: Settings, *, tune_heap: bool = False) -> PolicySource:
-    """Load the configured policy source and return it with an engine reading it.
+    """Load the configured policy source and return it with an engine reading it, which
+    remembers pod decisions for the next replica (``admission.replicas``: its requests are
+    AdmissionReview JSON).
 
     ``tune_heap`` (the server only): the garbage collector is tuned around the caches' first
     sync (``webhook.cluster.api.heap``).
@@ -119,9 +122,12 @@ def open_source(settings: Settings, *, tune_heap: bool = False) -> PolicySource:
 
         cluster = start_cluster(settings, tune_heap=tune_heap)
         engine = Engine(settings=settings, state=cluster.state, governance=governance)
+        engine.replicas = ReplicaMemo()  # pods come from AdmissionReview JSON
         return PolicySource(engine, cluster)
     state: ClusterState = load_policy_dir(settings.source.policy_dir, prefix=settings.prefix)
-    return PolicySource(Engine(settings=settings, state=lambda: state, governance=governance))
+    engine = Engine(settings=settings, state=lambda: state, governance=governance)
+    engine.replicas = ReplicaMemo()
+    return PolicySource(engine)
 
 
 def build_engine(settings: Settings) -> Engine:

@@ -121,6 +121,7 @@ def resources(
             build=lambda items: items,
             update=_same_view,  # the reflector edited that dict in place
             after=on_pod,
+            in_place=True,  # so a pod event publishes no new state
         ),
         Resource(
             # GKE's own restore evidence: only Events of reason GKEPodSnapshotting (a field

@@ -236,7 +236,7 @@ class Reflector(Worker):
                 self.view = self.resource.update(self.view, previous, value)
             elif changed:
                 self.view = self.resource.build(self.items)
-            if changed or self.status != status_before:
+            if (changed and not self.resource.in_place) or self.status != status_before:
                 self.on_change()
         if self.resource.after is not None:
             self.resource.after(previous, value)

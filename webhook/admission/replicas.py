@@ -1,0 +1,196 @@
+"""Decisions remembered for the replicas of one pod template: the second pod costs a lookup.
+
+A ReplicaSet, Job, StatefulSet or LeaderWorkerSet creates its pods from one template, and the
+API server sends each of them to ``/mutate`` and ``/validate`` with the same spec, labels and
+annotations: the replicas differ only in their identity (``IDENTITY_FIELDS``: name, uid,
+creation time, managedFields) and in the name of the service-account token volume the API
+server adds to each (``TOKEN_PREFIX``: ``kube-api-access-`` and five random characters).
+Scaling an inference Deployment out is exactly the moment Pod snapshots exist for
+(docs/gke-facts.md#section-1), and the one where the webhook sees the most pods per second.
+Nothing the Pod handler decides on CREATE reads those identity fields (the rules and mutators
+read the spec, the labels, the annotations and the namespace:
+``tests/admission/test_replicas.py`` admits renamed copies of every shared review and scans the
+package), nor the parts of ``ClusterState`` listed in ``NOT_READ`` (the stamped pods, GKE's
+Events, the ``/readyz`` details: the state is rebuilt each time a stamped pod appears, which
+would otherwise forget every entry). So a decision is a pure function of:
+
+* the endpoint, the request namespace and the pod without its identity fields (the key: the
+  exact JSON bytes orjson writes for them, so equal keys mean equal inputs; no hash to collide),
+  the token volume's name replaced by one placeholder wherever it appears: two pods with equal
+  keys are the same pod up to that name; a patch naming it (the helpers' init container mounts
+  the token) gets each replica's own name back, and a decision naming it anywhere else is not
+  remembered;
+* every other ``ClusterState`` field, compared by identity (the caches swap a field's object
+  when, and only when, it changes: ``webhook.cluster.api.caches``), and the engine's settings,
+  rule table and ``offline`` flag.
+
+An entry whose state parts are not those of the current state is computed afresh and replaced;
+entries are bounded (``SIZE``, least recently used out first). What it saves (``make
+bench-admit``, "a later replica"): the distilled spec, the fingerprint, the prediction and the
+rule table, about 90% of a selected pod's admission (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import fields, replace
+from operator import attrgetter
+from typing import Any, Final, NamedTuple
+
+import orjson
+
+from webhook.base.types import Endpoint, RawObject
+from webhook.kube.responses import Decision
+from webhook.snapshots.state import ClusterState
+
+SIZE: Final = 256
+"""Decisions remembered (one per endpoint and template in flight: ~5 KiB of key each for review
+03's pod): many templates scaling out at once, each twice."""
+
+IDENTITY_FIELDS: Final = frozenset(
+    {"name", "generateName", "uid", "creationTimestamp", "managedFields", "resourceVersion"}
+)
+"""Pod metadata that differs between the replicas of one template and that no rule or mutator
+reads; everything else of ``metadata`` is part of the key."""
+
+NOT_READ: Final = frozenset({"pods", "gke_events", "details"})
+"""``ClusterState`` fields the Pod handler never reads on CREATE (``test_replicas`` runs every
+shared review against a state whose fields here raise on any use)."""
+
+TOKEN_PREFIX: Final = "kube-api-access-"  # noqa: S105 (a volume name, no secret)
+"""The service-account token volume the API server's ServiceAccount admission plugin adds to
+every pod that mounts a token: ``kube-api-access-`` plus five random characters
+(kubernetes/kubernetes plugin/pkg/admission/serviceaccount/admission.go,
+``ServiceAccountVolumeName`` and ``names.SimpleNameGenerator``), a new name per replica."""
+TOKEN_PLACEHOLDER: Final = b'"kube-api-access-\\u0000"'
+"""What the token volume's name is in a key: no name the API server accepts (a DNS label) holds
+a NUL."""
+
+_state_parts = attrgetter(*(f.name for f in fields(ClusterState) if f.name not in NOT_READ))
+
+
+class Key(NamedTuple):
+    """A replica key: the bytes looked up, and the token volume's name they hide (JSON-quoted
+    bytes, ``b'"kube-api-access-4ln8k"'``), if any."""
+
+    raw: bytes
+    token: bytes | None
+
+
+def token_volume(pod: RawObject) -> bytes | None:
+    """The JSON-quoted name of ``pod``'s service-account token volume (``TOKEN_PREFIX`` and five
+    characters), or None."""
+    spec = pod.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, dict) else None
+    if not isinstance(volumes, list):
+        return None
+    for volume in volumes:
+        name = volume.get("name") if isinstance(volume, dict) else None
+        if isinstance(name, str) and name.startswith(TOKEN_PREFIX) and len(name) == 21:
+            return b'"' + name.encode() + b'"'
+    return None
+
+
+class Entry(NamedTuple):
+    """One remembered decision: the state it was last served on, the engine parts and state
+    parts it was made on, and the patch with the token volume's name as ``TOKEN_PLACEHOLDER``
+    when the patch names it (the helpers' init container mounts the token:
+    ``mutation.helpers``)."""
+
+    state: ClusterState
+    engine: tuple[Any, ...]
+    parts: tuple[Any, ...]
+    decision: Decision
+    patch: bytes | None
+
+
+def _same(now: tuple[Any, ...], then: tuple[Any, ...]) -> bool:
+    """Whether two part tuples hold the very same objects, position by position."""
+    return len(now) == len(then) and all(a is b for a, b in zip(now, then, strict=True))
+
+
+class ReplicaMemo:
+    """The remembered decisions of one ``Engine`` (thread-safe; see the module docstring)."""
+
+    def __init__(self, size: int = SIZE) -> None:
+        self.size = size
+        self._entries: OrderedDict[bytes, Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(endpoint: Endpoint, namespace: str, pod: RawObject) -> Key | None:
+        """The replica key of ``pod`` (a JSON-decoded Pod) for ``endpoint`` in ``namespace``:
+        orjson's bytes of the pod without ``IDENTITY_FIELDS``, its service-account token volume
+        named ``TOKEN_PLACEHOLDER`` wherever its name appears; None when orjson cannot write it
+        (values JSON never holds) or the pod has no ``metadata`` object."""
+        metadata = pod.get("metadata")
+        if not isinstance(metadata, dict):
+            return None
+        shared = {k: v for k, v in metadata.items() if k not in IDENTITY_FIELDS}
+        rest = {k: v for k, v in pod.items() if k != "metadata"}
+        try:
+            raw = orjson.dumps((endpoint, namespace, shared, rest))
+        except orjson.JSONEncodeError:
+            return None
+        token = token_volume(pod)
+        if token is None:
+            return Key(raw, None)
+        return Key(raw.replace(token, TOKEN_PLACEHOLDER), token)
+
+    def get(self, key: Key, state: ClusterState, engine_parts: tuple[Any, ...]) -> Decision | None:
+        """The decision remembered for ``key`` when it was made on the same state parts and
+        engine parts (compared by identity), its patch naming this pod's token volume; else
+        None."""
+        with self._lock:
+            entry = self._entries.get(key.raw)
+            if entry is None or not _same(engine_parts, entry.engine):
+                self.misses += 1
+                return None
+            if entry.state is not state:
+                if not _same(_state_parts(state), entry.parts):
+                    self.misses += 1
+                    return None
+                entry = entry._replace(state=state)
+                self._entries[key.raw] = entry
+            self._entries.move_to_end(key.raw)
+            self.hits += 1
+        if entry.patch is None or key.token is None:
+            return entry.decision
+        patch = orjson.loads(entry.patch.replace(TOKEN_PLACEHOLDER, key.token))
+        return replace(entry.decision, patch=tuple(patch))
+
+    def put(
+        self, key: Key, state: ClusterState, engine_parts: tuple[Any, ...], decision: Decision
+    ) -> bool:
+        """Remember ``decision``, made for ``key`` on ``state`` by an engine with
+        ``engine_parts``; True when it was. The pod's token volume name may appear in the patch
+        only as a whole JSON string (it is then put back per replica); a decision naming it
+        anywhere else (a message, a warning, a finding, inside a longer string) is not
+        remembered: another replica's says another name."""
+        patch = None
+        if key.token is not None:
+            name = key.token[1:-1]
+            said = orjson.dumps((decision.message, decision.warnings, decision.audit), default=str)
+            if name in said:
+                return False
+            if decision.patch:
+                written = orjson.dumps(decision.patch)
+                if name in written:
+                    patch = written.replace(key.token, TOKEN_PLACEHOLDER)
+                    if name in patch:
+                        return False
+        entry = Entry(state, engine_parts, _state_parts(state), decision, patch)
+        with self._lock:
+            self._entries[key.raw] = entry
+            self._entries.move_to_end(key.raw)
+            if len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return True
+
+    def clear(self) -> None:
+        """Forget every decision (benchmarks measuring a first replica)."""
+        with self._lock:
+            self._entries.clear()
