@@ -33,14 +33,17 @@ from bench.scale.workload import PREFIX, namespace_name
 
 
 def run_client(port: int, ca: str, body_file: str, count: int) -> None:
-    """POST the review ``count`` times; print latencies and the last answer as JSON."""
-    body = Path(body_file).read_bytes()
+    """POST the review ``count`` times, ``REQUEST_MARK`` in it replaced by a number new to each
+    request; print latencies and the last answer as JSON."""
+    template = Path(body_file).read_bytes()
     context = ssl.create_default_context(cafile=ca)
     connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
-    headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
     latencies: list[float] = []
     answer: Obj = {}
-    for _ in range(count):
+    first = time.time_ns()  # numbers new to this client: no server has seen them
+    for number in range(count):
+        body = template.replace(REQUEST_MARK, str(first + number).encode())
+        headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
         started = time.perf_counter()
         connection.request("POST", "/mutate", body, headers)
         response = connection.getresponse()
@@ -198,11 +201,24 @@ def profile_rounds(
               f"({raw}):\n{summary}", flush=True)  # fmt: skip
 
 
+REQUEST_MARK = b"@REQUEST@"
+"""Replaced in each POSTed body by a number new to that request: the value of an environment
+variable of the pod's first container, so each request is the first pod of a new template
+(a new fingerprint). snapready then distils, fingerprints and predicts every time: its replica
+memo (``admission.replicas``), which answers a later replica of one template without that
+work, never hides what the prediction costs at scale."""
+
+
 def review_body(tmp: Path) -> Path:
-    """Review 03 in ``bench-000`` (a namespace of both clusters, with the bench policy)."""
+    """Review 03 in ``bench-000`` (a namespace of both clusters, with the bench policy), its
+    first container with the variable ``BENCH_TEMPLATE`` set to ``REQUEST_MARK``."""
     review = objects.review("03")
     review["request"]["namespace"] = namespace_name(0)
     review["request"]["object"]["metadata"]["namespace"] = namespace_name(0)
+    container = review["request"]["object"]["spec"]["containers"][0]
+    container.setdefault("env", []).append(
+        {"name": "BENCH_TEMPLATE", "value": REQUEST_MARK.decode()}
+    )
     path = tmp / "review.json"
     path.write_text(json.dumps(review))
     return path

@@ -149,7 +149,8 @@ def print_latency(outcome: Outcome) -> tuple[float, float]:
     lat_e, lat_s = outcome.latency["empty"], outcome.latency["scale"]
     print(
         f"\nPOST /mutate of review 03 in {namespace_name(0)} ({outcome.requests} per server, "
-        f"{outcome.rounds} alternating rounds, one keep-alive connection):\n"
+        f"{outcome.rounds} alternating rounds, one keep-alive connection; each request the "
+        f"first pod of a new template, so nothing is remembered: bench.scale.latency):\n"
     )
     header = ["server", "in-handler p50 / p99 / max ms", "client p50 / p99 ms",
               "in-handler p99 per round ms"]  # fmt: skip
