@@ -320,6 +320,17 @@ def test_replicas_with_other_token_volumes_share_a_key() -> None:
     assert third is not None and third.raw != first.raw
 
 
+def test_no_key_when_the_token_name_or_the_placeholder_is_also_a_value() -> None:
+    """An env value equal to the token volume's name is hashed into the fingerprint: renaming
+    it with the volume would give the next replica another pod's spec-hash."""
+    pod = renamed(selected("40"), 1)["request"]["object"]
+    assert ReplicaMemo.key("mutate", "snap", pod) is not None
+    for value in ("kube-api-access-00001", "kube-api-access-\x00"):
+        other = copy.deepcopy(pod)
+        other["spec"]["containers"][0]["env"] = [{"name": "X", "value": value}]
+        assert ReplicaMemo.key("mutate", "snap", other) is None, value
+
+
 def test_a_decision_naming_the_token_volume_is_not_remembered() -> None:
     replicas = ReplicaMemo()
     pod = renamed(selected("40"), 1)["request"]["object"]

@@ -110,6 +110,19 @@ def _same(now: tuple[Any, ...], then: tuple[Any, ...]) -> bool:
     return len(now) == len(then) and all(a is b for a, b in zip(now, then, strict=True))
 
 
+def _mounts(pod: RawObject, name: str) -> int:
+    """How many ``volumeMounts`` of ``pod``'s containers and init containers mount ``name``."""
+    spec = pod.get("spec")
+    count = 0
+    for group in ("containers", "initContainers"):
+        containers = spec.get(group) if isinstance(spec, dict) else None
+        for container in containers if isinstance(containers, list) else ():
+            mounts = container.get("volumeMounts") if isinstance(container, dict) else None
+            for mount in mounts if isinstance(mounts, list) else ():
+                count += isinstance(mount, dict) and mount.get("name") == name
+    return count
+
+
 class ReplicaMemo:
     """The remembered decisions of one ``Engine`` (thread-safe; see the module docstring)."""
 
@@ -124,8 +137,10 @@ class ReplicaMemo:
     def key(endpoint: Endpoint, namespace: str, pod: RawObject) -> Key | None:
         """The replica key of ``pod`` (a JSON-decoded Pod) for ``endpoint`` in ``namespace``:
         orjson's bytes of the pod without ``IDENTITY_FIELDS``, its service-account token volume
-        named ``TOKEN_PLACEHOLDER`` wherever its name appears; None when orjson cannot write it
-        (values JSON never holds) or the pod has no ``metadata`` object."""
+        named ``TOKEN_PLACEHOLDER`` in the volume and in the mounts of it; None when orjson
+        cannot write it (values JSON never holds), the pod has no ``metadata`` object, or the
+        token volume's name (or the placeholder) appears anywhere else in the pod (a value
+        equal to it would be renamed too, and its fingerprint is not the next replica's)."""
         metadata = pod.get("metadata")
         if not isinstance(metadata, dict):
             return None
@@ -135,9 +150,13 @@ class ReplicaMemo:
             raw = orjson.dumps((endpoint, namespace, shared, rest))
         except orjson.JSONEncodeError:
             return None
+        if TOKEN_PLACEHOLDER in raw:
+            return None  # a string the placeholder would be confused with
         token = token_volume(pod)
         if token is None:
             return Key(raw, None)
+        if raw.count(token) != 1 + _mounts(pod, token[1:-1].decode()):
+            return None  # the name is also a value elsewhere: renaming it could change a result
         return Key(raw.replace(token, TOKEN_PLACEHOLDER), token)
 
     def get(self, key: Key, state: ClusterState, engine_parts: tuple[Any, ...]) -> Decision | None:
