@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import grimp
 import jsonpatch
 import orjson
 import pytest
@@ -173,7 +174,7 @@ class Untouchable(Mapping[str, Any]):
 
 @pytest.mark.parametrize("name", POD_CREATES)
 def test_ignored_state_fields_are_never_read(name: str) -> None:
-    for label, engine in states():
+    for _, engine in states():
         review = selected(name)
         validate = validating(review, engine)
         untouchable: dict[str, Any] = {field: Untouchable(field) for field in NOT_READ}
@@ -182,7 +183,40 @@ def test_ignored_state_fields_are_never_read(name: str) -> None:
         pairs: list[tuple[Endpoint, dict[str, Any]]] = [("mutate", review), ("validate", validate)]
         for endpoint, original in pairs:
             fresh(original, endpoint, engine)  # raises when a NOT_READ field is used
-            assert label
+
+
+NOT_READ_ELSEWHERE = {
+    "webhook/governance/policy.py": "judges PodSnapshotPolicy objects (cross-workload), not pods"
+}
+
+
+def test_no_module_the_pod_handler_imports_reads_an_ignored_state_field() -> None:
+    """A guard for new code: the review test above only sees the paths the reviews take."""
+    graph = grimp.build_graph("webhook", cache_dir=None)
+    modules = graph.find_upstream_modules("webhook.admission.pods") | {"webhook.admission.pods"}
+    found = []
+    for module in sorted(modules):
+        path = ROOT / (module.replace(".", "/") + ".py")
+        if not path.exists():
+            path = ROOT / module.replace(".", "/") / "__init__.py"
+        where = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in NOT_READ
+                and where not in NOT_READ_ELSEWHERE
+            ):
+                found.append(f"{where}:{node.lineno}: .{node.attr}")
+    assert found == []
+
+
+def test_an_unselected_pod_in_a_policy_namespace_is_not_remembered() -> None:
+    engine = cluster_engine()
+    review = selected("03")
+    review["request"]["object"]["metadata"]["labels"]["app"] = "web"  # llm-policy: app=llm
+    assert admit(request_of(review), "mutate", engine).patch == ()
+    assert memo(engine).hits == memo(engine).misses == 0
+    assert len(memo(engine)) == 0
 
 
 def test_a_later_replica_is_a_hit_equal_to_a_fresh_decision() -> None:

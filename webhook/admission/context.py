@@ -129,7 +129,6 @@ def selected_pod_context(
     base: str = "",
     labels: Mapping[str, str] | None = None,
     spec_path: str | None = None,
-    state: ClusterState | None = None,
 ) -> PodContext | None:
     """The rule view of a pod, or of a controller's pod template, when a policy of the request
     namespace selects it; None when nothing selects it or the namespace is labelled
@@ -143,23 +142,35 @@ def selected_pod_context(
             include those its controller adds (``custom_views``).
         spec_path: the PodSpec's field path when it is not ``<base>.spec`` (KServe: the
             PodSpec is inline), with the metadata then at ``metadata``.
-        state: the cluster state to judge on (default: ``engine.state()`` now).
     """
-    pod_like = obj if view is None else view
-    if state is None:
-        state = engine.state()
-    namespace = request_namespace(request, obj)
-    if namespace_ignored(state, namespace, engine.settings):
-        return None
-    metadata = pod_like.get("metadata")
-    if labels is None:
-        labels = string_labels(metadata.get("labels") if isinstance(metadata, dict) else None)
-    policies = state.policies.select(namespace, labels)
+    state = engine.state()
+    namespace, policies = selecting_policies(request, obj, engine, state, view=view, labels=labels)
     if not policies:
         return None
+    return view_context(
+        request, obj, engine, state, namespace=namespace, policies=policies,
+        view=view, base=base, spec_path=spec_path,
+    )  # fmt: skip
+
+
+def view_context(
+    request: AdmissionRequest,
+    obj: RawObject,
+    engine: Engine,
+    state: ClusterState,
+    *,
+    namespace: str,
+    policies: tuple[Policy, ...],
+    view: RawObject | None = None,
+    base: str = "",
+    spec_path: str | None = None,
+) -> PodContext:
+    """The rule view of a pod (or template) that ``policies`` of ``namespace`` select on
+    ``state`` (``selecting_policies``); other arguments as ``selected_pod_context``'s."""
+    pod_like = obj if view is None else view
     return pod_context(
         spec=pod_like.get("spec"),
-        metadata=metadata,
+        metadata=pod_like.get("metadata"),
         spec_path=spec_path or join_path(base, "spec"),
         metadata_path="metadata" if spec_path else join_path(base, "metadata"),
         namespace=namespace,
@@ -168,6 +179,26 @@ def selected_pod_context(
         engine=engine,
         state=state,
     )
+
+
+def selecting_policies(
+    request: AdmissionRequest,
+    obj: RawObject,
+    engine: Engine,
+    state: ClusterState,
+    *,
+    view: RawObject | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> tuple[str, tuple[Policy, ...]]:
+    """(namespace, the policies of it that select the view) on ``state``; no policy when the
+    namespace is labelled ``<prefix>ignore``. Arguments as ``selected_pod_context``'s."""
+    namespace = request_namespace(request, obj)
+    if namespace_ignored(state, namespace, engine.settings):
+        return namespace, ()
+    if labels is None:
+        metadata = (obj if view is None else view).get("metadata")
+        labels = string_labels(metadata.get("labels") if isinstance(metadata, dict) else None)
+    return namespace, state.policies.select(namespace, labels)
 
 
 def not_selected(

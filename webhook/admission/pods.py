@@ -10,8 +10,14 @@ their restore prediction (``rules.prediction_findings``), one decision
 from __future__ import annotations
 
 from webhook.admission import guard
-from webhook.admission.context import Engine, selected_pod_context, validate_context
-from webhook.admission.decision import decide, decide_mutation, decide_worded, request_namespace
+from webhook.admission.context import (
+    Engine,
+    selected_pod_context,
+    selecting_policies,
+    validate_context,
+    view_context,
+)
+from webhook.admission.decision import decide, decide_mutation, decide_worded
 from webhook.base.types import Endpoint, RawObject
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
@@ -51,9 +57,9 @@ def handle_create(
     remembered for the next replica of its template (``admission.replicas``: the same decision
     for the same inputs, the pod's identity aside)."""
     state = engine.state()
-    namespace = request_namespace(request, pod)
-    if not state.policies.by_namespace.get(namespace):
-        return allowed()  # the fast path: no policy in the namespace, nothing to remember
+    namespace, policies = selecting_policies(request, pod, engine, state)
+    if not policies:
+        return allowed()  # the fast path: no policy selects this pod, nothing to remember
     memo = engine.replicas
     key = memo.key(endpoint, namespace, pod) if memo is not None else None
     parts = (engine.settings, engine.rules, engine.offline)
@@ -61,13 +67,8 @@ def handle_create(
         known = memo.get(key, state, parts)
         if known is not None:
             return known
-    ctx = selected_pod_context(request, pod, engine, state=state)
-    if ctx is None:
-        decision = allowed()  # no policy of its namespace selects this pod
-    elif endpoint == "mutate":
-        decision = mutate_pod(pod, ctx)
-    else:
-        decision = validate_context(ctx, engine)
+    ctx = view_context(request, pod, engine, state, namespace=namespace, policies=policies)
+    decision = mutate_pod(pod, ctx) if endpoint == "mutate" else validate_context(ctx, engine)
     if memo is not None and key is not None:
         memo.put(key, state, parts, decision)
     return decision

@@ -209,6 +209,10 @@ class ReplicaMemo:
                 self._entries.popitem(last=False)
         return True
 
+    def __len__(self) -> int:
+        """Decisions remembered now."""
+        return len(self._entries)
+
     def clear(self) -> None:
         """Forget every decision (benchmarks measuring a first replica)."""
         with self._lock:
