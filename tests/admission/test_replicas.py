@@ -365,6 +365,59 @@ def test_no_key_when_the_token_name_or_the_placeholder_is_also_a_value() -> None
         assert ReplicaMemo.key("mutate", "snap", other) is None, value
 
 
+def test_a_volume_only_named_like_the_token_keeps_its_name_in_the_key() -> None:
+    """An emptyDir called ``kube-api-access-aaaaa`` is hashed into the fingerprint (only the
+    projected token volume is left out): two such pods are two templates (new-user trial)."""
+    engine = cluster_engine()
+    pods = []
+    for suffix in ("aaaaa", "bbbbb"):
+        review = selected("40")
+        spec = review["request"]["object"]["spec"]
+        spec["volumes"] = [{"name": f"kube-api-access-{suffix}", "emptyDir": {}}]
+        spec["containers"][0]["volumeMounts"] = [
+            {"name": f"kube-api-access-{suffix}", "mountPath": "/data"}
+        ]
+        pods.append(review)
+    first, second = (ReplicaMemo.key("mutate", "snap", r["request"]["object"]) for r in pods)
+    assert first is not None and second is not None
+    assert first.token is None and first.raw != second.raw
+    hashes = []
+    for review in pods:
+        decision = admit(request_of(review), "mutate", engine)
+        hashes.append(orjson.dumps(decision.patch))
+    assert hashes[1] == orjson.dumps(fresh(pods[1], "mutate", cluster_engine()).patch)
+    assert hashes[0] != hashes[1]
+
+
+def test_memory_is_bounded_in_bytes_not_only_entries() -> None:
+    """A tenant writes pods as big as it likes: 1 MB of ``args`` each (new-user trial)."""
+    bounded = ReplicaMemo(size=256, max_bytes=1 << 20)
+    state = ClusterState()
+    decision = denied("no")
+    pod: RawObject = {"metadata": {}, "spec": {"containers": [{"args": ["x" * 40_000]}]}}
+    for number in range(100):
+        pod["metadata"] = {"labels": {"n": str(number)}}
+        key = bounded.key("mutate", "snap", pod)
+        assert key is not None
+        assert bounded.put(key, state, (), decision)
+    assert 20 <= len(bounded) <= 26  # ~40 KB each within 1 MiB, the newest kept
+    assert bounded.get(key, state, ()) is decision
+    huge: RawObject = {"metadata": {}, "spec": {"containers": [{"args": ["x" * 70_000]}]}}
+    key = bounded.key("mutate", "snap", huge)
+    assert key is not None and not bounded.put(key, state, (), decision)  # over 1/16 of it
+
+
+def test_a_new_state_part_forgets_every_entry() -> None:
+    """Entries never keep an old state's objects (an old snapshot index) alive."""
+    engine = cluster_engine()
+    admit(request_of(selected("03")), "mutate", engine)
+    admit(request_of(selected("40")), "mutate", engine)
+    assert len(memo(engine)) == 2
+    replaced_state(engine, nodes={})  # another object for one state part
+    admit(request_of(selected("03")), "mutate", engine)
+    assert len(memo(engine)) == 1
+
+
 def test_a_decision_naming_the_token_volume_is_not_remembered() -> None:
     replicas = ReplicaMemo()
     pod = renamed(selected("40"), 1)["request"]["object"]

@@ -4,7 +4,9 @@ A ReplicaSet, Job, StatefulSet or LeaderWorkerSet creates its pods from one temp
 API server sends each of them to ``/mutate`` and ``/validate`` with the same spec, labels and
 annotations: the replicas differ only in their identity (``IDENTITY_FIELDS``: name, uid,
 creation time, managedFields) and in the name of the service-account token volume the API
-server adds to each (``TOKEN_PREFIX``: ``kube-api-access-`` and five random characters).
+server adds to each (``kube-api-access-`` and five random characters: ``ServiceAccountVolumeName``
+and ``names.SimpleNameGenerator`` in kubernetes/kubernetes plugin/pkg/admission/serviceaccount;
+``distill.is_service_account_volume`` tells it, as the fingerprint leaves it out).
 Scaling an inference Deployment out is exactly the moment Pod snapshots exist for
 (docs/gke-facts.md#section-1), and the one where the webhook sees the most pods per second.
 Nothing the Pod handler decides on CREATE reads those identity fields (the rules and mutators
@@ -24,8 +26,9 @@ would otherwise forget every entry). So a decision is a pure function of:
   when, and only when, it changes: ``webhook.cluster.api.caches``), and the engine's settings,
   rule table and ``offline`` flag.
 
-An entry whose state parts are not those of the current state is computed afresh and replaced;
-entries are bounded (``SIZE``, least recently used out first). What it saves (``make
+When a state part or an engine part is another object than the entries were made on, every
+entry is forgotten; entries are bounded (``SIZE`` and ``MAX_BYTES``, least recently used out
+first). What it saves (``make
 bench-admit``, "a later replica"): the distilled spec, the fingerprint, the prediction and the
 rule table, about 90% of a selected pod's admission (docs/performance.md).
 """
@@ -42,11 +45,17 @@ import orjson
 
 from webhook.base.types import Endpoint, RawObject
 from webhook.kube.responses import Decision
+from webhook.pod.distill import is_service_account_volume
 from webhook.snapshots.state import ClusterState
 
 SIZE: Final = 256
 """Decisions remembered (one per endpoint and template in flight: ~5 KiB of key each for review
 03's pod): many templates scaling out at once, each twice."""
+
+MAX_BYTES: Final = 8 * 1024 * 1024
+"""Bytes of keys (and templated patches) remembered at most: 256 ordinary pods fit 6 times over;
+a tenant's 1 MB pods cannot push the webhook past its memory limit (a 512 KiB entry is the
+largest remembered)."""
 
 IDENTITY_FIELDS: Final = frozenset(
     {"name", "generateName", "uid", "creationTimestamp", "managedFields", "resourceVersion"}
@@ -58,11 +67,6 @@ NOT_READ: Final = frozenset({"pods", "gke_events", "details"})
 """``ClusterState`` fields the Pod handler never reads on CREATE (``test_replicas`` runs every
 shared review against a state whose fields here raise on any use)."""
 
-TOKEN_PREFIX: Final = "kube-api-access-"  # noqa: S105 (a volume name, no secret)
-"""The service-account token volume the API server's ServiceAccount admission plugin adds to
-every pod that mounts a token: ``kube-api-access-`` plus five random characters
-(kubernetes/kubernetes plugin/pkg/admission/serviceaccount/admission.go,
-``ServiceAccountVolumeName`` and ``names.SimpleNameGenerator``), a new name per replica."""
 TOKEN_PLACEHOLDER: Final = b'"kube-api-access-\\u0000"'
 """What the token volume's name is in a key: no name the API server accepts (a DNS label) holds
 a NUL."""
@@ -79,30 +83,28 @@ class Key(NamedTuple):
 
 
 def token_volume(pod: RawObject) -> bytes | None:
-    """The JSON-quoted name of ``pod``'s service-account token volume (``TOKEN_PREFIX`` and five
-    characters), or None."""
+    """The JSON-quoted name of ``pod``'s service-account token volume
+    (``distill.is_service_account_volume``: projected, with a ``serviceAccountToken`` source, so
+    the fingerprint leaves it out), or None. Any other volume's name is part of the key as it
+    is, whatever it looks like."""
     spec = pod.get("spec")
     volumes = spec.get("volumes") if isinstance(spec, dict) else None
     if not isinstance(volumes, list):
         return None
     for volume in volumes:
-        name = volume.get("name") if isinstance(volume, dict) else None
-        if isinstance(name, str) and name.startswith(TOKEN_PREFIX) and len(name) == 21:
-            return b'"' + name.encode() + b'"'
+        if is_service_account_volume(volume):
+            return orjson.dumps(volume["name"])
     return None
 
 
 class Entry(NamedTuple):
-    """One remembered decision: the state it was last served on, the engine parts and state
-    parts it was made on, and the patch with the token volume's name as ``TOKEN_PLACEHOLDER``
+    """One remembered decision, the patch with the token volume's name as ``TOKEN_PLACEHOLDER``
     when the patch names it (the helpers' init container mounts the token:
-    ``mutation.helpers``)."""
+    ``mutation.helpers``), and the bytes the entry holds."""
 
-    state: ClusterState
-    engine: tuple[Any, ...]
-    parts: tuple[Any, ...]
     decision: Decision
     patch: bytes | None
+    size: int
 
 
 def _same(now: tuple[Any, ...], then: tuple[Any, ...]) -> bool:
@@ -124,11 +126,23 @@ def _mounts(pod: RawObject, name: str) -> int:
 
 
 class ReplicaMemo:
-    """The remembered decisions of one ``Engine`` (thread-safe; see the module docstring)."""
+    """The remembered decisions of one ``Engine`` (thread-safe; see the module docstring).
 
-    def __init__(self, size: int = SIZE) -> None:
-        self.size = size
+    Every entry was made on the same state parts and engine parts (``_align``): when either
+    changes, every entry is forgotten, so the memo never keeps an old state's objects (a
+    snapshot index of thousands of PodSnapshots) alive. Bounded by ``size`` entries and
+    ``max_bytes`` of keys and patches (a pod carries as much as its author wants: 1 MB of
+    ``args`` times ``size`` would outgrow the chart's memory limit); a pod whose entry alone
+    would exceed ``max_bytes // 16`` is not remembered.
+    """
+
+    def __init__(self, size: int = SIZE, max_bytes: int = MAX_BYTES) -> None:
+        self.size, self.max_bytes = size, max_bytes
         self._entries: OrderedDict[bytes, Entry] = OrderedDict()
+        self._bytes = 0
+        self._state: ClusterState | None = None
+        self._engine: tuple[Any, ...] = ()
+        self._parts: tuple[Any, ...] = ()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -160,20 +174,14 @@ class ReplicaMemo:
         return Key(raw.replace(token, TOKEN_PLACEHOLDER), token)
 
     def get(self, key: Key, state: ClusterState, engine_parts: tuple[Any, ...]) -> Decision | None:
-        """The decision remembered for ``key`` when it was made on the same state parts and
-        engine parts (compared by identity), its patch naming this pod's token volume; else
-        None."""
+        """The decision remembered for ``key`` on these state and engine parts (compared by
+        identity), its patch naming this pod's token volume; else None."""
         with self._lock:
+            self._align(state, engine_parts)
             entry = self._entries.get(key.raw)
-            if entry is None or not _same(engine_parts, entry.engine):
+            if entry is None:
                 self.misses += 1
                 return None
-            if entry.state is not state:
-                if not _same(_state_parts(state), entry.parts):
-                    self.misses += 1
-                    return None
-                entry = entry._replace(state=state)
-                self._entries[key.raw] = entry
             self._entries.move_to_end(key.raw)
             self.hits += 1
         if entry.patch is None or key.token is None:
@@ -188,7 +196,8 @@ class ReplicaMemo:
         ``engine_parts``; True when it was. The pod's token volume name may appear in the patch
         only as a whole JSON string (it is then put back per replica); a decision naming it
         anywhere else (a message, a warning, a finding, inside a longer string) is not
-        remembered: another replica's says another name."""
+        remembered: another replica's says another name. Nor is an entry over
+        ``max_bytes // 16``."""
         patch = None
         if key.token is not None:
             name = key.token[1:-1]
@@ -201,13 +210,31 @@ class ReplicaMemo:
                     patch = written.replace(key.token, TOKEN_PLACEHOLDER)
                     if name in patch:
                         return False
-        entry = Entry(state, engine_parts, _state_parts(state), decision, patch)
+        size = len(key.raw) + (len(patch) if patch is not None else 0)
+        if size > self.max_bytes // 16:
+            return False
         with self._lock:
-            self._entries[key.raw] = entry
-            self._entries.move_to_end(key.raw)
-            if len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+            self._align(state, engine_parts)
+            old = self._entries.pop(key.raw, None)
+            if old is not None:
+                self._bytes -= old.size
+            self._entries[key.raw] = Entry(decision, patch, size)
+            self._bytes += size
+            while len(self._entries) > self.size or self._bytes > self.max_bytes:
+                self._bytes -= self._entries.popitem(last=False)[1].size
         return True
+
+    def _align(self, state: ClusterState, engine_parts: tuple[Any, ...]) -> None:
+        """Make ``state`` and ``engine_parts`` the memo's (lock held): the entries stay when
+        every part is the same object, else they are all forgotten."""
+        if state is self._state and _same(engine_parts, self._engine):
+            return
+        parts = _state_parts(state)
+        if not (_same(engine_parts, self._engine) and _same(parts, self._parts)):
+            self._entries.clear()
+            self._bytes = 0
+            self._engine, self._parts = engine_parts, parts
+        self._state = state
 
     def __len__(self) -> int:
         """Decisions remembered now."""
@@ -217,3 +244,4 @@ class ReplicaMemo:
         """Forget every decision (benchmarks measuring a first replica)."""
         with self._lock:
             self._entries.clear()
+            self._bytes = 0

@@ -68,7 +68,7 @@ def ungrouped_workloads(
     workloads = sorted(
         {
             pod.owner.text() if pod.owner is not None else f"Pod {pod.name}"
-            for pod in state.pods.values()
+            for pod in tuple(state.pods.values())  # the live dict: a copy (ClusterState.pods)
             if pod.namespace == namespace and selector.matches(pod.labels)
         }
     )

@@ -200,7 +200,7 @@ def _distill_spec(spec: RawObject) -> RawObject:
     dropped: set[str] = set()
     volumes = []
     for volume in _list(spec.get("volumes")):
-        if _is_service_account_volume(volume):
+        if is_service_account_volume(volume):
             dropped.add(volume["name"])
         else:
             volumes.append(_volume(volume) if isinstance(volume, dict) else _canon(volume))
@@ -257,8 +257,10 @@ def _volume(volume: RawObject) -> RawObject:
     return out
 
 
-def _is_service_account_volume(volume: Any) -> bool:
-    """The API server's ``kube-api-access-*`` projected volume with a serviceAccountToken source."""
+def is_service_account_volume(volume: Any) -> bool:
+    """The API server's ``kube-api-access-*`` projected volume with a serviceAccountToken source
+    (left out of the fingerprint: its name is random per pod, plugin/pkg/admission/serviceaccount
+    in kubernetes/kubernetes)."""
     if not isinstance(volume, dict):
         return False
     name, projected = volume.get("name"), volume.get("projected")

@@ -178,7 +178,7 @@ def refresh_pod(
     (``PodRestored`` or a restored outcome), on a node of the upgraded pool that runs the new
     version (or driver). The earliest Ready first, then by name (stable across passes)."""
     found = []
-    for record in state.pods.values():
+    for record in tuple(state.pods.values()):  # the live dict: a copy (ClusterState.pods)
         if record.namespace != refresh.namespace or record.ready_at is None:
             continue
         if record.phase != "Running" or record.restored or record.outcome in RESTORED_OUTCOMES:

@@ -145,7 +145,10 @@ class ClusterState:
         gke_events: GKE's ``GKEPodSnapshotting`` Events by ``(namespace, pod)``
             (``snapshots.evidence``; cluster mode).
         pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``;
-            ``pods_known`` once they were listed.
+            ``pods_known`` once they were listed. In cluster mode this is the pods cache's own
+            dict, which its watch thread edits in place (``syncing.Resource.in_place``): look
+            keys up directly, but iterate over a copy (``tuple(state.pods.values())``, made
+            without releasing the interpreter), never over the dict itself.
         scope_synced: whether the live webhook configurations carry the scope the policies
             imply (cluster mode, ``webhook.cluster.controllers.scope``); None where nothing is
             reconciled.

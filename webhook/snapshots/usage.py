@@ -52,7 +52,7 @@ def pod_uses(state: ClusterState, cache: UseCache | None = None) -> frozenset[Us
     edited, on a change), so a pass over 20,000 unchanged pods selects none of them again."""
     keys: set[UseKey] = set()
     policies = state.policies
-    for key, record in state.pods.items():
+    for key, record in tuple(state.pods.items()):  # the live dict: a copy (ClusterState.pods)
         if record.spec_hash is None or record.phase in ENDED_PHASES:
             continue
         hit = cache.get(key) if cache is not None else None

@@ -87,12 +87,12 @@ class Resource:
             event (changed or not; ``new`` None: gone), and ``(None, value)`` for each value of
             a relist. Never called from ``convert``, which only converts.
         in_place: the view is the store's own dict, which events edit in place (``update``
-            returns it unchanged; readers only look keys up): an event that leaves the
-            reflector's status alone changes nothing a new ``ClusterState`` would hold, so it
-            publishes none (``after`` still hears it). The stamped pods: each created pod is
-            one such event, and the pods watch thread was about a fifth of the webhook's CPU
-            while pods were created (perf per thread during ``make bench-cluster``), a
-            ``ClusterState`` rebuild per event included.
+            returns it unchanged; readers look keys up, or iterate over a copy): an event that
+            leaves the reflector's status alone changes nothing a new ``ClusterState`` would
+            hold, so it publishes none (``after`` still hears it). The stamped pods: each
+            created pod is one such event, and the pods watch thread was about a fifth of the
+            webhook's CPU while pods were created (perf per thread during ``make
+            bench-cluster``), a ``ClusterState`` rebuild per event included.
     """
 
     name: str

@@ -256,7 +256,7 @@ class AuditWorker(Reconciler):
     def _catch_up(self, state: ClusterState) -> None:
         """After the first pass: queue the stamped pods it did not judge (created in a
         namespace it had passed already); later ones come through ``observe``."""
-        for record in state.pods.values():
+        for record in tuple(state.pods.values()):  # the live dict: a copy
             if record.uid and not self.queue.judged(record.uid) and self.mine(record.namespace):
                 self.queue.add(record.uid, record.namespace, record.name)
 

@@ -156,7 +156,7 @@ class RestoreTracker(Reconciler):
         fresh, self._fresh = self._fresh, set()
         if self._leading_since is None:  # taking over: every undecided pod is pending again
             self._leading_since = now
-            for key, record in state.pods.items():
+            for key, record in tuple(state.pods.items()):  # live dict: a copy
                 if not self.mine(record.namespace):
                     continue
                 if record.outcome is None:
