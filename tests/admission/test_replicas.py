@@ -395,16 +395,19 @@ def test_memory_is_bounded_in_bytes_not_only_entries() -> None:
     state = ClusterState()
     decision = denied("no")
     pod: RawObject = {"metadata": {}, "spec": {"containers": [{"args": ["x" * 40_000]}]}}
+    keys = []
     for number in range(100):
         pod["metadata"] = {"labels": {"n": str(number)}}
         key = bounded.key("mutate", "snap", pod)
         assert key is not None
         assert bounded.put(key, state, (), decision)
+        keys.append(key)
     assert 20 <= len(bounded) <= 26  # ~40 KB each within 1 MiB, the newest kept
-    assert bounded.get(key, state, ()) is decision
+    assert bounded.get(keys[-1], state, ()) is decision
+    assert bounded.get(keys[0], state, ()) is None
     huge: RawObject = {"metadata": {}, "spec": {"containers": [{"args": ["x" * 70_000]}]}}
-    key = bounded.key("mutate", "snap", huge)
-    assert key is not None and not bounded.put(key, state, (), decision)  # over 1/16 of it
+    big = bounded.key("mutate", "snap", huge)
+    assert big is not None and not bounded.put(big, state, (), decision)  # over 1/16 of it
 
 
 def test_a_new_state_part_forgets_every_entry() -> None:
