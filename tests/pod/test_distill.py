@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 import rfc8785
 import yaml
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.conftest import DATA, load_review
 from webhook.pod.diff import changed_paths
 from webhook.pod.distill import distill, fingerprint
+from webhook.pod.fields import DIGEST_CHARS, field_digests
 
 MANIFESTS = DATA / "manifests"
 Pod = dict[str, Any]
@@ -1187,3 +1188,47 @@ def test_property_fingerprint_is_sha256_of_the_rfc8785_bytes(
             fingerprint(pod)
         return
     assert fingerprint(pod) == "v1:sha256:" + hashlib.sha256(expected).hexdigest()
+
+
+@given(
+    security=st.dictionaries(st.text(max_size=4), ANY_JSON, max_size=3),
+    args=st.lists(ANY_JSON, max_size=3),
+    annotation=ANY_JSON,
+)
+# keys orjson and JCS sort apart (code points vs UTF-16 units), a float, a big integer
+@example(security={"\ue000": 1, "\U00010000": 2}, args=[], annotation=None)
+@example(security={"a": 0.5}, args=[2**60], annotation=1.5)
+def test_property_field_digests_are_of_the_rfc8785_bytes(
+    security: dict[str, Any], args: list[Any], annotation: Any
+) -> None:
+    """Each field digest is the SHA-256 of its value's ``rfc8785`` bytes, written through the
+    orjson fast path or not (``distill.jcs_bytes``): an origin record's digests must not depend
+    on which path wrote them."""
+    pod = {
+        "metadata": {"annotations": {"dev.gvisor.x": annotation}},
+        "spec": {"securityContext": security, "containers": [{"name": "a", "args": args}]},
+    }
+    distilled = distill(pod)
+
+    def reference(value: Any) -> str:
+        return hashlib.sha256(rfc8785.dumps(value)).hexdigest()[:DIGEST_CHARS]
+
+    try:
+        expected = {
+            'metadata.annotations["dev.gvisor.x"]': reference(
+                distilled["metadata"]["annotations"]["dev.gvisor.x"]
+            )
+            if "metadata" in distilled
+            else None,
+            "spec.securityContext": reference(distilled["spec"]["securityContext"]),
+            "spec.containers[0].args": reference(distilled["spec"]["containers"][0]["args"])
+            if "args" in distilled["spec"]["containers"][0]
+            else None,
+        }
+    except ValueError:
+        with pytest.raises(ValueError):
+            field_digests(pod)
+        return
+    digests = field_digests(pod)
+    for path, value in expected.items():
+        assert digests.get(path) == value, path

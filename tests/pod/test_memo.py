@@ -225,3 +225,27 @@ def test_a_fingerprint_the_pod_brought_never_keys_the_digests() -> None:
     facts = pod_facts(draft, ctx)
     facts.field_digests()
     assert list(memo._digests) == [facts.spec_hash]
+
+
+def test_a_new_templates_miss_distills_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first pod of a template is distilled once for both its fingerprint and the field
+    digests a prediction miss names (half of a new template's miss went to a second distill),
+    and the distilled pod is kept by the request's own view only, never by the module."""
+    calls = []
+    real = distill.distill
+
+    def counting(pod: Any) -> Any:
+        calls.append(1)
+        return real(pod)
+
+    monkeypatch.setattr(distill, "distill", counting)
+    review = load_review("03")
+    request = parse_review(orjson.dumps(review)).request
+    ctx = selected_pod_context(request, request.object, engine_for())
+    assert ctx is not None
+    draft, _ = run_mutators(request.object, ctx, inject=False)
+    digests = pod_facts(draft, ctx).field_digests()
+    assert len(calls) == 1
+    monkeypatch.setattr(distill, "distill", real)
+    assert dict(digests) == field_digests(draft.doc)
+    assert not any(isinstance(value, distill.Distilled) for value in vars(memo).values())

@@ -23,7 +23,7 @@ from webhook.base.keys import (
     SPEC_HASH,
 )
 from webhook.base.types import mapping
-from webhook.mutation.annotations import FINGERPRINT_KEY
+from webhook.mutation.annotations import DISTILLED_KEY, FINGERPRINT_KEY
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
 from webhook.pod.fields import field_digests
@@ -55,6 +55,7 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
     labels, annotations = mapping(metadata.get("labels")), mapping(metadata.get("annotations"))
     spec_hash = str(annotations.get(ctx.settings.annotation(SPEC_HASH), ""))
     computed = ctx.memo.get(FINGERPRINT_KEY)
+    pod_distilled = ctx.memo.get(DISTILLED_KEY)
     return PodFacts(
         namespace=ctx.namespace,
         labels={k: v for k, v in labels.items() if isinstance(v, str)},
@@ -63,9 +64,11 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
         spec_hash=spec_hash,
         # The replicas of one template share the fingerprint stamp_fingerprint computed just
         # before: they distill once for their field digests (only snapready's own value keys
-        # the memo, never one the pod brought).
+        # the memo, never one the pod brought), the first from the pod it distilled.
         fields=lambda: (
-            admitted_field_digests(spec_hash, doc) if spec_hash == computed else field_digests(doc)
+            admitted_field_digests(spec_hash, doc, pod_distilled)
+            if spec_hash == computed
+            else field_digests(doc)
         ),
         # Injection never touches node pins; read only when there are snapshots to compare.
         selection=lambda: node_selection(ctx.spec, "spec"),

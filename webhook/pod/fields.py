@@ -16,9 +16,8 @@ from typing import Any
 
 from webhook.base.text import natural_key
 from webhook.base.types import RawObject
-from webhook.kube.canonical import canonical_json
 from webhook.pod.context import join_path
-from webhook.pod.distill import distill
+from webhook.pod.distill import Distilled, distilled, jcs_bytes
 
 DIGEST_CHARS = 12
 """Hex characters kept of each SHA-256 (48 bits: collisions between two values of one field are
@@ -26,9 +25,10 @@ negligible; a record of a 10-container pod stays around 3 KiB)."""
 _ITEM_LISTS = ("volumes", "initContainers", "containers")
 
 
-def digest(value: Any) -> str:
-    """Short SHA-256 of ``value``'s canonical JSON (RFC 8785)."""
-    return hashlib.sha256(canonical_json(value)).hexdigest()[:DIGEST_CHARS]
+def digest(value: Any, plain: bool = False) -> str:
+    """Short SHA-256 of ``value``'s canonical JSON (RFC 8785); ``plain``: ``value`` is part of
+    a ``Distilled`` whose ``plain`` is true (``distill.jcs_bytes`` then skips the walk)."""
+    return hashlib.sha256(jcs_bytes(value, plain)).hexdigest()[:DIGEST_CHARS]
 
 
 def field_digests(pod: RawObject) -> dict[str, str]:
@@ -39,23 +39,33 @@ def field_digests(pod: RawObject) -> dict[str, str]:
     ``canonical_json`` raises ``ValueError`` only for values JSON cannot hold (not from an API
     server).
     """
-    distilled = distill(pod)
+    return digests_of(distilled(pod))
+
+
+def digests_of(pod: Distilled) -> dict[str, str]:
+    """``field_digests`` of an already distilled pod (the one its fingerprint was computed
+    from: ``webhook.pod.memo`` distills a new template once for both).
+
+    Raises:
+        ValueError: as ``field_digests``.
+    """
+    plain = pod.plain
     out: dict[str, str] = {}
-    metadata = distilled.get("metadata") or {}
+    metadata = pod.value.get("metadata") or {}
     for section in ("annotations", "labels"):
         for key, value in (metadata.get(section) or {}).items():
-            out[join_path("metadata", section, key)] = digest(value)
-    spec = distilled.get("spec") or {}
+            out[join_path("metadata", section, key)] = digest(value, plain)
+    spec = pod.value.get("spec") or {}
     for key, value in spec.items():
         if key in _ITEM_LISTS and isinstance(value, list):
             for index, item in enumerate(value):
                 if isinstance(item, dict):
                     for sub, sub_value in item.items():
-                        out[join_path("spec", key, index, sub)] = digest(sub_value)
+                        out[join_path("spec", key, index, sub)] = digest(sub_value, plain)
                 else:
-                    out[join_path("spec", key, index)] = digest(item)
+                    out[join_path("spec", key, index)] = digest(item, plain)
         else:
-            out[join_path("spec", key)] = digest(value)
+            out[join_path("spec", key)] = digest(value, plain)
     return out
 
 
