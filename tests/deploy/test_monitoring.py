@@ -123,6 +123,10 @@ def _metrics() -> Metrics:
     writer = SimpleNamespace(actions={}, api=OPENREPORTS, reports=lambda: [report])
     audit = SimpleNamespace(writer=writer, passes=1, never=never, last_pass=1.0, state=ClusterState)
     metrics.registry.register(ReportCollector(cast(Any, audit)))  # leader with reports on
+    # one answered review: the per-review families (scrape-time counts) then have series
+    metrics.admissions.add(
+        ("validate", "Pod", "CREATE", "denied"), 0.001, [("r", "enforce")], ["m"]
+    )
     return metrics
 
 
@@ -182,7 +186,9 @@ def test_counters_are_exposed_with_total_and_histograms_with_buckets() -> None:
     exposed = set(_populated_exposition())
     assert exposed <= exported_samples()
     families = exported_families()
-    populated = {wrapper._name for wrapper in _wrappers(_metrics())}
+    metrics = _metrics()
+    populated = {wrapper._name for wrapper in _wrappers(metrics)}
+    populated |= {family.name for family in metrics.admissions.collect()}
     for name, kind in families.items():
         if name not in populated:
             continue  # a scrape-time collector: no series without a real cluster state

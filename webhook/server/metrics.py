@@ -3,8 +3,9 @@
 Every series lives in one ``Metrics`` object with its own ``CollectorRegistry`` (tests build fresh
 ones; ``serve`` uses the process-wide ``default_metrics()``). Label values are bounded: kinds
 outside the dispatch table count as ``other`` and rule/mutator ids come from our own tables, so an
-attacker cannot grow the series set. Label children are cached: the hot path costs a dict lookup
-and a locked increment per series (a few microseconds per review).
+attacker cannot grow the series set. The per-review series are plain counts exposed at scrape
+time (``admission_metrics.AdmissionCounts``): the hot path costs one lock and a few dict
+increments per review.
 
 The endpoint is served by a small threaded WSGI server on ``settings.server.metrics_port``, off
 the event loop, so a scrape never delays an admission.
@@ -19,7 +20,7 @@ from socketserver import BaseServer
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from webhook.admission.engine import DISPATCH
@@ -27,6 +28,7 @@ from webhook.base.types import Endpoint, Finding
 from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionReviewRequest
 from webhook.server import certs
+from webhook.server.admission_metrics import AdmissionCounts
 from webhook.server.collectors import SnapshotCollector, SourceApiCollector
 from webhook.server.logs import decision_label
 from webhook.server.outcome_metrics import OutcomeMetrics
@@ -54,32 +56,9 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         reg = self.registry
-        self.requests = Counter(
-            "snapready_admission_requests",
-            "AdmissionReviews answered, by endpoint, object kind, operation and decision "
-            "(allowed, patched, denied, error).",
-            ["endpoint", "kind", "operation", "decision"],
-            registry=reg,
-        )
-        self.duration = Histogram(
-            "snapready_admission_duration_seconds",
-            "Seconds from reading the request to the decision, by endpoint.",
-            ["endpoint"],
-            buckets=DURATION_BUCKETS,
-            registry=reg,
-        )
-        self.findings = Counter(
-            "snapready_rule_findings",
-            "Rule findings, by rule id and where they ended: enforce (denied), warn, audit.",
-            ["rule", "mode"],
-            registry=reg,
-        )
-        self.mutations = Counter(
-            "snapready_mutations",
-            "Pods changed by each mutator (one count per mutator per patched pod).",
-            ["mutator"],
-            registry=reg,
-        )
+        self.admissions = AdmissionCounts(DURATION_BUCKETS)
+        """The per-review series: requests, durations, findings, mutations, internal errors."""
+        reg.register(self.admissions)
         self.policy_source_synced = Gauge(
             "snapready_policy_source_synced",
             "1 when the policy source has delivered its first full list (readiness), else 0.",
@@ -97,11 +76,6 @@ class Metrics:
         self.tls_certificate_expiry = Gauge(
             "snapready_tls_certificate_expiry_timestamp_seconds",
             "notAfter of the serving certificate in use, as a Unix timestamp.",
-            registry=reg,
-        )
-        self.internal_errors = Counter(
-            "snapready_internal_errors",
-            "Reviews answered by the failure policy after an unexpected exception.",
             registry=reg,
         )
         self.rejected = Counter(
@@ -166,27 +140,18 @@ class Metrics:
         request = review.request
         kind = request.kind.kind if request.kind.kind in KNOWN_KINDS else "other"
         label = decision_label(decision)
-        self._child(self.requests, endpoint, kind, request.operation, label).inc()
-        self._child(self.duration, endpoint).observe(seconds)
         audit = decision.audit
         if not audit:
+            self.admissions.add((endpoint, kind, request.operation, label), seconds)
             return
-        if label == "error":
-            self.internal_errors.inc()
-        self._count_findings(audit.get("findings"), audit.get("outcomes"))
         mutators = audit.get("mutators")
-        if isinstance(mutators, list | tuple):
-            for name in mutators:
-                self._child(self.mutations, str(name)).inc()
-
-    def _count_findings(self, findings: Any, outcomes: Any) -> None:
-        """Count each finding under the outcome ``admission.decision.decide_findings`` recorded for
-        it."""
-        if not isinstance(findings, list) or not isinstance(outcomes, list):
-            return
-        for finding, outcome in zip(findings, outcomes, strict=False):
-            if isinstance(finding, Finding):
-                self._child(self.findings, finding.rule, str(outcome)).inc()
+        self.admissions.add(
+            (endpoint, kind, request.operation, label),
+            seconds,
+            _finding_labels(audit.get("findings"), audit.get("outcomes")),
+            [str(name) for name in mutators] if isinstance(mutators, list | tuple) else (),
+            internal_error=label == "error",
+        )
 
     def reject(self, endpoint: str, code: int) -> None:
         """Count a request refused before admission with HTTP ``code``.
@@ -195,6 +160,18 @@ class Metrics:
         protocol's ``other``/``unknown``): it becomes a label value.
         """
         self._child(self.rejected, endpoint, str(code)).inc()
+
+
+def _finding_labels(findings: Any, outcomes: Any) -> list[tuple[str, str]]:
+    """``(rule, outcome)`` of each finding, with the outcome ``admission.decision.decide_findings``
+    recorded for it."""
+    if not isinstance(findings, list) or not isinstance(outcomes, list):
+        return []
+    return [
+        (finding.rule, str(outcome))
+        for finding, outcome in zip(findings, outcomes, strict=False)
+        if isinstance(finding, Finding)
+    ]
 
 
 _default: Metrics | None = None
