@@ -205,19 +205,30 @@ def admission_fields(
     }
     if not fields["name"]:
         fields["generateName"] = _text(metadata.get("generateName"))
-    optional = {
-        "subResource": _text(request.sub_resource),
-        "dryRun": request.dry_run or None,
-        "policy": _text(audit.get("policy")) or None,
-        "mode": _text(audit.get("mode")),
-        "mutators": audit.get("mutators") or None,
-        "patchOps": len(decision.patch) or None,
-        "warnings": len(decision.warnings) or None,
-        "code": decision.code if not decision.allowed else None,
-        "internalError": audit.get("internal_error"),
-        "user": _text(audit.get("user")),  # who created a PodSnapshotManualTrigger
-    }
-    fields.update({key: value for key, value in optional.items() if value is not None})
+    # The optional fields, each only when it has a value (no dict built and filtered: this runs
+    # for every review, on the event loop).
+    if (sub_resource := _text(request.sub_resource)) is not None:
+        fields["subResource"] = sub_resource
+    if request.dry_run:
+        fields["dryRun"] = True
+    if audit:
+        if policy := _text(audit.get("policy")):
+            fields["policy"] = policy
+        if (mode := _text(audit.get("mode"))) is not None:
+            fields["mode"] = mode
+        if mutators := audit.get("mutators"):
+            fields["mutators"] = mutators
+    if decision.patch:
+        fields["patchOps"] = len(decision.patch)
+    if decision.warnings:
+        fields["warnings"] = len(decision.warnings)
+    if not decision.allowed and decision.code is not None:
+        fields["code"] = decision.code
+    if audit:
+        if (error := audit.get("internal_error")) is not None:
+            fields["internalError"] = error
+        if (user := _text(audit.get("user"))) is not None:
+            fields["user"] = user  # who created a PodSnapshotManualTrigger
     return fields
 
 
