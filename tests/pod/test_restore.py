@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from webhook.kube.matching import Policy, compile_selector
 from webhook.pod.node_pins import node_selection
-from webhook.pod.restore import PodFacts, differences, landing_pools, predict
+from webhook.pod.restore import LANDING_MEMO_SIZE, PodFacts, differences, landing_pools, predict
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.state import NodePoolFacts
 from webhook.snapshots.views import OriginRecord, SnapshotView, snapshot_view
@@ -216,3 +216,30 @@ def test_an_unpinned_pod_lands_on_every_pool_with_nodes_of_the_current_map() -> 
     assert [f.name for f in landing_pools(unpinned, second)] == ["a3-pool", "g2-pool"]
     pinned = node_selection({"nodeSelector": {"cloud.google.com/machine-family": "a3"}}, "spec")
     assert [f.name for f in landing_pools(pinned, second)] == ["a3-pool"]
+
+
+def test_pinned_pods_get_their_own_pins_answer_from_the_remembered_map() -> None:
+    """The landing pools are kept per node-pool map and set of exhaustive pins: another pin set
+    on the same map is judged on its own pins, a new map afresh, and past
+    ``LANDING_MEMO_SIZE`` pin sets the answers are still right."""
+    g2 = NodePoolFacts("g2-pool", 3, machine_families=frozenset({"g2"}))
+    a3 = NodePoolFacts("a3-pool", 2, machine_families=frozenset({"a3"}))
+    arm = NodePoolFacts("arm-pool", 1, architectures=frozenset({"arm64"}))
+    pools = {"g2-pool": g2, "a3-pool": a3, "arm-pool": arm}
+
+    def pinned(labels: dict[str, str]) -> Any:
+        return node_selection({"nodeSelector": labels}, "spec")
+
+    family = "cloud.google.com/machine-family"
+    assert [f.name for f in landing_pools(pinned({family: "g2"}), pools)] == ["arm-pool", "g2-pool"]
+    assert [f.name for f in landing_pools(pinned({family: "a3"}), pools)] == ["a3-pool", "arm-pool"]
+    arch = pinned({"kubernetes.io/arch": "amd64"})
+    assert [f.name for f in landing_pools(arch, pools)] == ["a3-pool", "g2-pool"]
+    by_pool = pinned({"cloud.google.com/gke-nodepool": "a3-pool"})
+    assert [f.name for f in landing_pools(by_pool, pools)] == ["a3-pool"]
+    fewer = {"g2-pool": g2}
+    assert [f.name for f in landing_pools(pinned({family: "a3"}), fewer)] == []
+    for number in range(LANDING_MEMO_SIZE + 5):  # more pin sets than are remembered
+        pool_pin = pinned({"cloud.google.com/gke-nodepool": f"pool-{number}"})
+        assert landing_pools(pool_pin, pools) == []
+    assert [f.name for f in landing_pools(pinned({family: "g2"}), pools)] == ["arm-pool", "g2-pool"]

@@ -172,9 +172,16 @@ def _families(selection: NodeSelection) -> frozenset[str] | None:
 
 
 _LANDING_PINS = (NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE)
-_UNPINNED: list[tuple[Mapping[str, NodePoolFacts], tuple[NodePoolFacts, ...]]] = []
-"""The last node-pool map seen by a pod without landing pins, and its pools with nodes (the
-cluster state replaces that map on a change and never edits it, so identity is enough)."""
+Landing = tuple[frozenset[str] | None, ...]
+"""The values of a pod's exhaustive pool, family, instance-type and architecture pins, in
+``_LANDING_PINS`` order (None: no such exhaustive pin)."""
+LANDING_MEMO_SIZE = 64
+"""Pin sets whose landing pools are remembered per node-pool map (pods pin few distinct ones)."""
+_LANDING: list[tuple[Mapping[str, NodePoolFacts], dict[Landing, tuple[NodePoolFacts, ...]]]] = []
+"""The last node-pool map seen and, per pin set (``Landing``), the pools a pod with those pins
+can land on. The cluster state replaces that map on a change and never edits it, so identity
+is enough: 20 pools cost a pinned pod ~30 us per admission before (``make bench-scale --profile``:
+``landing_pools`` was the top frame of its own at scale)."""
 
 
 def landing_pools(
@@ -183,34 +190,45 @@ def landing_pools(
     """Known node pools the pod can be scheduled on, judged by its exhaustive pins.
 
     A pod without an exhaustive pool, family, instance-type or architecture pin can land on
-    every pool with nodes: that list is computed once per node-pool map, not per admission.
+    every pool with nodes. The answer is computed once per node-pool map and set of exhaustive
+    pins (``_LANDING``), not per admission.
     """
-    pins = [selection.pins.get(key) for key in _LANDING_PINS]
-    if not any(pin is not None and pin.exhaustive for pin in pins):
-        cached = _UNPINNED[0] if _UNPINNED else None
-        if cached is None or cached[0] is not pools:
-            with_nodes = (f for f in pools.values() if f.node_count)
-            cached = (pools, tuple(sorted(with_nodes, key=lambda f: f.name)))
-            _UNPINNED[:] = [cached]
-        return list(cached[1])
+    wanted: Landing = tuple(
+        pin.values if pin is not None and pin.exhaustive else None
+        for pin in (selection.pins.get(key) for key in _LANDING_PINS)
+    )
+    cached = _LANDING[0] if _LANDING else None
+    if cached is None or cached[0] is not pools:
+        cached = (pools, {})
+        _LANDING[:] = [cached]
+    known = cached[1]
+    found = known.get(wanted)
+    if found is None:
+        found = _landing(wanted, pools)
+        if len(known) >= LANDING_MEMO_SIZE:
+            known.clear()
+        known[wanted] = found
+    return list(found)
+
+
+def _landing(wanted: Landing, pools: Mapping[str, NodePoolFacts]) -> tuple[NodePoolFacts, ...]:
+    """``landing_pools`` computed: the pools with nodes whose known facts meet every pin."""
     out = []
     for facts in pools.values():
         if facts.node_count == 0:
             continue
-        checks = (
-            (NODE_POOL, frozenset({facts.name})),
-            (MACHINE_FAMILY, facts.machine_families),
-            (INSTANCE_TYPE, facts.instance_types),
-            (ARCHITECTURE, facts.architectures),
+        known = (
+            frozenset({facts.name}),
+            facts.machine_families,
+            facts.instance_types,
+            facts.architectures,
         )
-        allowed = True
-        for key, values in checks:
-            pin = selection.pins.get(key)
-            if pin is not None and pin.exhaustive and values and not (pin.values & values):
-                allowed = False
-        if allowed:
+        if all(
+            pinned is None or not values or pinned & values
+            for pinned, values in zip(wanted, known, strict=True)
+        ):
             out.append(facts)
-    return sorted(out, key=lambda f: f.name)
+    return tuple(sorted(out, key=lambda f: f.name))
 
 
 def differences(
