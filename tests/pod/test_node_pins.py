@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import json
+import math
 from typing import Any
 
 import pytest
 
 from webhook.kube.gke import GPU_RESOURCE, INSTANCE_TYPE, MACHINE_FAMILY, PARTITION_SIZE
-from webhook.pod.node_pins import node_pins
+from webhook.pod import node_pins as node_pins_module
+from webhook.pod.node_pins import node_pins, node_selection, selection_of
 from webhook.pod.resources import resource_usage
 
 
@@ -247,3 +251,50 @@ def test_odd_shapes_do_not_crash() -> None:
         "containers": [None, {"name": "a", "resources": None}, {"resources": {"limits": []}}]
     }
     assert resource_usage(spec, "spec", GPU_RESOURCE).total == 0
+
+
+def _specs() -> list[dict[str, Any]]:
+    """Pod specs with node selectors and affinity: every captured review's pod and template."""
+    from tests.conftest import DATA  # noqa: PLC0415 - only this test reads the captures
+
+    found = []
+    for path in sorted((DATA / "reviews").glob("*.json")):
+        obj = json.loads(path.read_text())["request"].get("object") or {}
+        spec = obj.get("spec") or {}
+        template = (spec.get("template") or {}).get("spec") if isinstance(spec, dict) else None
+        found += [s for s in (spec, template) if isinstance(s, dict)]
+    terms = [
+        {"matchExpressions": [{"key": MACHINE_FAMILY, "operator": "In", "values": ["g2", "a3"]}]},
+        {"matchExpressions": [{"key": INSTANCE_TYPE, "operator": "NotIn", "values": ["e2"]}]},
+    ]
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": terms}}}  # fmt: skip
+    return [*found, {"affinity": affinity, "nodeSelector": {MACHINE_FAMILY: "g2"}}]
+
+
+def test_remembered_selections_equal_computed_ones_and_follow_the_content() -> None:
+    """``node_selection`` remembers by content: the same answer as ``selection_of`` each time,
+    a changed nodeSelector or affinity or field path is computed afresh, and a spec holding
+    ``null`` (or a NaN from YAML, which orjson writes alike) is never remembered."""
+    specs = _specs()
+    assert any(s.get("nodeSelector") for s in specs) and any(s.get("affinity") for s in specs)
+    for spec in specs:
+        for path in ("spec", "spec.template.spec"):
+            assert node_selection(spec, path) == selection_of(spec, path)
+            assert node_selection(copy.deepcopy(spec), path) == selection_of(spec, path)
+    family = {"nodeSelector": {MACHINE_FAMILY: "g2"}}
+    assert node_selection(family, "spec").pins[MACHINE_FAMILY].values == {"g2"}
+    assert node_selection({"nodeSelector": {MACHINE_FAMILY: "a3"}}, "spec").pins[
+        MACHINE_FAMILY
+    ].values == {"a3"}
+    assert node_selection(family, "spec.template.spec").pins[MACHINE_FAMILY].path == (
+        f"spec.template.spec.nodeSelector[{json.dumps(MACHINE_FAMILY)}]"
+    )
+    node_pins_module._selections.clear()
+    node_selection(family, "spec")  # no affinity: remembered all the same
+    node_selection({**family, "affinity": None}, "spec")  # null reads as absent: the same key
+    assert len(node_pins_module._selections) == 1
+    node_pins_module._selections.clear()
+    odd = {"nodeSelector": {MACHINE_FAMILY: "g2", "x": math.nan}}
+    assert node_selection(odd, "spec") == selection_of(odd, "spec")
+    assert not node_pins_module._selections

@@ -71,5 +71,6 @@ def digests_of(pod: Distilled) -> dict[str, str]:
 
 def differing_fields(ours: Mapping[str, str], theirs: Mapping[str, str]) -> list[str]:
     """Paths whose digest differs or that exist on one side only, in a stable order."""
-    paths = set(ours) | set(theirs)
-    return sorted((p for p in paths if ours.get(p) != theirs.get(p)), key=natural_key)
+    # (path, digest) pairs on one side only: C-level set work, most fields being equal
+    paths = {path for path, _ in ours.items() ^ theirs.items()}
+    return sorted(paths, key=natural_key)
