@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import enum
 import json
 import math
+from datetime import date
 from typing import Any
 
 import pytest
@@ -297,4 +299,26 @@ def test_remembered_selections_equal_computed_ones_and_follow_the_content() -> N
     node_pins_module._selections.clear()
     odd = {"nodeSelector": {MACHINE_FAMILY: "g2", "x": math.nan}}
     assert node_selection(odd, "spec") == selection_of(odd, "spec")
+    assert not node_pins_module._selections
+
+
+def test_values_orjson_writes_alike_never_share_an_answer() -> None:
+    """An unquoted YAML date (ignored: not a string) and the same date quoted (a pin) are
+    written alike by orjson; neither may answer for the other, in either order. Nor an enum
+    for its value, nor a tenant's megabyte selector kept in memory."""
+
+    class Family(enum.StrEnum):
+        G2 = "g2"
+
+    for first, second in ((date(2024, 1, 1), "2024-01-01"), ("2024-01-01", date(2024, 1, 1))):
+        node_pins_module._selections.clear()
+        for value in (first, second):
+            spec = {"nodeSelector": {MACHINE_FAMILY: value}}
+            assert node_selection(spec, "spec") == selection_of(spec, "spec")
+    node_pins_module._selections.clear()
+    as_enum = {"nodeSelector": {MACHINE_FAMILY: Family.G2}}
+    assert node_selection(as_enum, "spec") == selection_of(as_enum, "spec")
+    assert not node_pins_module._selections
+    huge = {"nodeSelector": {MACHINE_FAMILY: "g" * 100_000}}
+    assert node_selection(huge, "spec") == selection_of(huge, "spec")
     assert not node_pins_module._selections

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.kube.matching import Policy, compile_selector
+from webhook.pod import restore
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import LANDING_MEMO_SIZE, PodFacts, differences, landing_pools, predict
 from webhook.snapshots.index import SnapshotIndex
@@ -243,3 +244,15 @@ def test_pinned_pods_get_their_own_pins_answer_from_the_remembered_map() -> None
         pool_pin = pinned({"cloud.google.com/gke-nodepool": f"pool-{number}"})
         assert landing_pools(pool_pin, pools) == []
     assert [f.name for f in landing_pools(pinned({family: "g2"}), pools)] == ["arm-pool", "g2-pool"]
+
+
+def test_huge_pin_sets_are_answered_but_not_kept() -> None:
+    """A tenant's pod pinning megabytes of pool names (admission runs before the API server
+    validates the pod) gets its answer; the memo keeps none of it."""
+    pools = {"g2-pool": NodePoolFacts("g2-pool", 3, machine_families=frozenset({"g2"}))}
+    restore._LANDING.clear()
+    huge = node_selection(
+        {"nodeSelector": {"cloud.google.com/gke-nodepool": "p" * 100_000}}, "spec"
+    )
+    assert landing_pools(huge, pools) == []
+    assert all(not known for _, known in restore._LANDING)

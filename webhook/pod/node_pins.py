@@ -22,6 +22,7 @@ Resource counts (GPUs, TPUs) live in ``webhook.pod.resources``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections import OrderedDict
@@ -229,6 +230,10 @@ def _aggregate(terms: list[dict[str, _TermPin]]) -> dict[str, LabelPin]:
 
 SELECTION_MEMO_SIZE: Final = 256
 """Node selections remembered by content (a few hundred bytes each)."""
+SELECTION_MAX_KEY_BYTES: Final = 4096
+"""Largest nodeSelector + affinity (orjson bytes) remembered: real ones are ~100 bytes, and a
+tenant's megabyte selectors (admission runs before the API server validates the pod) must not
+stay in memory."""
 _selections: OrderedDict[bytes, NodeSelection] = OrderedDict()
 _selections_lock = threading.Lock()
 
@@ -239,27 +244,46 @@ def node_selection(spec: RawObject, spec_path: str) -> NodeSelection:
     template, read the same nodeSelector and affinity (~7 us each for review 03's pod, 1 us
     looked up). The result is shared: treat it as read-only.
 
-    The key is orjson's bytes of ``spec_path``, ``nodeSelector`` and ``affinity`` (an absent or
-    empty one as ``{}``); a key holding ``null`` (which orjson also writes for NaN, from YAML)
-    or one orjson cannot write is not remembered.
+    The key is the SHA-256 of orjson's bytes of ``spec_path``, ``nodeSelector`` and
+    ``affinity`` (an absent or empty one as ``{}``). Only plain JSON is remembered
+    (``_exact_json``: exact str, int, bool, None, dicts with string keys and lists, no float),
+    so no two values orjson writes alike share a key (a YAML date and the same date quoted, an
+    enum and its value, NaN and null); nor is a key over ``SELECTION_MAX_KEY_BYTES``.
     """
-    try:
-        # absent, null and every other non-mapping read as "none" (selection_of): one key
-        key = orjson.dumps((spec_path, spec.get("nodeSelector") or {}, spec.get("affinity") or {}))
-    except orjson.JSONEncodeError:
+    selector, affinity = spec.get("nodeSelector") or {}, spec.get("affinity") or {}
+    if not (_exact_json(selector) and _exact_json(affinity)):
         return selection_of(spec, spec_path)
+    try:
+        raw = orjson.dumps((spec_path, selector, affinity))
+    except orjson.JSONEncodeError:  # deeper than 255 levels, an int beyond 64 bits
+        return selection_of(spec, spec_path)
+    if len(raw) > SELECTION_MAX_KEY_BYTES:
+        return selection_of(spec, spec_path)
+    key = hashlib.sha256(raw).digest()
     with _selections_lock:
         known = _selections.get(key)
         if known is not None:
             _selections.move_to_end(key)
             return known
     selection = selection_of(spec, spec_path)
-    if b"null" not in key:
-        with _selections_lock:
-            _selections[key] = selection
-            if len(_selections) > SELECTION_MEMO_SIZE:
-                _selections.popitem(last=False)
+    with _selections_lock:
+        _selections[key] = selection
+        if len(_selections) > SELECTION_MEMO_SIZE:
+            _selections.popitem(last=False)
     return selection
+
+
+def _exact_json(value: Any) -> bool:
+    """Whether ``value`` is made of exact JSON types only (no float, no subclass): what orjson
+    writes for it then names it alone."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is dict:
+        return all(type(k) is str and _exact_json(v) for k, v in value.items())
+    if kind is list:
+        return all(_exact_json(v) for v in value)
+    return False
 
 
 def selection_of(spec: RawObject, spec_path: str) -> NodeSelection:

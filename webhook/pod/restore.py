@@ -177,6 +177,9 @@ Landing = tuple[frozenset[str] | None, ...]
 ``_LANDING_PINS`` order (None: no such exhaustive pin)."""
 LANDING_MEMO_SIZE = 64
 """Pin sets whose landing pools are remembered per node-pool map (pods pin few distinct ones)."""
+LANDING_MAX_CHARS = 1024
+"""Characters of pin values a remembered pin set holds at most (real ones: a few names of up
+to 63 characters; admission runs before the API server validates the pod)."""
 _LANDING: list[tuple[Mapping[str, NodePoolFacts], dict[Landing, tuple[NodePoolFacts, ...]]]] = []
 """The last node-pool map seen and, per pin set (``Landing``), the pools a pod with those pins
 can land on. The cluster state replaces that map on a change and never edits it, so identity
@@ -205,6 +208,8 @@ def landing_pools(
     found = known.get(wanted)
     if found is None:
         found = _landing(wanted, pools)
+        if sum(len(value) for values in wanted if values for value in values) > LANDING_MAX_CHARS:
+            return list(found)  # a tenant's huge pins are not kept
         if len(known) >= LANDING_MEMO_SIZE:
             known.clear()
         known[wanted] = found
