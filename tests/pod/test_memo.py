@@ -24,6 +24,7 @@ from webhook.mutation.prediction import pod_facts
 from webhook.pod import distill, memo
 from webhook.pod.fields import field_digests
 from webhook.pod.memo import (
+    DIGESTS_MAX_FIELDS,
     DIGESTS_SIZE,
     MEMO_SIZE,
     admitted_field_digests,
@@ -249,3 +250,14 @@ def test_a_new_templates_miss_distills_once(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(distill, "distill", real)
     assert dict(digests) == field_digests(draft.doc)
     assert not any(isinstance(value, distill.Distilled) for value in vars(memo).values())
+
+
+def test_a_pod_with_thousands_of_hashed_fields_is_answered_but_not_kept() -> None:
+    pod = pod03()
+    annotations = pod["metadata"].setdefault("annotations", {})
+    for number in range(DIGESTS_MAX_FIELDS + 1):
+        annotations[f"dev.gvisor.x{number}"] = "v"
+    value, distilled = memo.admitted(pod)
+    digests = admitted_field_digests(value, pod, distilled)
+    assert dict(digests) == field_digests(pod)
+    assert not memo._digests

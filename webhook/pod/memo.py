@@ -55,6 +55,10 @@ MEMO_SIZE: Final = 2048
 
 DIGESTS_SIZE: Final = 128
 """Fingerprints whose field digests are remembered (~3 KiB each for review 03's pod)."""
+DIGESTS_MAX_FIELDS: Final = 1024
+"""Field digests of one pod remembered at most (a 100-container pod has about 1,000): admission
+runs before the API server validates a pod, and 128 pods of thousands of ``dev.gvisor.*``
+annotations each would otherwise stay in memory."""
 
 _memo: OrderedDict[bytes, str] = OrderedDict()
 _digests: OrderedDict[str, Mapping[str, str]] = OrderedDict()
@@ -142,7 +146,8 @@ def admitted_field_digests(
     ``spec_hash`` must be the fingerprint snapready itself just computed for ``pod``
     (``stamp_fingerprint`` writes it on every selected pod, overwriting whatever the pod
     brought), never a value read from a request: equal fingerprints mean equal distilled
-    fields, hence equal digests. Bounded to ``DIGESTS_SIZE``, least recently used out first.
+    fields, hence equal digests. Bounded to ``DIGESTS_SIZE``, least recently used out first;
+    a pod with over ``DIGESTS_MAX_FIELDS`` fields is computed, never kept.
 
     Raises:
         ValueError: as ``field_digests`` (never for a pod decoded from JSON).
@@ -154,6 +159,8 @@ def admitted_field_digests(
             return known
     digests = field_digests(pod) if pod_distilled is None else digests_of(pod_distilled)
     value: Mapping[str, str] = MappingProxyType(digests)
+    if len(digests) > DIGESTS_MAX_FIELDS:
+        return value  # a tenant's pod with thousands of hashed fields is not kept
     with _lock:
         _digests[spec_hash] = value
         if len(_digests) > DIGESTS_SIZE:
