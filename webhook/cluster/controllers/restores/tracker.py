@@ -74,8 +74,14 @@ class RestoreTracker(Reconciler):
     ``observe(record)`` is called for every pod event once the pod cache holds it, ``gone`` for
     a pod that left it, and ``notify()`` on new GKE events, snapshots or nodes (O(1): a set and
     a wake-up); ``reconcile`` evaluates the pending pods on every wake-up, every ``recheck``
-    seconds, and when a Ready pod's settle time ends (the delay it returns).
+    seconds, and when a Ready pod's settle time ends (the delay it returns), at most once per
+    ``min_interval``.
     """
+
+    min_interval = 0.1
+    """Seconds between passes: the pod events of a scale-out (hundreds per second) are taken in
+    batches instead of one pass, and one hand-off of the interpreter, per pod (outcomes wait
+    ``outcomes.settle_seconds`` anyway)."""
 
     def __init__(
         self,
@@ -211,7 +217,10 @@ class RestoreTracker(Reconciler):
                 continue
             record = state.pods.get(key)
             if record is None and (key in fresh or key in self._fresh):
-                next_due = min(next_due, 0.2)  # not in the cache yet: look again soon
+                # Not in the cache yet, or it left it within this pass's batch (created, then
+                # its label removed): the next pass looks at it again, soon.
+                self._gone.add(key)
+                next_due = min(next_due, 0.2)
                 continue
             if record is None:  # deleted, or it lost its label (``labels.LabelGuard``)
                 if self.guard.lost(key, self._pending[key], state.policies):
