@@ -42,6 +42,20 @@ def empty_memo() -> None:
     memo._digests.clear()
 
 
+@pytest.fixture
+def distills(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per ``distill.distill`` call from now on (the fingerprint's and the digests')."""
+    calls: list[int] = []
+    real = distill.distill
+
+    def counting(pod: Any) -> Any:
+        calls.append(1)
+        return real(pod)
+
+    monkeypatch.setattr(distill, "distill", counting)
+    return calls
+
+
 def pod03() -> dict[str, Any]:
     pod: dict[str, Any] = load_review("03")["request"]["object"]
     return pod
@@ -110,18 +124,11 @@ def test_values_orjson_cannot_write_skip_the_memo(odd: dict[str, Any]) -> None:
     assert not memo._memo
 
 
-def test_validate_reuses_what_mutate_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validate_reuses_what_mutate_computed(distills: list[int]) -> None:
     """Review 03 through /mutate, then its patched pod through /validate: one distillation."""
+    calls = distills
     review = load_review("03")
     engine = engine_for()
-    calls = []
-    real = distill.distill
-
-    def counting(pod: Any) -> Any:
-        calls.append(1)
-        return real(pod)
-
-    monkeypatch.setattr(distill, "distill", counting)
     final = apply(review["request"]["object"], run(review, engine))
     assert len(calls) == 1
     review["request"]["object"] = final
@@ -228,18 +235,13 @@ def test_a_fingerprint_the_pod_brought_never_keys_the_digests() -> None:
     assert list(memo._digests) == [facts.spec_hash]
 
 
-def test_a_new_templates_miss_distills_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_templates_miss_distills_once(
+    distills: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The first pod of a template is distilled once for both its fingerprint and the field
     digests a prediction miss names (half of a new template's miss went to a second distill),
     and the distilled pod is kept by the request's own view only, never by the module."""
-    calls = []
-    real = distill.distill
-
-    def counting(pod: Any) -> Any:
-        calls.append(1)
-        return real(pod)
-
-    monkeypatch.setattr(distill, "distill", counting)
+    calls = distills
     review = load_review("03")
     request = parse_review(orjson.dumps(review)).request
     ctx = selected_pod_context(request, request.object, engine_for())
@@ -247,7 +249,7 @@ def test_a_new_templates_miss_distills_once(monkeypatch: pytest.MonkeyPatch) -> 
     draft, _ = run_mutators(request.object, ctx, inject=False)
     digests = pod_facts(draft, ctx).field_digests()
     assert len(calls) == 1
-    monkeypatch.setattr(distill, "distill", real)
+    monkeypatch.undo()  # the real distill again, for the reference below
     assert dict(digests) == field_digests(draft.doc)
     assert not any(isinstance(value, distill.Distilled) for value in vars(memo).values())
 

@@ -34,7 +34,7 @@ def canonical_json(value: Any) -> bytes:
         RecursionError: nested deeper than Python's recursion limit (the admission edge answers
             that as a malformed request, 400).
     """
-    if _orjson_is_jcs(value):
+    if orjson_is_jcs(value):
         try:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:  # nested deeper than orjson's 255 levels
@@ -43,15 +43,18 @@ def canonical_json(value: Any) -> bytes:
     return canonical
 
 
-def _orjson_is_jcs(value: Any) -> bool:
-    """Whether ``orjson`` with sorted keys writes exactly the JCS bytes for ``value``."""
+def orjson_is_jcs(value: Any) -> bool:
+    """Whether ``orjson`` with sorted keys writes exactly the JCS bytes for ``value``: exact
+    str, bool, None, ints within ``JCS_INT_MAX``, dicts with ASCII string keys and lists, no
+    float and no subclass. Such a value's orjson bytes also name it alone (no date, enum or
+    NaN written like a string or null): ``pod.node_pins`` keys its memo by them."""
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return True
     if kind is int:
         return bool(-JCS_INT_MAX <= value <= JCS_INT_MAX)
     if kind is dict:
-        return all(type(k) is str and k.isascii() and _orjson_is_jcs(v) for k, v in value.items())
+        return all(type(k) is str and k.isascii() and orjson_is_jcs(v) for k, v in value.items())
     if kind is list:
-        return all(_orjson_is_jcs(v) for v in value)
+        return all(orjson_is_jcs(v) for v in value)
     return False
