@@ -130,6 +130,40 @@ def test_admission_reads_only_the_pods_own_group() -> None:
     assert (result.outcome, result.snapshot, result.candidates) == ("hit", "mine", 1)
 
 
+@pytest.mark.parametrize("matching", [True, False], ids=["hit", "miss"])
+def test_a_hit_behind_a_newer_origin_of_another_fingerprint_never_digests_the_pod(
+    matching: bool,
+) -> None:
+    """The field digests (~30 us on review 03's pod) only name the fields of a miss: a hit
+    found behind a newer origin of another fingerprint must not compute them, and a miss
+    still names the differing field, from one computation. Each origin is its own comparison
+    class (another template, ``fields`` of its own), newest first."""
+    other = "v1:sha256:" + "b" * 64
+    image = "spec.containers[0].image"
+    newer = OriginRecord("o1", other, {image: "1" * 12}, {}, {"model": "m1"})
+    older = OriginRecord("o2", HASH if matching else other, {image: "2" * 12}, {}, {"model": "m1"})
+    views = [
+        SnapshotView("snap", "newer", "llm-policy", "o1", True, "", "2026-12-01T10:05:00Z", None,
+                     newer),
+        SnapshotView("snap", "older", "llm-policy", "o2", True, "", "2026-12-01T10:00:00Z", None,
+                     older),
+    ]  # fmt: skip
+    computed: list[int] = []
+
+    def digests() -> dict[str, str]:
+        computed.append(1)
+        return {image: "0" * 12}
+
+    facts = pod({"app": "llm", "model": "m1"})
+    facts.fields = digests
+    result = predict(facts, SnapshotIndex.build(views), {}, rootfs_only=False)
+    if matching:
+        assert (result.outcome, result.snapshot, computed) == ("hit", "older", [])
+    else:
+        assert (result.outcome, result.snapshot, result.fields) == ("miss", "newer", (image,))
+        assert computed == [1]
+
+
 def reference_predict(pod: PodFacts, views: list[SnapshotView]) -> tuple[str, str | None, str, int]:
     """The prediction as specified, the slow way: walk every snapshot of the pod's policies,
     keep the Ready ones of its group (or unrecorded), newest first, compare each in turn."""
