@@ -36,7 +36,8 @@ install: $(STAMP) ## create .venv and install snapready with its dev tools
 serve: $(SERVE_STAMP) ## run the webhook on https://127.0.0.1:8443 (runtime deps only; local CA in certs/, example policies)
 	@test -f certs/tls.key || $(BIN)/snapready certs --out certs >/dev/null
 	@echo "snapready: https://127.0.0.1:8443  (try: curl --cacert certs/ca.crt -H 'Content-Type: application/json' --data @tests/data/reviews/03-pod-create-gvisor-l4x4-gpu4.json https://127.0.0.1:8443/mutate)"
-	SNAPREADY_INJECTION__ENABLED=false $(BIN)/snapready serve --policies manifests/examples
+	@echo "snapready: metrics on http://127.0.0.1:8080/metrics; Ctrl-C stops it"
+	@SNAPREADY_INJECTION__ENABLED=false $(BIN)/snapready serve --policies manifests/examples
 
 lint: $(STAMP) ## ruff lint and format check; lint-imports holds the layers (pyproject [tool.importlinter])
 	$(BIN)/ruff check webhook tests scripts bench

@@ -41,7 +41,8 @@ class Totals:
     wall_ms: float = 0.0
     cpu: Counter[str] = field(default_factory=Counter)
     """CPU milliseconds by process: webhook, apiserver, etcd, kcm, client; ``other``: the rest
-    of the machine (other users' processes)."""
+    of the machine (other users' processes); ``webhook loop``: the webhook's main thread (its
+    event loop; the rest of ``webhook`` is its other threads: watches, controllers)."""
     calls: Counter[str] = field(default_factory=Counter)
     """Webhook calls by ``mutate``/``validate`` (the server's own counter)."""
 
@@ -180,6 +181,8 @@ class Bench:
         if scenario in self.hooks:
             pids["webhook"] = self.hooks[scenario].server.process.pid
         now = {name: proc.cpu_ms(pid) for name, pid in pids.items()}
+        if "webhook" in pids:  # the server's event loop (its main thread), for the report
+            now["webhook loop"] = proc.main_thread_cpu_ms(pids["webhook"])
         mine = {record.pid for record in self.plane.processes} | {os.getpid()}
         now["bench"] = sum(proc.cpu_ms(pid) for pid in mine)
         now["machine"] = proc.machine_busy_ms()

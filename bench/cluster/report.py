@@ -167,13 +167,16 @@ def report_where(
         measured = timings[scenario]
         hot = pod_micros(measured, later=True) / 1000
         _, cold = whole_pod(inject=scenario == "snapready+inject", pods=pods)
+        loop = t.per_pod(t.cpu["webhook loop"])
         print(
             f"  {scenario:<18}measured {t.per_pod(t.cpu['webhook']):.2f} = constant server "
             f"{floor:.2f} (TLS, HTTP, event loop: any webhook) + snapready's own "
-            f"{t.per_pod(t.cpu['webhook']) - floor:.2f}; that work in-process (a later replica "
-            f"of one template, as every selected pod here is): {hot:.2f} with "
-            f"warm caches, {cold / 1000:.2f} after {CACHE_FLUSH_BYTES >> 20} MiB were read and "
-            "written (other processes between two calls)"
+            f"{t.per_pod(t.cpu['webhook']) - floor:.2f}; by thread: event loop {loop:.2f}, "
+            f"other threads (watches, controllers) {t.per_pod(t.cpu['webhook']) - loop:.2f}; "
+            f"that work in-process (a later replica of one template, as every selected pod "
+            f"here is): {hot:.2f} with warm caches, {cold / 1000:.2f} after "
+            f"{CACHE_FLUSH_BYTES >> 20} MiB were read and written (other processes between two "
+            "calls)"
         )
 
 

@@ -48,6 +48,16 @@ def cpu_ms(pid: int) -> float:
     return stat_ticks(stat) * 1000 / TICKS
 
 
+def main_thread_cpu_ms(pid: int) -> float:
+    """CPU milliseconds so far of ``pid``'s main thread (``/proc/<pid>/task/<pid>/stat``: the
+    thread whose id is the process id; a Python server's event loop); 0 when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    return stat_ticks(stat) * 1000 / TICKS
+
+
 def machine_busy_ms() -> float:
     """CPU time spent by the whole machine (every CPU, not idle or iowait), in milliseconds."""
     return busy_ticks(Path("/proc/stat").read_text().split("\n", 1)[0]) * 1000 / TICKS

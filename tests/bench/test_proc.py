@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 from bench.harness import proc
 
@@ -37,3 +39,24 @@ def test_this_process_has_cpu_time_and_memory() -> None:
 
 def test_a_gone_process_has_no_cpu_time() -> None:
     assert proc.cpu_ms(2**22 + 1) == 0.0
+
+
+def test_the_main_threads_cpu_leaves_out_what_other_threads_burn() -> None:
+    """bench-cluster splits the webhook's CPU into its event loop (the main thread) and the
+    rest (watches, controllers)."""
+    pid = os.getpid()
+    process_before, main_before = proc.cpu_ms(pid), proc.main_thread_cpu_ms(pid)
+
+    def spin() -> None:
+        end = time.thread_time() + 0.3  # 300 ms of this thread's own CPU
+        while time.thread_time() < end:
+            pass
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    worker.join()  # the main thread sleeps meanwhile
+    process = proc.cpu_ms(pid) - process_before
+    main = proc.main_thread_cpu_ms(pid) - main_before
+    assert process >= 250  # the worker's CPU counts for the process (10 ms ticks)
+    assert main < 100  # and not for the main thread
+    assert proc.main_thread_cpu_ms(2**22 + 1) == 0.0  # a process that is gone
