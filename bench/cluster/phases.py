@@ -42,7 +42,7 @@ class Totals:
     cpu: Counter[str] = field(default_factory=Counter)
     """CPU milliseconds by process: webhook, apiserver, etcd, kcm, client; ``other``: the rest
     of the machine (other users' processes); ``webhook loop``: the webhook's main thread (its
-    event loop; the rest of ``webhook`` is its other threads: watches, controllers)."""
+    event loop; the rest of ``webhook`` is its other threads: watches, controllers, metrics)."""
     calls: Counter[str] = field(default_factory=Counter)
     """Webhook calls by ``mutate``/``validate`` (the server's own counter)."""
 

@@ -171,8 +171,8 @@ def report_where(
         print(
             f"  {scenario:<18}measured {t.per_pod(t.cpu['webhook']):.2f} = constant server "
             f"{floor:.2f} (TLS, HTTP, event loop: any webhook) + snapready's own "
-            f"{t.per_pod(t.cpu['webhook']) - floor:.2f}; by thread: event loop {loop:.2f}, "
-            f"other threads (watches, controllers) {t.per_pod(t.cpu['webhook']) - loop:.2f}; "
+            f"{t.per_pod(t.cpu['webhook']) - floor:.2f}; by thread: event loop {loop:.2f}, other "
+            f"threads (watches, controllers, metrics) {t.per_pod(t.cpu['webhook']) - loop:.2f}; "
             f"that work in-process (a later replica of one template, as every selected pod "
             f"here is): {hot:.2f} with warm caches, {cold / 1000:.2f} after "
             f"{CACHE_FLUSH_BYTES >> 20} MiB were read and written (other processes between two "
