@@ -9,7 +9,7 @@ from typing import Any
 from webhook.snapshots.views import WorkloadRef
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodRecord:
     """The part of a stamped pod (label ``<prefix>selected``) the caches keep.
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from webhook.base.types import RawObject, mapping
+from webhook.base.types import RawObject, mapping, shared
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.views import (
     NODE_KEYS,
@@ -178,19 +178,20 @@ def record_from_spec(spec: Mapping[str, Any]) -> OriginRecord:
     workload = mapping(spec.get("workload"))
     kind, name = _str(workload.get("kind")), _str(workload.get("name"))
     node_from = spec.get("nodeFrom")
+    # Records of one template repeat its fingerprint, digests, node facts and group: kept once.
     return OriginRecord(
-        pod=_str(spec.get("originPod")),
-        spec_hash=_str(spec.get("specHash")),
-        fields={str(k): v for k, v in fields.items() if isinstance(v, str)},
-        node={key: _str(node.get(key)) for key in NODE_KEYS},
-        group={str(k): v for k, v in group.items() if isinstance(v, str)},
+        pod=shared(_str(spec.get("originPod"))),
+        spec_hash=shared(_str(spec.get("specHash"))),
+        fields={shared(str(k)): shared(v) for k, v in fields.items() if isinstance(v, str)},
+        node={key: shared(_str(node.get(key))) for key in NODE_KEYS},
+        group={shared(str(k)): shared(v) for k, v in group.items() if isinstance(v, str)},
         workload=None
         if kind is None or name is None
-        else WorkloadRef(kind, name, _str(workload.get("uid")) or ""),
+        else WorkloadRef(shared(kind), shared(name), _str(workload.get("uid")) or ""),
         config=config_refs(spec.get("config")),
-        node_name=_str(spec.get("originNode")),
+        node_name=shared(_str(spec.get("originNode"))),
         node_from=node_from if node_from in NODE_FROM else None,
-        triggered_by=_str(spec.get("triggeredBy")),
+        triggered_by=shared(_str(spec.get("triggeredBy"))),
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from webhook.base.types import RawObject, mapping
+from webhook.base.types import RawObject, mapping, shared
 from webhook.kube.gke import ORIGIN_NODE, ORIGIN_POD, TRIGGERED_BY
 
 RECORD_VERSION = 1
@@ -38,7 +38,7 @@ NODE_KEYS = ("pool", "family", "instanceType", "arch", "version", "accelerator",
 """The origin node facts a record holds (``status.nodeInfo.kubeletVersion`` and GKE labels)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkloadRef:
     """A pod's owning workload: ``kind``, ``name`` and ``uid`` (empty when not known)."""
 
@@ -311,22 +311,22 @@ def snapshot_view(obj: RawObject, *, origin_annotation: str) -> SnapshotView | N
         origin_node = None  # node names are DNS-1123 subdomains too
     ready, reason = _ready(status.get("conditions"))
     checkpoint, checkpoint_message, checkpoint_at = checkpoint_state(status.get("conditions"))
-    return SnapshotView(
-        namespace=namespace,
+    return SnapshotView(  # strings snapshots repeat are kept once (``shared``)
+        namespace=shared(namespace),
         name=name,
-        policy=policy,
-        origin_pod=origin_pod,
+        policy=shared(policy),
+        origin_pod=shared(origin_pod),
         ready=ready,
-        reason=reason,
+        reason=shared(reason),
         created=_str(metadata.get("creationTimestamp")) or "",
         last_access=_str(status.get("lastAccessTime")),
         checkpoint=checkpoint,
-        checkpoint_message=checkpoint_message,
+        checkpoint_message=shared(checkpoint_message),
         checkpoint_at=checkpoint_at,
         deleting_since=_str(metadata.get("deletionTimestamp")),
         uid=_str(metadata.get("uid")) or "",
-        origin_node=origin_node,
-        triggered_by=_str(mapping(metadata.get("labels")).get(TRIGGERED_BY)),
+        origin_node=shared(origin_node),
+        triggered_by=shared(_str(mapping(metadata.get("labels")).get(TRIGGERED_BY))),
         # Presence only: the leader reads and checks the value when it converts (once).
         legacy=bool(annotations.get(origin_annotation)),
     )

@@ -18,11 +18,11 @@ from webhook.base.keys import (
     RESTORE_SNAPSHOT,
     SPEC_HASH,
 )
-from webhook.base.types import RawObject, mapping
+from webhook.base.types import RawObject, mapping, shared
 from webhook.kube.gke import POD_RESTORED
 from webhook.snapshots.evidence import restore_failure
 from webhook.snapshots.pod_records import PodRecord, condition
-from webhook.snapshots.views import workload_of
+from webhook.snapshots.views import WorkloadRef, workload_of
 
 
 def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
@@ -31,12 +31,16 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
     namespace, name = metadata.get("namespace"), metadata.get("name")
     if not isinstance(namespace, str) or not isinstance(name, str):
         return None
-    labels = {k: v for k, v in mapping(metadata.get("labels")).items() if isinstance(v, str)}
+    labels = {
+        shared(k): shared(v)
+        for k, v in mapping(metadata.get("labels")).items()
+        if isinstance(v, str)
+    }
     annotations = mapping(metadata.get("annotations"))
 
     def ours(key: str) -> str | None:
         value = annotations.get(prefix + key)
-        return value if isinstance(value, str) else None
+        return shared(value) if isinstance(value, str) else None
 
     ready = condition(obj, "Ready")
     restored = condition(obj, POD_RESTORED)
@@ -48,12 +52,12 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
     )
     node = spec.get("nodeName")
     return PodRecord(
-        namespace=namespace,
+        namespace=shared(namespace),
         name=name,
         uid=str(metadata.get("uid") or ""),
         labels=labels,
         spec_hash=ours(SPEC_HASH),
-        node_name=node if isinstance(node, str) else None,
+        node_name=shared(node) if isinstance(node, str) else None,
         prediction=ours(RESTORE_PREDICTION),
         predicted_snapshot=ours(RESTORE_SNAPSHOT),
         created=str(metadata.get("creationTimestamp") or ""),
@@ -69,8 +73,8 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
         outcome=ours(RESTORE_OUTCOME),
         gated=gated,
         settled=str(settled.get("status")) if settled is not None else None,
-        phase=str(mapping(obj.get("status")).get("phase") or ""),
-        owner=workload_of(metadata),
+        phase=shared(str(mapping(obj.get("status")).get("phase") or "")),
+        owner=_shared_owner(workload_of(metadata)),
     )
 
 
@@ -80,3 +84,11 @@ def _true_since(entry: object) -> str | None:
         return None
     value = entry.get("lastTransitionTime")
     return value if isinstance(value, str) and value else None
+
+
+def _shared_owner(owner: WorkloadRef | None) -> WorkloadRef | None:
+    """``owner`` with its strings ``shared`` (a Deployment's name is cut out of each pod's
+    ReplicaSet name: a new string per pod otherwise)."""
+    if owner is None:
+        return None
+    return WorkloadRef(shared(owner.kind), shared(owner.name), shared(owner.uid))
