@@ -1,12 +1,12 @@
 """The caches keep each repeated string once (``webhook.base.types.shared``).
 
 Replicas of one template, and the PodSnapshots and SnapshotRecords taken from them, repeat
-their namespace, labels, fingerprint, field digests, node facts and policy; each object decoded
-from the API server brings its own copies. ``pod_record``, ``snapshot_view`` and
-``record_view`` keep one copy for all (``make bench-scale``: RSS at 20,000 pods and 5,000
-PodSnapshots is within 250 MiB by a few MiB only). Each test decodes two objects from separate
-JSON documents, as two watch events are, and checks the values are the same objects, and equal
-to what was sent.
+their namespace, labels, fingerprint, field digests, node facts and policy; the nodes of a pool
+repeat their labels and version. Each object decoded from the API server brings its own copies;
+``pod_record``, ``snapshot_view``, ``record_view`` and ``node_view`` keep one copy for all
+(``make bench-scale``: RSS at 2,000 nodes, 20,000 pods and 5,000 PodSnapshots was within a few
+MiB of its 250 MiB target). Each test decodes two objects from separate JSON documents, as two
+watch events are, and checks the values are the same objects, and equal to what was sent.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import orjson
 
 from webhook.base.types import shared
 from webhook.cluster.api.stamped_pods import pod_record
+from webhook.snapshots.facts import node_view
 from webhook.snapshots.records import record_object, record_view
 from webhook.snapshots.views import OriginRecord, SnapshotView, WorkloadRef, snapshot_view
 
@@ -127,3 +128,26 @@ def test_shared_leaves_none_and_str_subclasses_alone() -> None:
     assert shared(tagged) is tagged  # sys.intern refuses subclasses: kept as it is
     built = "".join(["llm-", "policy"])
     assert shared(built) is sys.intern("llm-policy")
+
+
+def test_two_nodes_of_a_pool_share_their_kept_values() -> None:
+    def node(name: str) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "cloud.google.com/gke-nodepool": "l4-pool",
+                    "node.kubernetes.io/instance-type": "g2-standard-48",
+                    "cloud.google.com/gke-accelerator": "nvidia-l4",
+                },
+            },
+            "status": {"nodeInfo": {"kubeletVersion": "v1.35.3-gke.1234000"}},
+        }
+
+    first, second = (node_view(decoded(node(n))) for n in ("node-1", "node-2"))
+    assert first is not None and second is not None
+    assert (first.pool, first.version) == ("l4-pool", "1.35.3-gke.1234000")
+    assert first.label("cloud.google.com/machine-family") == "g2"  # derived from the type
+    assert first.pool is second.pool
+    assert first.version is second.version
+    assert all(a[1] is b[1] for a, b in zip(first.labels, second.labels, strict=True))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from webhook.base.types import shared
 from webhook.kube.gke import (
     ACCELERATOR,
     ACCELERATOR_COUNT,
@@ -65,12 +66,16 @@ def node_view(obj: Mapping[str, Any]) -> NodeView | None:
     pool = labels.get(NODE_POOL)
     if not isinstance(pool, str) or not pool:
         return None
-    kept = {key: labels[key] for key in NODE_FACT_LABELS if isinstance(labels.get(key), str)}
+    # Nodes of a pool repeat every kept value: one copy for all (``shared``), and no string of
+    # each decoded page outlives it just to hold the same value again.
+    kept = {
+        key: shared(labels[key]) for key in NODE_FACT_LABELS if isinstance(labels.get(key), str)
+    }
     if MACHINE_FAMILY not in kept and INSTANCE_TYPE in kept:
         family = machine_family(kept[INSTANCE_TYPE])
         if family is not None:
-            kept[MACHINE_FAMILY] = family
-    return NodeView(pool, tuple(sorted(kept.items())), node_version(obj))
+            kept[MACHINE_FAMILY] = shared(family)
+    return NodeView(shared(pool), tuple(sorted(kept.items())), shared(node_version(obj)))
 
 
 def node_version(obj: Mapping[str, Any]) -> str | None:
