@@ -11,12 +11,12 @@ watch events are, and checks the values are the same objects, and equal to what 
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import orjson
 
-from webhook.base.types import shared
+from webhook.base import types
+from webhook.base.types import SHARED_MAX_CHARS, SHARED_MAX_ENTRIES, shared
 from webhook.cluster.api.stamped_pods import pod_record
 from webhook.snapshots.facts import node_view
 from webhook.snapshots.records import record_object, record_view
@@ -119,15 +119,31 @@ def test_two_snapshots_and_their_records_share_their_repeated_strings() -> None:
     assert a.node_name is b.node_name
 
 
-def test_shared_leaves_none_and_str_subclasses_alone() -> None:
+def test_shared_leaves_none_subclasses_and_long_strings_alone() -> None:
     class Tagged(str):
         pass
 
     tagged = Tagged("llm-policy")
     assert shared(None) is None
-    assert shared(tagged) is tagged  # sys.intern refuses subclasses: kept as it is
-    built = "".join(["llm-", "policy"])
-    assert shared(built) is sys.intern("llm-policy")
+    assert shared(tagged) is tagged  # never decoded from JSON: kept as it is
+    first = "".join(["llm-", "policy"])
+    assert shared(first) is shared("".join(["llm-", "policy"])) == "llm-policy"
+    long = "x" * (SHARED_MAX_CHARS + 1)
+    assert shared(long) is long
+    assert shared("".join(["x"] * (SHARED_MAX_CHARS + 1))) is not long  # not held
+
+
+def test_the_table_is_bounded_whatever_values_a_tenant_invents() -> None:
+    """A tenant relabelling a selected pod again and again brings new values every time: the
+    table never holds more than ``SHARED_MAX_ENTRIES`` (``sys.intern`` would keep them all for
+    ever on CPython 3.12.0-3.12.6), and what the caches hold stays shared after a reset."""
+    kept = shared("".join(["team-", "a"]))
+    for number in range(3 * SHARED_MAX_ENTRIES):
+        shared(f"value-{number}")
+        assert len(types._SHARED) <= SHARED_MAX_ENTRIES
+    again = shared("".join(["team-", "a"]))
+    assert again == kept
+    assert shared("".join(["team-", "a"])) is again  # shared again from then on
 
 
 def test_two_nodes_of_a_pool_share_their_kept_values() -> None:

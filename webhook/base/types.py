@@ -6,7 +6,6 @@ typed views exist only at the HTTP edge (``review``) and for settings (``config`
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
@@ -23,6 +22,17 @@ def mapping(value: Any) -> RawObject:
     return value if isinstance(value, dict) else {}
 
 
+SHARED_MAX_ENTRIES = 16_384
+"""Distinct strings ``shared`` holds at most; when full it forgets them all and starts again
+(what the caches already hold stays shared). At scale (2,000 nodes, 20,000 pods, 5,000
+PodSnapshots: ``make bench-scale``) the distinct repeated values are a few thousand (node names,
+label values, field digests)."""
+SHARED_MAX_CHARS = 256
+"""Longer strings are returned as they are, never held: with ``SHARED_MAX_ENTRIES``, the table
+holds at most ~6 MiB whatever the values (a label value is at most 63 characters, a key 316)."""
+_SHARED: dict[str, str] = {}
+
+
 @overload
 def shared(value: str) -> str: ...
 @overload
@@ -30,15 +40,28 @@ def shared(value: None) -> None: ...
 @overload
 def shared(value: str | None) -> str | None: ...
 def shared(value: str | None) -> str | None:
-    """``value`` interned (``sys.intern``), for the strings a cache keeps once per object though
-    most objects repeat them (namespaces, labels, policies, node names, fingerprints, field
-    digests). Each decoded object brings its own copy; interned, the caches keep one for all.
-    Measured with tracemalloc on 20,000 replicas of review 03's pod: ``pod_record`` kept 1,890
-    bytes per pod before, 975 after (with ``PodRecord``'s slots); on 5,000 PodSnapshots with
-    their SnapshotRecords: 4,090 bytes per pair before, 2,390 after. An interned string is freed
-    like any other once nothing holds it, so values a user invents cost no more than before.
-    None and ``str`` subclasses (never decoded from JSON) come back as they are."""
-    return sys.intern(value) if type(value) is str else value
+    """One copy of ``value`` for every cache that keeps an equal string: the first equal string
+    seen (while ``_SHARED`` holds it), for the strings caches keep once per object though most
+    objects repeat them (namespaces, labels, policies, node names, fingerprints, field digests).
+    Each decoded object brings its own copy; shared, the caches keep one for all. Measured with
+    tracemalloc on 20,000 replicas of review 03's pod: ``pod_record`` kept 1,890 bytes per pod
+    before, 975 after (with ``PodRecord``'s slots); on 5,000 PodSnapshots with their
+    SnapshotRecords: 4,090 bytes per pair before, 2,390 after.
+
+    Not ``sys.intern``: CPython 3.12.0 to 3.12.6 never free an interned string (gh-113993, and
+    free-threaded builds make them immortal), so a tenant relabelling a selected pod again and
+    again would grow the process for ever. Here the table is bounded (``SHARED_MAX_ENTRIES`` of
+    at most ``SHARED_MAX_CHARS``) and a string nothing else holds goes with the next reset.
+    None, ``str`` subclasses (never decoded from JSON) and long strings come back as they are.
+    Thread-safe: each step is one dict operation under the GIL."""
+    if type(value) is not str or len(value) > SHARED_MAX_CHARS:
+        return value
+    kept = _SHARED.get(value)
+    if kept is not None:
+        return kept
+    if len(_SHARED) >= SHARED_MAX_ENTRIES:
+        _SHARED.clear()
+    return _SHARED.setdefault(value, value)
 
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
