@@ -232,7 +232,7 @@ def test_a_fingerprint_the_pod_brought_never_keys_the_digests() -> None:
     draft, _ = run_mutators(request.object, ctx, inject=False)  # stamps its own fingerprint
     facts = pod_facts(draft, ctx)
     facts.field_digests()
-    assert list(memo._digests) == [facts.spec_hash]
+    assert len(memo._digests) == 1 and facts.spec_hash in memo._digests
 
 
 def test_a_new_templates_miss_distills_once(

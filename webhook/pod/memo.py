@@ -6,7 +6,8 @@ fingerprints the final pod again to see whether a later webhook changed hashed f
 links the two calls (each has its own ``request.uid``), but the final pod is byte for byte the
 pod snapready stamped unless a later webhook changed it. ``fingerprint`` is a pure function of
 the distilled fields, so keying it by those fields' content cannot go stale: a changed pod is a
-new key and is computed afresh; an entry is only ever evicted (bounded, oldest first).
+new key and is computed afresh; an entry is only ever evicted (bounded, least recently used
+first: ``base.lru.Lru``).
 
 The key is SHA-256 over orjson's sorted-keys bytes of what ``distill`` reads (the spec, the
 ``dev.gvisor.*`` annotations, the hashed labels): ~5 us against ~30 us for the fingerprint of
@@ -30,14 +31,13 @@ on 2 cores).
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
 import orjson
 
+from webhook.base.lru import Lru
 from webhook.base.types import RawObject, mapping
 from webhook.pod.distill import (
     GVISOR_ANNOTATION_PREFIX,
@@ -60,9 +60,8 @@ DIGESTS_MAX_FIELDS: Final = 1024
 runs before the API server validates a pod, and 128 pods of thousands of ``dev.gvisor.*``
 annotations each would otherwise stay in memory."""
 
-_memo: OrderedDict[bytes, str] = OrderedDict()
-_digests: OrderedDict[str, Mapping[str, str]] = OrderedDict()
-_lock = threading.Lock()
+_memo: Lru[bytes, str] = Lru(MEMO_SIZE)
+_digests: Lru[str, Mapping[str, str]] = Lru(DIGESTS_SIZE)
 
 
 def content_key(pod: RawObject) -> bytes | None:
@@ -109,10 +108,7 @@ def admitted(pod: RawObject) -> tuple[str, Distilled | None]:
     pod_distilled = distilled(pod)
     value = fingerprint_of(pod_distilled)
     if key is not None:
-        with _lock:
-            _memo[key] = value
-            if len(_memo) > MEMO_SIZE:
-                _memo.popitem(last=False)
+        _memo.put(key, value)
     return value, pod_distilled
 
 
@@ -131,10 +127,7 @@ def recorded_fingerprint(pod: RawObject) -> str:
 
 def _known(key: bytes | None) -> str | None:
     """The remembered fingerprint for ``key`` (None: no key, or not remembered)."""
-    if key is None:
-        return None
-    with _lock:
-        return _memo.get(key)
+    return None if key is None else _memo.get(key)
 
 
 def admitted_field_digests(
@@ -152,17 +145,12 @@ def admitted_field_digests(
     Raises:
         ValueError: as ``field_digests`` (never for a pod decoded from JSON).
     """
-    with _lock:
-        known = _digests.get(spec_hash)
-        if known is not None:
-            _digests.move_to_end(spec_hash)
-            return known
+    known = _digests.get(spec_hash)
+    if known is not None:
+        return known
     digests = field_digests(pod) if pod_distilled is None else digests_of(pod_distilled)
     value: Mapping[str, str] = MappingProxyType(digests)
     if len(digests) > DIGESTS_MAX_FIELDS:
         return value  # a tenant's pod with thousands of hashed fields is not kept
-    with _lock:
-        _digests[spec_hash] = value
-        if len(_digests) > DIGESTS_SIZE:
-            _digests.popitem(last=False)
+    _digests.put(spec_hash, value)
     return value

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
 import orjson
 
+from webhook.base.lru import Lru
 from webhook.base.types import RawObject
 from webhook.kube.canonical import orjson_is_jcs
 from webhook.kube.gke import (
@@ -235,8 +234,7 @@ SELECTION_MAX_KEY_BYTES: Final = 4096
 """Largest nodeSelector + affinity (orjson bytes) remembered: real ones are ~100 bytes, and a
 tenant's megabyte selectors (admission runs before the API server validates the pod) must not
 stay in memory."""
-_selections: OrderedDict[bytes, NodeSelection] = OrderedDict()
-_selections_lock = threading.Lock()
+_selections: Lru[bytes, NodeSelection] = Lru(SELECTION_MEMO_SIZE)
 
 
 def node_selection(spec: RawObject, spec_path: str) -> NodeSelection:
@@ -261,17 +259,11 @@ def node_selection(spec: RawObject, spec_path: str) -> NodeSelection:
     if len(raw) > SELECTION_MAX_KEY_BYTES:
         return selection_of(spec, spec_path)
     key = hashlib.sha256(raw).digest()
-    with _selections_lock:
-        known = _selections.get(key)
-        if known is not None:
-            _selections.move_to_end(key)
-            return known
-    selection = selection_of(spec, spec_path)
-    with _selections_lock:
-        _selections[key] = selection
-        if len(_selections) > SELECTION_MEMO_SIZE:
-            _selections.popitem(last=False)
-    return selection
+    known = _selections.get(key)
+    if known is None:
+        known = selection_of(spec, spec_path)
+        _selections.put(key, known)
+    return known
 
 
 def selection_of(spec: RawObject, spec_path: str) -> NodeSelection:
