@@ -36,11 +36,25 @@ def clip_all(values: Iterable[Any], limit: int = 3, width: int = CLIP_WIDTH) -> 
     return shown + (f" +{len(items) - limit} more" if len(items) > limit else "")
 
 
-@functools.lru_cache(maxsize=2048)
+CACHED_KEY_CHARS = 256
+"""Longest text whose ``natural_key`` is cached: field paths are short, and a tenant's can be
+megabytes long (a pod's annotation key, before the API server validates it)."""
+
+
 def natural_key(text: str) -> tuple[str | int, ...]:
     """Sort key that orders embedded numbers by value: ``containers[2]`` before
     ``containers[100]`` (plain string order puts ``1`` before ``2``). Strings and ints alternate
-    at fixed positions, so keys of any two texts compare without a type error. Cached (bounded):
-    findings of every pod sort by the same few field paths."""
+    at fixed positions, so keys of any two texts compare without a type error. Cached (bounded
+    in entries, and only texts up to ``CACHED_KEY_CHARS``): findings of every pod sort by the
+    same few field paths."""
+    if len(text) > CACHED_KEY_CHARS:
+        return _natural_key(text)
+    return _cached_natural_key(text)
+
+
+def _natural_key(text: str) -> tuple[str | int, ...]:
     parts = _DIGITS.split(text)
     return tuple(int(part) if index % 2 else part for index, part in enumerate(parts))
+
+
+_cached_natural_key = functools.lru_cache(maxsize=2048)(_natural_key)

@@ -96,7 +96,12 @@ class PodContext:
         return join_path(self.metadata_path, *parts)
 
 
-@functools.lru_cache(maxsize=4096)
+CACHED_PATH_CHARS = 256
+"""Longest key or base a cached ``join_path`` call may hold: real paths are well under it, and
+a tenant's key can be megabytes (admission sees a pod before the API server validates it), so
+4,096 cached paths must never hold 4,096 of those."""
+
+
 def join_path(base: str, *parts: str | int) -> str:
     """Build a Kubernetes-style field path: ints as ``[i]``, keys with dots or slashes quoted.
 
@@ -106,6 +111,15 @@ def join_path(base: str, *parts: str | int) -> str:
     >>> join_path("spec", "containers", 1, "resources", "limits", "nvidia.com/gpu")
     'spec.containers[1].resources.limits["nvidia.com/gpu"]'
     """
+    if len(base) > CACHED_PATH_CHARS:
+        return _join_path(base, *parts)
+    for part in parts:  # a loop, not any(): this runs dozens of times per review
+        if part.__class__ is str and len(part) > CACHED_PATH_CHARS:
+            return _join_path(base, *parts)
+    return _cached_join_path(base, *parts)
+
+
+def _join_path(base: str, *parts: str | int) -> str:
     out = base
     for part in parts:
         if isinstance(part, int):
@@ -115,6 +129,9 @@ def join_path(base: str, *parts: str | int) -> str:
         else:
             out += f".{part}" if out else part
     return out
+
+
+_cached_join_path = functools.lru_cache(maxsize=4096)(_join_path)
 
 
 def list_of_dicts(value: Any) -> list[RawObject]:

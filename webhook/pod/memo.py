@@ -60,6 +60,10 @@ DIGESTS_MAX_FIELDS: Final = 1024
 runs before the API server validates a pod, and 128 pods of thousands of ``dev.gvisor.*``
 annotations each would otherwise stay in memory."""
 
+DIGESTS_MAX_PATH_CHARS: Final = 64 * 1024
+"""Characters of field paths one remembered pod may hold (review 03's: under 1,000): a
+``dev.gvisor.*`` annotation key can be megabytes before the API server refuses the pod."""
+
 _memo: Lru[bytes, str] = Lru(MEMO_SIZE)
 _digests: Lru[str, Mapping[str, str]] = Lru(DIGESTS_SIZE)
 
@@ -140,7 +144,8 @@ def admitted_field_digests(
     (``stamp_fingerprint`` writes it on every selected pod, overwriting whatever the pod
     brought), never a value read from a request: equal fingerprints mean equal distilled
     fields, hence equal digests. Bounded to ``DIGESTS_SIZE``, least recently used out first;
-    a pod with over ``DIGESTS_MAX_FIELDS`` fields is computed, never kept.
+    a pod with over ``DIGESTS_MAX_FIELDS`` fields or ``DIGESTS_MAX_PATH_CHARS`` characters of
+    paths is computed, never kept.
 
     Raises:
         ValueError: as ``field_digests`` (never for a pod decoded from JSON).
@@ -150,7 +155,7 @@ def admitted_field_digests(
         return known
     digests = field_digests(pod) if pod_distilled is None else digests_of(pod_distilled)
     value: Mapping[str, str] = MappingProxyType(digests)
-    if len(digests) > DIGESTS_MAX_FIELDS:
-        return value  # a tenant's pod with thousands of hashed fields is not kept
+    if len(digests) > DIGESTS_MAX_FIELDS or sum(map(len, digests)) > DIGESTS_MAX_PATH_CHARS:
+        return value  # a tenant's pod of thousands of fields, or of huge keys, is not kept
     _digests.put(spec_hash, value)
     return value
