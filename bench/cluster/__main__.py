@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.cluster.objects import pod_bodies, set_up_cluster
 from bench.cluster.phases import Bench, run_bench
-from bench.cluster.profile import profile_phase
+from bench.cluster.profile import profile_apiserver, profile_phase
 from bench.cluster.report import report
 from bench.cluster.webhooks import live_conditions, register, start_servers
 from bench.harness import results
@@ -77,7 +77,8 @@ def parse_args() -> argparse.Namespace:
         type=Path,
         metavar="DIR",
         help="after the rounds, sample each snapready variant with py-spy during one unmeasured "
-        "phase of selected pods; raw stacks and a summary in DIR",
+        "phase of selected pods, then take the API server's CPU profile behind each webhook "
+        "(the control plane runs with --profiling); raw profiles and summaries in DIR",
     )
     parser.add_argument("--profile-pods", type=int, default=2000, help="pods of --profile")
     parser.add_argument("--keep", type=Path, metavar="DIR",
@@ -124,7 +125,7 @@ def bench_in(tmp: Path, args: argparse.Namespace, scenarios: list[str], peers: P
     began = time.monotonic()
     binaries = assets(tmp)
     print(f"starting the control plane ({binaries})", flush=True)
-    plane = start_plane(binaries, tmp, "controlplane")
+    plane = start_plane(binaries, tmp, "controlplane", profiling=args.profile is not None)
     stop = threading.Event()
     api = Api(plane, args.concurrency + 2)
     bench = Bench(plane, api, {}, pod_bodies(), args.concurrency, began + args.timeout, stop)
@@ -179,7 +180,8 @@ def bench_in(tmp: Path, args: argparse.Namespace, scenarios: list[str], peers: P
 
 
 def profile(bench: Bench, scenarios: list[str], folder: Path, pods: int) -> None:
-    """One py-spy profile per snapready variant, summarised next to its raw stacks."""
+    """One py-spy profile per snapready variant, summarised next to its raw stacks; then one
+    API-server CPU profile behind each webhook (``bench.cluster.profile.profile_apiserver``)."""
     folder.mkdir(parents=True, exist_ok=True)
     for scenario in [s for s in scenarios if s.startswith("snapready")]:
         raw = profile_phase(bench, scenario, pods, folder.resolve())
@@ -188,6 +190,11 @@ def profile(bench: Bench, scenarios: list[str], folder: Path, pods: int) -> None
             (folder / f"{scenario}.summary.txt").write_text(summary + "\n")
             print(f"\npy-spy profile of {scenario}, {pods} selected pods "
                   f"(raw stacks: {raw}):\n{summary}")  # fmt: skip
+    table = profile_apiserver(bench, scenarios, folder.resolve())
+    if table is not None:
+        (folder / "apiserver.summary.txt").write_text(table + "\n")
+        print(f"\nAPI-server CPU profile (go tool pprof, inclusive; apiserver-*.pb.gz in "
+              f"{folder}):\n{table}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -39,9 +39,10 @@ def assets(tmp: Path) -> Path:
     return find_assets(tmp / "envtest-build.log")
 
 
-def start_plane(binaries: Path, tmp: Path, label: str) -> ControlPlane:
-    """A control plane in ``tmp/label`` (descriptor ``tmp/label.json``), once it is usable."""
-    return start_with_retries(binaries, tmp / label, tmp / f"{label}.json")
+def start_plane(binaries: Path, tmp: Path, label: str, *, profiling: bool = False) -> ControlPlane:
+    """A control plane in ``tmp/label`` (descriptor ``tmp/label.json``), once it is usable; with
+    ``profiling`` the API server serves ``/debug/pprof/`` (``bench.cluster --profile``)."""
+    return start_with_retries(binaries, tmp / label, tmp / f"{label}.json", profiling=profiling)
 
 
 def stop_named(plane: ControlPlane, *names: str, timeout: float = 15) -> None:

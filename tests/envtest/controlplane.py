@@ -776,6 +776,7 @@ def start(
     owner_pid: int | None = None,
     orphan_dir: Path | None = None,
     timeout: float = START_TIMEOUT,
+    profiling: bool = False,
 ) -> ControlPlane:
     """Start etcd, kube-apiserver and kube-controller-manager in ``directory``; wait until usable.
 
@@ -785,7 +786,9 @@ def start(
     PodSnapshot writes (:meth:`ControlPlane.audit_events`). The ``descriptor`` file is kept current
     from the first spawned process on. A watchdog stops everything (and removes ``orphan_dir``,
     default ``directory``) when ``owner_pid`` (default: this process) exits without calling
-    :meth:`ControlPlane.stop`.
+    :meth:`ControlPlane.stop`. With ``profiling`` the API server serves Go's
+    ``/debug/pprof/`` handlers (``--profiling``; RBAC still applies: the admin may read them),
+    as ``make bench-cluster --profile`` does; off otherwise, the default of a hardened cluster.
 
     Raises:
         ControlPlaneError: a process exited or the control plane was not usable in ``timeout``
@@ -902,7 +905,7 @@ def start(
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
-                "--profiling=false",
+                f"--profiling={str(profiling).lower()}",
                 f"--audit-policy-file={audit_policy}",
                 f"--audit-log-path={plane.audit_log}",
                 "--audit-log-format=json",
@@ -968,6 +971,7 @@ def start_with_retries(
     owner_pid: int | None = None,
     orphan_dir: Path | None = None,
     attempts: int = 3,
+    profiling: bool = False,
 ) -> ControlPlane:
     """:func:`start` in ``directory/attempt-N``, again on fresh ports when a port was taken
     between probing and binding (other tests pick free ports concurrently)."""
@@ -979,6 +983,7 @@ def start_with_retries(
                 descriptor,
                 owner_pid=owner_pid,
                 orphan_dir=orphan_dir or directory,
+                profiling=profiling,
             )
         except ControlPlaneError as error:
             if attempt == attempts or "address already in use" not in str(error):
