@@ -163,3 +163,18 @@ def test_in_process_row_shows_the_worst_figure_and_lists_them_all() -> None:
     row = by_short(evaluate(figures(run(1.5, 2.0), "snapready", admit)))["in-process admit"]
     assert (row.figure, row.target, row.ok) == ("61.5 us", "<= 60 us", False)
     assert row.detail == "/validate; all: /mutate (new pod) 58.0, /validate 61.5"
+
+
+def test_latency_rows_show_the_go_peers_ratio_beside_snapreadys() -> None:
+    rows = by_short(evaluate(figures(run(1.5, 2.0), "snapready")))
+    # constant 50 ms, Go peer 55 ms, snapready 60 ms (``run``)
+    assert rows["CREATE p50"].figure == "1.20x"
+    assert rows["CREATE p50"].detail == "Go peer, which patches too: 1.10x"
+    assert rows["CREATE p99"].detail == "Go peer, which patches too: 1.10x"
+    assert rows["CREATE p50"].ok is True  # the peer's ratio decides nothing
+
+
+def test_without_a_go_peer_the_latency_rows_have_no_detail() -> None:
+    rows = by_short(evaluate(figures(run(1.5, None), "snapready")))
+    assert rows["CREATE p50"].detail == ""
+    assert rows["CREATE p50"].figure == "1.20x"
