@@ -169,9 +169,10 @@ class Bench:
             time.sleep(0.2)
         raise BenchError(f"the API server did not switch to scenario {scenario} within 60 s")
 
-    def cpu_now(self, scenario: str) -> dict[str, float]:
-        """CPU ms so far of the processes that matter, plus ``bench`` (all of this bench's
-        processes) and ``machine`` (every CPU of the machine)."""
+    def cpu_now(self, scenario: str) -> dict[str, proc.CpuSample]:
+        """CPU so far of the processes that matter (``proc.cpu_sample``: ticks and exact run
+        time), plus ``bench`` (all of this bench's processes) and ``machine`` (every CPU of the
+        machine), those two in ticks only (``/proc/stat`` has nothing finer)."""
         pids = {
             "apiserver": pid_of(self.plane, "kube-apiserver"),
             "etcd": pid_of(self.plane, "etcd"),
@@ -180,12 +181,13 @@ class Bench:
         }
         if scenario in self.hooks:
             pids["webhook"] = self.hooks[scenario].server.process.pid
-        now = {name: proc.cpu_ms(pid) for name, pid in pids.items()}
+        now = {name: proc.cpu_sample(pid) for name, pid in pids.items()}
         if "webhook" in pids:  # the server's event loop (its main thread), for the report
-            now["webhook loop"] = proc.main_thread_cpu_ms(pids["webhook"])
+            loop = proc.main_thread_cpu_ms(pids["webhook"])
+            now["webhook loop"] = proc.CpuSample(loop, loop)
         mine = {record.pid for record in self.plane.processes} | {os.getpid()}
-        now["bench"] = sum(proc.cpu_ms(pid) for pid in mine)
-        now["machine"] = proc.machine_busy_ms()
+        now["bench"] = proc.CpuSample(sum(proc.cpu_ms(pid) for pid in mine), None)
+        now["machine"] = proc.CpuSample(proc.machine_busy_ms(), None)
         return now
 
     def measure(self, scenario: str, kind: str, count: int) -> Totals:
@@ -200,7 +202,7 @@ class Bench:
         wall_ms = (time.monotonic() - started) * 1000
         cpu_after = self.cpu_now(scenario)
         calls_after = hook.counts() if hook else {}
-        cpu = {name: cpu_after[name] - cpu_before[name] for name in cpu_after}
+        cpu = {name: proc.cpu_delta_ms(cpu_before[name], cpu_after[name]) for name in cpu_after}
         cpu["other"] = max(0.0, cpu.pop("machine") - cpu.pop("bench"))
         calls = {k: calls_after.get(k, 0) - calls_before.get(k, 0) for k in calls_after}
         return Totals(latencies, errors, len(latencies), wall_ms, Counter(cpu), Counter(calls))
