@@ -43,7 +43,10 @@ Go peer, the in-process figures of ``bench.admit``, and design.md's targets, eac
 its target and marked met, NOT met or not measured (``targets``). The run ends with one line
 in every benchmark's format, ``verdict: N/M targets met (NOT met: ...)``, for snapready with the
 chart's defaults (``snapready+inject`` is shown beside it). With ``--profile DIR``, one extra
-(unmeasured) phase of selected pods per snapready variant is sampled with py-spy and summarised.
+(unmeasured) phase of selected pods per snapready variant is sampled with py-spy and summarised,
+then the API server's Go CPU profile is taken behind each webhook (the control plane runs with
+``--profiling`` only then) and summarised per pod (``profile``). CPU figures are each process's
+CPU clock (``bench.harness.proc.cpu_sample``), in nanoseconds.
 No assertions: exit 0 whatever the figures.
 
 Modules: ``objects`` (the cluster's namespaces, policies and pods), ``webhooks`` (the chart's

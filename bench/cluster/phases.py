@@ -170,9 +170,10 @@ class Bench:
         raise BenchError(f"the API server did not switch to scenario {scenario} within 60 s")
 
     def cpu_now(self, scenario: str) -> dict[str, proc.CpuSample]:
-        """CPU so far of the processes that matter (``proc.cpu_sample``: ticks and exact run
-        time), plus ``bench`` (all of this bench's processes) and ``machine`` (every CPU of the
-        machine), those two in ticks only (``/proc/stat`` has nothing finer)."""
+        """CPU so far of the processes that matter (``proc.cpu_sample``: ticks and the exact CPU
+        clock), the webhook's event loop (its main thread's run time), plus ``bench`` (all of
+        this bench's processes) and ``machine`` (every CPU of the machine), those two in ticks
+        only: ``other`` is their difference, and ``/proc/stat`` has nothing finer."""
         pids = {
             "apiserver": pid_of(self.plane, "kube-apiserver"),
             "etcd": pid_of(self.plane, "etcd"),

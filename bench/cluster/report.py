@@ -48,11 +48,10 @@ def report(
     for kind, namespace, description in KINDS:
         print_kind(totals, scenarios, kind, f"{description} (namespace {namespace})")
     print(
-        "\n(CPU over each measured phase: the run time of each process's threads "
-        "(/proc/<pid>/task/*/schedstat, ns), or utime+stime of /proc/<pid>/stat in 10 ms ticks "
-        "when a thread exited meanwhile; 'client' is this script's load generator; 'other "
-        "cores': CPU used meanwhile by processes outside the bench (10 ms ticks), e.g. other "
-        "test runs: noise.)"
+        "\n(CPU over each measured phase: each process's CPU clock (clock_gettime, ns, every "
+        "thread), the event loop's from its schedstat; 'client' is this script's load "
+        "generator; 'other cores': CPU used meanwhile by processes outside the bench (10 ms "
+        "ticks of /proc/stat), e.g. other test runs: noise.)"
     )
     print(outside_load(totals))
     errors = [(key, e) for key, t in totals.items() for e in t.errors]

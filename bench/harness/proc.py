@@ -3,14 +3,16 @@
 CPU is ``utime + stime`` of ``/proc/<pid>/stat`` (every thread of the process, in clock ticks:
 10 ms on Linux), the machine's from the first line of ``/proc/stat``; memory is ``VmRSS`` (resident
 now) and ``VmHWM`` (peak resident) of ``/proc/<pid>/status``. A phase's CPU (``cpu_sample`` and
-``cpu_delta_ms``) also reads each thread's run time in nanoseconds (``/proc/<pid>/task/*/
-schedstat``, first field: the scheduler's ``sum_exec_runtime``), so a 160 ms phase is not
-measured to +-10 ms. The parsers take the file's text, so they are tested without a process.
+``cpu_delta_ms``) is the process's CPU clock in nanoseconds (``clock_gettime`` on the clock of
+``pid``: every thread, exited ones included), so a 160 ms phase is not measured to +-10 ms;
+ticks only when that clock cannot be read. The parsers take the file's text, so they are tested
+without a process.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -58,47 +60,45 @@ def schedstat_ns(schedstat: str) -> int:
 
 
 class CpuSample(NamedTuple):
-    """One reading of a process's CPU: ``ticks_ms`` from ``/proc/<pid>/stat`` (exited threads
-    included, 10 ms steps) and ``run_ms``, the sum of its live threads' ``schedstat`` run times
-    (exact; None when unreadable)."""
+    """One reading of a process's CPU: ``ticks_ms`` from ``/proc/<pid>/stat`` (10 ms steps) and
+    ``exact_ms`` from its CPU clock (None when unreadable); both count every thread the process
+    ever had."""
 
     ticks_ms: float
-    run_ms: float | None
+    exact_ms: float | None
 
 
-TICK_SLACK_MS = 2 * 1000 / TICKS + 1.0
-"""How far a phase's exact figure may lie from its tick figure: each of the two tick readings is
-truncated by up to one tick (plus 1 ms for the readings not being taken at the same instant)."""
+def process_clock_id(pid: int) -> int:
+    """The ``clockid_t`` of process ``pid``'s CPU clock: glibc's ``clock_getcpuclockid``,
+    i.e. the kernel's ``MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)`` = ``(~pid << 3) | 2``
+    (include/linux/posix-timers.h): the scheduler's run time of the whole thread group, in
+    nanoseconds. Any process may read another's (a thread's clock only within its process)."""
+    return ((~pid) << 3) | 2
 
 
 def cpu_sample(pid: int) -> CpuSample:
-    """``pid``'s CPU now, both ways (0 and None when it is gone)."""
+    """``pid``'s CPU now, both ways (``CpuSample(0.0, None)`` when it is gone)."""
     ticks = cpu_ms(pid)
-    total = 0
     try:
-        for task in os.scandir(f"/proc/{pid}/task"):
-            total += schedstat_ns(Path(task.path, "schedstat").read_text())
-    except (OSError, ValueError, IndexError):
+        exact = time.clock_gettime_ns(process_clock_id(pid)) / 1e6
+    except OSError:
         return CpuSample(ticks, None)
-    return CpuSample(ticks, total / 1e6)
+    return CpuSample(ticks, exact)
 
 
 def cpu_delta_ms(before: CpuSample, after: CpuSample) -> float:
-    """CPU milliseconds between two samples of one process: the exact run-time difference when
-    both were read and it agrees with the tick difference within ``TICK_SLACK_MS`` (a thread
-    that exited in between takes its run time with it: the sum of the live threads drops),
-    else the tick difference."""
-    ticks = after.ticks_ms - before.ticks_ms
-    if before.run_ms is None or after.run_ms is None:
-        return ticks
-    exact = after.run_ms - before.run_ms
-    return exact if abs(exact - ticks) <= TICK_SLACK_MS else ticks
+    """CPU milliseconds between two samples of one process: the exact difference when both
+    samples have it, else the tick difference."""
+    if before.exact_ms is None or after.exact_ms is None:
+        return after.ticks_ms - before.ticks_ms
+    return after.exact_ms - before.exact_ms
 
 
 def main_thread_cpu_ms(pid: int) -> float:
     """CPU milliseconds so far of ``pid``'s main thread (the thread whose id is the process id;
-    a Python server's event loop): its exact run time (``/proc/<pid>/task/<pid>/schedstat``),
-    else ``utime + stime`` of its ``stat`` in ticks; 0 when it is gone."""
+    a Python server's event loop): its run time in nanoseconds (``/proc/<pid>/task/<pid>/
+    schedstat``; another process's thread clock cannot be read), else ``utime + stime`` of its
+    ``stat`` in ticks; 0 when it is gone."""
     try:
         return schedstat_ns(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text()) / 1e6
     except (OSError, ValueError, IndexError):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -66,48 +68,62 @@ def test_schedstat_ns_is_the_first_field() -> None:
     assert proc.schedstat_ns("473353 172891 1\n") == 473353
 
 
-def test_a_phase_is_its_exact_run_time_when_it_agrees_with_the_ticks() -> None:
-    before = proc.CpuSample(ticks_ms=1000.0, run_ms=1003.25)
-    after = proc.CpuSample(ticks_ms=1160.0, run_ms=1171.5)  # ticks say 160, exactly 168.25
+def test_a_phase_is_the_exact_difference_when_both_samples_have_it() -> None:
+    before = proc.CpuSample(ticks_ms=1000.0, exact_ms=1003.25)
+    after = proc.CpuSample(ticks_ms=1160.0, exact_ms=1171.5)  # ticks say 160, exactly 168.25
     assert proc.cpu_delta_ms(before, after) == 168.25
 
 
-def test_a_thread_gone_in_the_phase_leaves_the_tick_figure() -> None:
-    # A thread that ran 500 ms exited: the live threads' sum fell, the ticks still count it.
-    before = proc.CpuSample(ticks_ms=2000.0, run_ms=2004.0)
-    after = proc.CpuSample(ticks_ms=2100.0, run_ms=1610.0)
-    assert proc.cpu_delta_ms(before, after) == 100.0
-
-
-def test_without_run_times_the_phase_is_the_tick_figure() -> None:
+def test_without_the_exact_clock_the_phase_is_the_tick_figure() -> None:
     assert proc.cpu_delta_ms(proc.CpuSample(10.0, None), proc.CpuSample(30.0, 29.0)) == 20.0
     assert proc.cpu_delta_ms(proc.CpuSample(10.0, 9.0), proc.CpuSample(30.0, None)) == 20.0
 
 
-def test_the_exact_figure_sees_what_ticks_cannot() -> None:
-    """Five 3 ms bursts of a thread that stays alive: 15 ms exactly, within a millisecond
-    (ticks would say 10 or 20)."""
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_another_process_is_measured_exactly_with_its_exited_threads() -> None:
+    """A child that runs three 7 ms threads, each exiting, then waits: 21 ms exactly (ticks
+    would say 20 or 30), and none lost with the threads gone (a per-thread sum would lose
+    them)."""
+    script = (
+        "import sys, threading, time\n"
+        "def spin():\n"
+        "    end = time.thread_time() + 0.007\n"
+        "    while time.thread_time() < end: pass\n"
+        "sys.stdin.readline()\n"
+        "for _ in range(3):\n"
+        "    t = threading.Thread(target=spin); t.start(); t.join()\n"
+        "print('done', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        time.sleep(0.2)  # the interpreter has started and waits on stdin
+        before = proc.cpu_sample(child.pid)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "done"
+        after = proc.cpu_sample(child.pid)
+    finally:
+        child.stdin.close()
+        child.wait(30)
+    assert before.exact_ms is not None and after.exact_ms is not None
+    spent = proc.cpu_delta_ms(before, after)
+    # 21 ms of the threads, plus the child's own starting and joining of them (well under 5 ms)
+    assert 21.0 <= spent < 26.0, spent
+    assert proc.cpu_sample(child.pid) == proc.CpuSample(0.0, None)  # gone: reaped above
+
+
+def test_the_main_threads_run_time_is_to_the_millisecond() -> None:
     pid = os.getpid()
-    go, done, stop = threading.Event(), threading.Event(), threading.Event()
-
-    def bursts() -> None:
-        go.wait(30)
-        for _ in range(5):
-            end = time.thread_time() + 0.003
-            while time.thread_time() < end:
-                pass
-        done.set()
-        stop.wait(30)
-
-    worker = threading.Thread(target=bursts)
-    worker.start()
-    before = proc.cpu_sample(pid)
-    go.set()
-    assert done.wait(30)
-    after = proc.cpu_sample(pid)
-    stop.set()
-    worker.join()
-    assert before.run_ms is not None and after.run_ms is not None
-    assert 15.0 <= after.run_ms - before.run_ms < 17.5
-    assert 15.0 <= proc.cpu_delta_ms(before, after) < 17.5
-    assert proc.cpu_sample(2**22 + 1) == proc.CpuSample(0.0, None)  # a process that is gone
+    before = proc.main_thread_cpu_ms(pid)
+    _spin(0.015)
+    spent = proc.main_thread_cpu_ms(pid) - before
+    assert 15.0 <= spent < 17.5, spent
