@@ -80,12 +80,20 @@ def parse_args() -> argparse.Namespace:
         "phase of selected pods, then take the API server's CPU profile behind each webhook "
         "(the control plane runs with --profiling); raw profiles and summaries in DIR",
     )
-    parser.add_argument("--profile-pods", type=int, default=2000, help="pods of --profile")
+    parser.add_argument(
+        "--profile-pods",
+        type=int,
+        default=2000,
+        help="selected pods of each py-spy phase of --profile (each API-server profile runs "
+        "10 s, however many pods that takes)",
+    )
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="work in DIR and keep it (control plane and server logs)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=1800, help="give up after SECONDS")
     results.add_flag(parser)
     args = parser.parse_args()
+    if args.profile is not None and args.profile.exists() and not args.profile.is_dir():
+        parser.error(f"--profile: {args.profile} exists and is not a directory")
     if args.quick:
         args.pods, args.rounds = 20, 1
     return args
@@ -194,7 +202,7 @@ def profile(bench: Bench, scenarios: list[str], folder: Path, pods: int) -> None
     if table is not None:
         (folder / "apiserver.summary.txt").write_text(table + "\n")
         print(f"\nAPI-server CPU profile (go tool pprof, inclusive; apiserver-*.pb.gz in "
-              f"{folder}):\n{table}")  # fmt: skip
+              f"{folder}; no column for `none`, which has no webhook):\n{table}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -174,8 +174,17 @@ def profile_apiserver(
     top: Callable[[Path], str | None] = pprof_top,
 ) -> str | None:
     """One API-server profile behind each webhook of ``scenarios`` (``none`` has no webhook and
-    is skipped), summarised per pod; None when no profile was taken or Go cannot read them."""
+    is skipped, so the table has no column for it), summarised per pod; None when no profile
+    was taken or none could be read. Without Go on PATH the profiles are still saved, and that
+    is said once."""
     columns: dict[str, list[tuple[str, float]]] = {}
+    if top is pprof_top and shutil.which("go") is None:
+        print(
+            f"  go is not on PATH: the API-server profiles are saved in {folder} but not "
+            "summarised (read them with `go tool pprof -top -cum FILE`)",
+            flush=True,
+        )
+        top = _no_summary
     for scenario in [s for s in scenarios if s != "none"]:
         taken = apiserver_phase(bench, scenario, folder)
         if taken is None:
@@ -183,7 +192,13 @@ def profile_apiserver(
         path, pods = taken
         text = top(path)
         if text is None:
-            print(f"  `go tool pprof` could not read {path}", flush=True)
+            if top is not _no_summary:
+                print(f"  `go tool pprof` could not read {path}", flush=True)
             continue
         columns[scenario] = per_pod(cumulative_ms(text), max(pods, 1))
     return apiserver_table(columns) if columns else None
+
+
+def _no_summary(profile: Path) -> str | None:
+    """No summary of ``profile`` (Go is missing: said once by ``profile_apiserver``)."""
+    return None

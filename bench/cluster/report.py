@@ -10,6 +10,7 @@ cluster is idle.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Mapping
 
@@ -147,8 +148,14 @@ def print_ratios(totals: dict[tuple[str, str], Totals], scenarios: list[str]) ->
         print(
             f"{scenario:<18}{div(t.pct(50), base.pct(50)):>8.2f}"
             f"{div(t.pct(99), base.pct(99)):>8.2f}{cpu:>10.2f} ms{div(cpu, floor):>9.2f}"
-            f"{div(cpu, go_ms):>11.2f}{apiserver:>15.2f}"
+            f"{_ratio_cell(cpu, go_ms, 11)}{apiserver:>15.2f}"
         )
+
+
+def _ratio_cell(value: float, base: float, width: int) -> str:
+    """``value / base`` right-aligned in ``width``, or ``-`` when ``base`` was not measured."""
+    ratio = div(value, base)
+    return f"{'-':>{width}}" if math.isnan(ratio) else f"{ratio:>{width}.2f}"
 
 
 def report_where(

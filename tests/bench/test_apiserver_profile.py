@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.cluster import profile
+from bench.cluster.__main__ import parse_args
 from bench.cluster.profile import (
     APISERVER_FRAMES,
     apiserver_table,
@@ -92,3 +94,42 @@ def test_pprof_top_gives_none_for_a_file_that_is_no_profile(tmp_path: Path) -> N
     bogus = tmp_path / "apiserver-x.pb.gz"
     bogus.write_bytes(b"not a profile")
     assert pprof_top(bogus) is None
+
+
+def test_without_go_the_profiles_are_kept_and_that_is_said_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken: list[str] = []
+
+    def phase(bench: object, scenario: str, out: Path) -> tuple[Path, int]:
+        taken.append(scenario)
+        path = out / f"apiserver-{scenario}.pb.gz"
+        path.write_bytes(b"profile")
+        return path, 100
+
+    monkeypatch.setattr(profile, "apiserver_phase", phase)
+    monkeypatch.setattr("bench.cluster.profile.shutil.which", lambda name: None)
+    table = profile.profile_apiserver(
+        object(),  # type: ignore[arg-type]
+        ["none", "constant", "snapready"],
+        tmp_path,
+    )
+    out = capsys.readouterr().out
+    assert table is None
+    assert taken == ["constant", "snapready"]  # none has no webhook; both profiles kept
+    assert out.count("go is not on PATH") == 1
+    assert str(tmp_path) in out and "could not read" not in out
+
+
+def test_a_profile_folder_that_is_a_file_is_refused_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    regular = tmp_path / "a-file"
+    regular.write_text("")
+    monkeypatch.setattr("sys.argv", ["bench.cluster", "--quick", "--profile", str(regular)])
+    with pytest.raises(SystemExit) as exited:
+        parse_args()
+    assert exited.value.code == 2
+    assert "exists and is not a directory" in capsys.readouterr().err
+    monkeypatch.setattr("sys.argv", ["bench.cluster", "--quick", "--profile", str(tmp_path)])
+    assert parse_args().profile == tmp_path

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from bench.cluster.phases import Totals
-from bench.cluster.report import outside_load
+from bench.cluster.report import _ratio_cell, outside_load
 from bench.cluster.targets import Figures, Target, evaluate, figures, targets_table, verdict_line
 
 ADMIT_OK = (("admit /mutate (new pod)", 55.0, 60.0), ("admit /validate", 58.0, 60.0))
@@ -178,3 +178,8 @@ def test_without_a_go_peer_the_latency_rows_have_no_detail() -> None:
     rows = by_short(evaluate(figures(run(1.5, None), "snapready")))
     assert rows["CREATE p50"].detail == ""
     assert rows["CREATE p50"].figure == "1.20x"
+
+
+def test_a_ratio_to_a_peer_that_did_not_run_is_a_dash_not_nan() -> None:
+    assert _ratio_cell(1.5, float("nan"), 6) == "     -"
+    assert _ratio_cell(1.5, 3.0, 6) == "  0.50"
