@@ -292,7 +292,7 @@ def test_duplicate_keys_are_answered_with_the_last_value(https_server: RunningSe
 def test_content_type_is_checked_before_the_body_is_parsed(https_server: RunningServer) -> None:
     with https_server.client() as client:
         answer = client.post("/validate", content=b"{not json", headers={"Content-Type": "text/x"})
-    assert answer.status_code == 400
+    assert answer.status_code == 415
     assert "content type" in answer.json()["error"]
 
 

@@ -148,7 +148,7 @@ class ClusterObjects:
             node_pools=node_pools(self.nodes.values()),
             nodes=dict(self.nodes),
             synced=True,
-            details={"source": source, "policies": str(len(self.policies))},
+            details={"source": source, "policies": len(self.policies)},
         )
 
 

@@ -2,7 +2,8 @@
 
 Wire contract (k8s "Dynamic Admission Control"): the response is an AdmissionReview with the
 request's ``apiVersion`` and ``response.uid`` echoed on every path. Broken requests get HTTP 400
-(413 body over the cap, 503 in-flight body budget exhausted) with a JSON error,
+(413 body over the cap, 415 a content type other than JSON, 503 in-flight body budget
+exhausted) with a JSON error,
 or an error review when the uid is known. Internal errors never escape as a bare 500: the failure
 policy decides the answer.
 

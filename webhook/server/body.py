@@ -1,6 +1,6 @@
 """Reading an admission request body under the hostile-input guards, before any parsing.
 
-Content type must be JSON, the declared and the streamed size stay under
+Content type must be JSON (415 otherwise), the declared and the streamed size stay under
 ``server.max_body_bytes`` (413 beyond), and every body held in memory counts against one
 process-wide ``BodyBudget`` (503 when exhausted), so many slow large uploads cannot exhaust memory.
 The read deadline lives in the server's protocol (``webhook.server.protocol``).
@@ -38,16 +38,17 @@ async def read_body(scope: Scope, receive: Receive, max_bytes: int, budget: Body
     """Read the body, enforcing the content type and the size cap before parsing.
 
     Raises:
-        BadRequest: wrong content type (400), over ``max_bytes`` (413) by ``Content-Length``
-            or while streaming (the rest is not read), or the in-flight ``budget`` is
-            exhausted (503). On any error the bytes taken from ``budget`` are given back; on
-            success the caller gives back ``len(body)``.
+        BadRequest: wrong or missing content type (415, RFC 9110 section 15.5.16), over
+            ``max_bytes`` (413) by ``Content-Length`` or while streaming (the rest is not
+            read), or the in-flight ``budget`` is exhausted (503). On any error the bytes
+            taken from ``budget`` are given back; on success the caller gives back
+            ``len(body)``.
         ClientGone: the client disconnected mid-body.
     """
     content_type = _header(scope, b"content-type") or ""
     if content_type.split(";", 1)[0].strip().lower() != JSON:
         got = clip(content_type) if content_type else "none"
-        raise BadRequest(f"content type must be {JSON}, got {got!r}")
+        raise BadRequest(f"content type must be {JSON}, got {got!r}", status=415)
     declared = _header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise BadRequest(f"body of {declared} bytes exceeds the {max_bytes}-byte limit", status=413)

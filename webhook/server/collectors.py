@@ -52,7 +52,7 @@ class SourceApiCollector:
             labels=["resource"],
         )
         for resource, status in sorted(details.items()):
-            if resource not in SOURCE_DETAIL_KEYS:
+            if resource not in SOURCE_DETAIL_KEYS and isinstance(status, str):
                 family.add_metric([resource], 0.0 if status.startswith(NOT_SERVED) else 1.0)
         yield family
 

@@ -25,6 +25,7 @@ import ssl
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
@@ -179,10 +180,10 @@ class CertReloader:
         if self.on_expiry is not None:
             self.on_expiry(not_after)
         log.info(
-            "tls: %s serving certificate %s (notAfter %d)",
+            "tls: %s serving certificate %s (notAfter %s)",
             "loaded" if first else "reloaded",
             self.cert_file,
-            not_after,
+            datetime.fromtimestamp(not_after, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         )
 
     async def run(self) -> None:

@@ -138,7 +138,8 @@ class ClusterState:
         compute_classes: facts by ComputeClass name; None when the API is not served.
         gke_version: cluster version string, e.g. ``1.35.0-gke.1738000``, if known.
         synced: True once every source has delivered its first full list.
-        details: per-source status for ``/readyz`` (e.g. ``{"computeclasses": "not served"}``).
+        details: per-source status for ``/readyz`` (e.g. ``{"computeclasses": "not served"}``)
+            and facts (``"policies": 3``, the policies known, a number).
         snapshots: PodSnapshots by policy and name (cluster mode); ``snapshots_known`` is True
             once they were listed (restore predictions are made only then).
         pods: the stamped pods (label ``<prefix>selected``) by ``namespace/name``.
@@ -162,7 +163,7 @@ class ClusterState:
     compute_classes: Mapping[str, ComputeClassFacts] | None = None
     gke_version: str | None = None
     synced: bool = False
-    details: Mapping[str, str] = field(default_factory=dict)
+    details: Mapping[str, str | int] = field(default_factory=dict)
     scope_synced: bool | None = None
     snapshots: SnapshotIndex = field(default_factory=SnapshotIndex)
     snapshots_known: bool = False

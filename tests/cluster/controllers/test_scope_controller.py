@@ -262,7 +262,9 @@ def test_not_ready_until_the_configuration_exists(
 ) -> None:
     name = unique_name("missing", prefix="sr")
     with running(settings(snapready_identity, name, namespaces[0])) as source:
-        wait_for("status", lambda: "error" in source.state().details.get("webhookScope", ""), 30)
+        wait_for(
+            "status", lambda: "error" in str(source.state().details.get("webhookScope", "")), 30
+        )
         assert not source.state().synced
         assert source.state().scope_synced is False
 
@@ -298,7 +300,9 @@ def test_a_failed_write_keeps_the_last_conditions(
     config = settings(snapready_identity, configurations, with_policy)
     config.source.kubeconfig = token_config
     with running(config) as source:
-        wait_for("error", lambda: "error" in source.state().details.get("webhookScope", ""), 30)
+        wait_for(
+            "error", lambda: "error" in str(source.state().details.get("webhookScope", "")), 30
+        )
         assert source.state().scope_synced is False
     assert conditions(kube_admin, configurations) == before
 

@@ -317,8 +317,9 @@ class ClusterSource:
         budgets = self.reflectors["poddisruptionbudgets"]
         snapshots, records = self.reflectors["podsnapshots"], self.reflectors["snapshotrecords"]
         joined = self._join.refresh(snapshots.view, records.view)
-        details = {"source": "kube", **{w.name: w.status for w in self.workers}}
-        details["policies"] = str(len(policies.view))
+        details: dict[str, str | int] = {"source": "kube"}
+        details.update((w.name, w.status) for w in self.workers)
+        details["policies"] = len(policies.view)
         details["gkeVersion"] = self.version.value or "unknown"
         synced = all(worker.synced for worker in self.workers)
         first = synced and not self._state.synced
