@@ -50,6 +50,7 @@ def digests_of(pod: Distilled) -> dict[str, str]:
         ValueError: as ``field_digests``.
     """
     plain = pod.plain
+    sha256, canonical = hashlib.sha256, jcs_bytes  # ``digest``, inlined: ~30 fields per pod
     out: dict[str, str] = {}
     metadata = pod.value.get("metadata") or {}
     for section in ("annotations", "labels"):
@@ -59,11 +60,16 @@ def digests_of(pod: Distilled) -> dict[str, str]:
     for key, value in spec.items():
         if key in _ITEM_LISTS and isinstance(value, list):
             for index, item in enumerate(value):
+                prefix = f"spec.{key}[{index}]"  # join_path("spec", key, index): key is a name
                 if isinstance(item, dict):
                     for sub, sub_value in item.items():
-                        out[join_path("spec", key, index, sub)] = digest(sub_value, plain)
+                        if sub.__class__ is str and sub and "." not in sub and "/" not in sub:
+                            path = f"{prefix}.{sub}"  # what join_path makes of a plain key
+                        else:
+                            path = join_path("spec", key, index, sub)
+                        out[path] = sha256(canonical(sub_value, plain)).hexdigest()[:DIGEST_CHARS]
                 else:
-                    out[join_path("spec", key, index)] = digest(item, plain)
+                    out[prefix] = digest(item, plain)
         else:
             out[join_path("spec", key)] = digest(value, plain)
     return out
