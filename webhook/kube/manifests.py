@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -37,6 +37,7 @@ import yaml
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import RawObject
+from webhook.kube.field_lines import MAX_DOCUMENT_CHARS, Anchor
 from webhook.kube.workloads import metadata_of
 from webhook.kube.yaml_bounds import (
     Budget,
@@ -90,6 +91,8 @@ class LoadedObject:
         document: index of its document in that input (counting empty documents).
         line: 1-based line where the object starts (its YAML node's start mark; for JSON the
             line of the opening bracket), None when unknown.
+        anchor: where its text is, to find the line of a field in it
+            (``field_lines.FieldLocator``); None unless parsed with ``locate``.
     """
 
     source: str
@@ -97,6 +100,7 @@ class LoadedObject:
     file: str = ""
     document: int = 0
     line: int | None = None
+    anchor: Anchor | None = field(default=None, repr=False, compare=False)
 
     @property
     def kind(self) -> str:
@@ -152,20 +156,27 @@ class _Where:
     document: int
     line: int | None
     node: yaml.Node | None = None
+    anchor: Anchor | None = None
 
     def key(self, name: str) -> _Where:
-        """The value of key ``name`` when the node is a mapping that has it, else this place."""
+        """The value of key ``name`` when the node is a mapping that has it, else this place
+        (its line; the anchor follows the key either way)."""
+        inside = self._under(name)
         if isinstance(self.node, yaml.MappingNode):
             for key, value in self.node.value:
                 if isinstance(key, yaml.ScalarNode) and key.value == name:
-                    return self.at(value)
-        return replace(self, node=None)
+                    return inside.at(value)
+        return replace(inside, node=None)
 
     def item(self, index: int) -> _Where:
-        """Item ``index`` when the node is a sequence that long, else this place."""
+        """Item ``index`` when the node is a sequence that long, else this place (as ``key``)."""
+        inside = self._under(index)
         if isinstance(self.node, yaml.SequenceNode) and index < len(self.node.value):
-            return self.at(self.node.value[index])
-        return replace(self, node=None)
+            return inside.at(self.node.value[index])
+        return replace(inside, node=None)
+
+    def _under(self, step: str | int) -> _Where:
+        return self if self.anchor is None else replace(self, anchor=self.anchor.under(step))
 
     def at(self, node: yaml.Node) -> _Where:
         """``node``'s place (its start mark's line)."""
@@ -173,7 +184,16 @@ class _Where:
         return replace(self, node=node, line=mark.line + 1 if mark is not None else self.line)
 
 
-def _decoded(data: bytes, source: str) -> Iterator[tuple[_Where, Any] | ManifestError]:
+def _anchor(text: str, index: int, end: int, line: int) -> Anchor | None:
+    """The ``Anchor`` of a document whose root starts at ``text[index]`` on 1-based ``line``
+    and ends before ``text[end]``; None over ``field_lines.MAX_DOCUMENT_CHARS``."""
+    start = text.rfind("\n", 0, index) + 1
+    return Anchor(text, start, end, line) if end - start <= MAX_DOCUMENT_CHARS else None
+
+
+def _decoded(
+    data: bytes, source: str, locate: bool = False
+) -> Iterator[tuple[_Where, Any] | ManifestError]:
     """Each document of ``data`` with its place, or the ``ManifestError`` of a document refused
     by ``yaml_bounds``; a syntax error ends the stream as its last item. JSON first (fast,
     exact), else YAML (a superset for our purposes), composed one document at a time so that
@@ -191,17 +211,24 @@ def _decoded(data: bytes, source: str) -> Iterator[tuple[_Where, Any] | Manifest
             except DocumentRefused as exc:
                 yield ManifestError(f"{source}#0", exc.reason, exc.line)
             else:
-                yield _Where(source, 0, line), document
+                anchor = None
+                if locate:
+                    text = data.decode("utf-8", "replace")
+                    skipped = len(text) - len(text.lstrip())
+                    anchor = _anchor(text, skipped, len(text), line)
+                yield _Where(source, 0, line, anchor=anchor), document
             return
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         yield ManifestError(source, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
         return
-    yield from _yaml_documents(text, source)
+    yield from _yaml_documents(text, source, locate)
 
 
-def _yaml_documents(text: str, source: str) -> Iterator[tuple[_Where, Any] | ManifestError]:
+def _yaml_documents(
+    text: str, source: str, locate: bool = False
+) -> Iterator[tuple[_Where, Any] | ManifestError]:
     """``_decoded`` for YAML text, one document at a time: composed, checked, then built.
 
     Documents with an anchor (``&``: no alias without one) are walked by ``check_document`` and
@@ -220,7 +247,10 @@ def _yaml_documents(text: str, source: str) -> Iterator[tuple[_Where, Any] | Man
             node = loader.get_node()
             if node is None:  # check_node said a document follows; get_node always composes it
                 break
-            where = _Where(source, index, node.start_mark.line + 1, node)
+            line = node.start_mark.line + 1
+            start, end = node.start_mark.index, node.end_mark.index
+            anchor = _anchor(text, start, end, line) if locate else None
+            where = _Where(source, index, line, node, anchor)
             try:
                 value = _checked_value(loader, node, text, budget)
             except DocumentRefused as exc:
@@ -264,13 +294,16 @@ def _checked_value(loader: _KubeYamlLoader, node: yaml.Node, text: str, budget: 
         return loader.construct_document(node)
 
 
-def parse_lenient(data: bytes, source: str) -> tuple[list[LoadedObject], list[ManifestError]]:
+def parse_lenient(
+    data: bytes, source: str, *, locate: bool = False
+) -> tuple[list[LoadedObject], list[ManifestError]]:
     """Like ``parse_documents`` but never raises: the objects of every readable document (those
     before a YAML syntax error included) and one ``ManifestError`` per unreadable or refused
-    document or syntax error, in input order."""
+    document or syntax error, in input order. With ``locate`` each object keeps its
+    ``anchor`` (and through it the input's text, for as long as the object lives)."""
     objects: list[LoadedObject] = []
     errors: list[ManifestError] = []
-    for item in _decoded(data, source):
+    for item in _decoded(data, source, locate):
         if isinstance(item, ManifestError):
             errors.append(item)
             continue
@@ -310,5 +343,10 @@ def _expand(document: Any, label: str, where: _Where) -> Iterable[LoadedObject]:
         yield from _expand(inner, f"{label}.request.object", where.key("request").key("object"))
         return
     yield LoadedObject(
-        source=label, obj=document, file=where.file, document=where.document, line=where.line
+        source=label,
+        obj=document,
+        file=where.file,
+        document=where.document,
+        line=where.line,
+        anchor=where.anchor,
     )

@@ -113,3 +113,25 @@ def test_a_grouped_policy_keeps_two_workloads_apart(
     for deployment in by_kind(report, "Deployment"):
         assert deployment["policies"] == ["default/model-servers"]
         assert "shared-fingerprint" not in {f["rule"] for f in deployment["findings"]}
+
+
+def test_each_finding_points_at_its_fields_line_in_every_format(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Code scanning shows a SARIF result on its ``startLine``: the Secret env var warning of
+    Google's L4 manifest belongs on its ``env:`` key (line 38 of the file, read by eye), not on
+    the Deployment's first line (7, after the provenance comment)."""
+    manifest = GOOGLE / "vllm-podsnapshot-fast-restore__l4-llama-3-1-8b-instruct__RENDERED.yaml"
+    policies = GOOGLE / "policies-l4"
+    assert manifest.read_text().splitlines()[37] == "          env:"
+    _, report = check(capsys, policies, manifest)
+    [deployment] = by_kind(report, "Deployment")
+    assert deployment["line"] == 7
+    assert [(f["path"], f["line"]) for f in deployment["findings"]] == [
+        ("spec.template.spec.containers[0].env", 38)
+    ]
+    main(["check", str(manifest), "--policies", str(policies), "--format", "sarif"])
+    [result] = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["region"] == {"startLine": 38}
+    main(["check", str(manifest), "--policies", str(policies)])
+    assert "spec.template.spec.containers[0].env  (line 38)" in capsys.readouterr().out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -83,7 +84,9 @@ def test_sarif_is_valid_sarif_2_1_0_with_one_result_per_finding_at_its_line(
         (location,) = result["locations"]
         physical = location["physicalLocation"]
         assert physical["artifactLocation"]["uri"] == str(apps)
-        assert physical["region"]["startLine"] == lines[kind]
+        # On the line of the finding's field, inside its object's document.
+        assert field_named(apps, physical["region"]["startLine"], result["properties"]["path"])
+        assert physical["region"]["startLine"] > lines[kind]
         assert location["logicalLocations"][0]["fullyQualifiedName"].startswith(kind + "/snap/")
         rule = driver["rules"][result["ruleIndex"]]
         assert rule["id"] == result["ruleId"]
@@ -222,16 +225,30 @@ def test_only_the_report_is_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixt
             json.loads(out)
 
 
+def field_named(path: Path, line: int, field: str) -> bool:
+    """Whether 1-based ``line`` of ``path`` is where the last key of ``field`` (a finding's
+    path, ``a.b["c/d"]``) is written."""
+    last = re.findall(r'\["([^"]+)"\]|([A-Za-z]+)', field)[-1]
+    key = last[0] or last[1]
+    text = path.read_text().splitlines()[line - 1]
+    return text.lstrip(" -").startswith((f"{key}:", f"'{key}':", f'"{key}":'))
+
+
 def test_every_result_and_finding_carries_file_document_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     apps, _, lines = mixed_input(tmp_path)
     _, _, report = check_json_report(capsys, apps)
+    starts = sorted(lines.values())
     for index, result in enumerate(report["results"]):
         place = (str(apps), index, lines[result["kind"]])
         assert (result["file"], result["document"], result["line"]) == place
+        after = [start for start in starts if start > place[2]]
         for finding in result["findings"]:
-            assert (finding["file"], finding["document"], finding["line"]) == place
+            assert (finding["file"], finding["document"]) == place[:2]
+            # the field's own line, inside the object's document
+            assert field_named(apps, finding["line"], finding["path"]), finding
+            assert place[2] < finding["line"] < (after[0] if after else 10**9)
 
 
 def test_shared_fingerprint_names_three_others_and_counts_the_rest(

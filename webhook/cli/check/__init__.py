@@ -50,6 +50,7 @@ from webhook.cli.check.report import (
 from webhook.cli.check.shared_fingerprints import shared_fingerprints
 from webhook.cli.common.options import add_settings_arguments, settings_from
 from webhook.cli.common.output import fail, print_json
+from webhook.kube.field_lines import FieldLocator
 from webhook.kube.manifests import LoadedObject
 from webhook.kube.responses import Decision
 from webhook.snapshots.facts import compute_class_facts
@@ -169,8 +170,10 @@ def _judge_all(args: argparse.Namespace) -> int:
         return _fatal(args, f"no objects found in {names}")
     _note_policies(args, settings, engine)
     with_input_facts(engine, objects, args.namespace)
+    locator = FieldLocator()
     results = [
-        check_object(item, engine, args.namespace, index) for index, item in enumerate(objects)
+        check_object(item, engine, args.namespace, index, locator)
+        for index, item in enumerate(objects)
     ]
     shared_fingerprints(objects, results, engine, args.namespace)
     report = build_report(results, errors)
@@ -295,9 +298,13 @@ def _place(item: LoadedObject) -> dict[str, Any]:
     return {"file": item.file or None, "document": item.document, "line": item.line}
 
 
-def _finding_json(finding: Finding, outcome: Mode, item: LoadedObject) -> dict[str, Any]:
+def _finding_json(
+    finding: Finding, outcome: Mode, item: LoadedObject, lines: dict[str, int]
+) -> dict[str, Any]:
+    """One finding: its object's place, but the ``line`` of its field when it was found."""
     return {
         **_place(item),
+        "line": lines.get(finding.path, item.line),
         "rule": finding.rule,
         "path": finding.path,
         "message": finding.message,
@@ -312,14 +319,23 @@ def _decision_name(decision: Decision) -> str:
     return "warn" if decision.warnings else "allow"
 
 
-def check_object(item: LoadedObject, engine: Engine, namespace: str, index: int) -> dict[str, Any]:
+def check_object(
+    item: LoadedObject,
+    engine: Engine,
+    namespace: str,
+    index: int,
+    locator: FieldLocator | None = None,
+) -> dict[str, Any]:
     """One result: identity, matching policies, decision and findings (docs/reference/check.md).
+
+    ``locator`` puts each finding on the line of its field (``kube.field_lines``); without it
+    (or where it cannot) a finding has its object's line.
 
     An unexpected exception while judging becomes a ``decision: "error"`` result naming the
     object (the caller exits 2), so one odd object never hides the others' results.
     """
     try:
-        return _judge(item, engine, namespace, index)
+        return _judge(item, engine, namespace, index, locator)
     except Exception as exc:  # reported per object; exit code 2
         scoped = item.kind not in CLUSTER_SCOPED
         return {
@@ -337,7 +353,9 @@ def check_object(item: LoadedObject, engine: Engine, namespace: str, index: int)
         }
 
 
-def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> dict[str, Any]:
+def _judge(
+    item: LoadedObject, engine: Engine, namespace: str, index: int, locator: FieldLocator | None
+) -> dict[str, Any]:
     request = synthetic_request(item, namespace, index)
     decision = admit(request, "validate", engine)
     audit = decision.audit
@@ -345,6 +363,7 @@ def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> di
     findings: list[Finding] = list(audit.get("findings", ()))
     outcomes: list[Mode] = list(audit.get("outcomes", ()))
     policy_text = audit.get("policy")
+    lines = locator.lines(item.anchor, (f.path for f in findings)) if locator and findings else {}
     return {
         "source": item.source,
         **_place(item),
@@ -358,5 +377,7 @@ def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> di
         "decision": _decision_name(decision),
         "message": decision.message,
         "warnings": list(decision.warnings),
-        "findings": [_finding_json(f, o, item) for f, o in zip(findings, outcomes, strict=True)],
+        "findings": [
+            _finding_json(f, o, item, lines) for f, o in zip(findings, outcomes, strict=True)
+        ],
     }

@@ -3,7 +3,8 @@ formats CI systems read.
 
 - SARIF 2.1.0 (OASIS; GitHub code scanning, GitLab, Azure DevOps): one ``result`` per finding with
   its rule id, level (``deny`` error, ``warn`` warning, ``audit`` note), message, and the file and
-  line of the object in the input (``physicalLocation``) plus the object itself
+  line of the finding's field in the input (``physicalLocation``; the object's first line
+  when the field cannot be placed: ``kube.field_lines``) plus the object itself
   (``logicalLocations``: ``Kind/namespace/name``, and the finding's field path). Each rule that
   appears has a ``reportingDescriptor`` with help text and ``helpUri`` (``RULE_DOCS_URL``).
   Inputs that could not be read and objects that could not be checked are
@@ -11,9 +12,9 @@ formats CI systems read.
   the run rather than of the code.
 - JUnit XML (GitLab ``artifacts:reports:junit``, Jenkins ``junit``): one ``testcase`` per object
   (``name`` the object, ``classname`` ``snapready.<kind>``, ``file`` and ``line``) that fails
-  (``failure``, ``message`` and text) when its decision is one the run fails on
-  (``--fail-on``); unreadable inputs are ``testcase``s with an ``error``. Warnings that do not
-  fail the run are in ``system-out``.
+  (``failure``, ``message`` and text: each finding with its field's line) when its decision is
+  one the run fails on (``--fail-on``); unreadable inputs are ``testcase``s with an ``error``.
+  Warnings that do not fail the run are in ``system-out``.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def sarif(report: dict[str, Any]) -> dict[str, Any]:
             rule = finding["rule"]
             if rule not in rules:
                 rules[rule] = _descriptor(rule, finding, len(rules))
-            location = _location(result.get("file"), result.get("line"))
+            location = _location(result.get("file"), finding.get("line") or result.get("line"))
             location["logicalLocations"] = [
                 {"fullyQualifiedName": _ref(result), "kind": "object"},
                 {"fullyQualifiedName": f"{_ref(result)}:{finding['path']}", "kind": "property"},
@@ -205,7 +206,7 @@ def junit(report: dict[str, Any], fail_on: Collection[str]) -> str:
             suite, ref, f"snapready.{result['kind']}", result.get("file"), result.get("line")
         )
         text = "\n".join(
-            f"[{f['rule']}] {f['path']}: {f['message']} ({f['outcome']})"
+            f"[{f['rule']}] {f['path']}{_at_line(f, result)}: {f['message']} ({f['outcome']})"
             for f in result["findings"]
         ) or (result["message"] or "")
         text = _xml_text(text)
@@ -231,6 +232,12 @@ def junit(report: dict[str, Any], fail_on: Collection[str]) -> str:
     root.append(suite)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _at_line(finding: dict[str, Any], result: dict[str, Any]) -> str:
+    """`` (line N)`` when the finding's field is on another line than its object's start."""
+    line = finding.get("line")
+    return f" (line {line})" if line and line != result.get("line") else ""
 
 
 _NOT_XML: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

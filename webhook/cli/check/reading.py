@@ -79,7 +79,7 @@ def read_inputs(names: Sequence[str]) -> tuple[list[LoadedObject], list[dict[str
     nothing gave anything, ``check`` says "no objects found in ..." and exits 2).
     """
     files, errors = expand_paths(names)
-    objects, failed = read_lenient(files)
+    objects, failed = read_lenient(files, locate=True)  # findings go on their fields' lines
     errors.extend(_manifest_row(exc) for exc in failed)
     if objects or errors:
         seen = {item.file for item in objects} | {

@@ -77,7 +77,8 @@ def summarize(
 
 def render_text(report: dict[str, Any]) -> str:
     """A readable table: one line per object (with its ``file#document:line``), then its
-    findings (or the decision message)."""
+    findings (each with its field's line when that is not the object's) or the decision
+    message."""
     lines: list[str] = []
     for error in report.get("errors", ()):
         where = error["source"] or "snapready"
@@ -91,7 +92,9 @@ def render_text(report: dict[str, Any]) -> str:
         where = result["source"] + (f":{result['line']}" if result.get("line") else "")
         lines.append(f"{result['decision'].upper():<5} {ref}  (policy {policies}; {where})")
         for finding in result["findings"]:
-            lines.append(f"  {finding['outcome']:<5} {finding['rule']:<16} {finding['path']}")
+            line = finding.get("line")
+            at = f"  (line {line})" if line and line != result.get("line") else ""
+            lines.append(f"  {finding['outcome']:<5} {finding['rule']:<16} {finding['path']}{at}")
             lines.append(f"        {finding['message']}")
         if not result["findings"]:
             for text in ([result["message"]] if result["message"] else []) + result["warnings"]:

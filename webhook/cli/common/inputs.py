@@ -40,9 +40,12 @@ def read_source(name: str) -> bytes:
         raise ManifestError(name, f"cannot read: {exc.strerror or exc}") from None
 
 
-def read_lenient(names: Sequence[str]) -> tuple[list[LoadedObject], list[ManifestError]]:
+def read_lenient(
+    names: Sequence[str], *, locate: bool = False
+) -> tuple[list[LoadedObject], list[ManifestError]]:
     """Every object of every readable input in ``names`` (``-`` is stdin), and one
-    ``ManifestError`` per input (or document) that cannot be read; never raises for bad input."""
+    ``ManifestError`` per input (or document) that cannot be read; never raises for bad input.
+    ``locate``: each object keeps its ``anchor`` (``manifests.parse_lenient``)."""
     objects: list[LoadedObject] = []
     errors: list[ManifestError] = []
     for name in names:
@@ -51,7 +54,7 @@ def read_lenient(names: Sequence[str]) -> tuple[list[LoadedObject], list[Manifes
         except ManifestError as exc:
             errors.append(exc)
             continue
-        found, failed = parse_lenient(data, name)
+        found, failed = parse_lenient(data, name, locate=locate)
         objects.extend(found)
         errors.extend(failed)
     return objects, errors
