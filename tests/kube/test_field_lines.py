@@ -162,3 +162,69 @@ def test_an_anchor_that_does_not_lead_to_the_object_places_nothing() -> None:
     assert deployment.anchor is not None
     wrong = deployment.anchor.under("items").under(3)
     assert FieldLocator().lines(wrong, ["spec"]) == {}
+
+
+POD = "kind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n    - name: c\n      image: x\n"
+# spec on line 4, containers[0].image on line 7 (of POD alone)
+
+
+def test_json_libyaml_would_refuse_is_placed_all_the_same() -> None:
+    """Valid JSON that libyaml cannot read as it is: an emoji as escaped UTF-16 surrogates
+    (Python's ``json.dumps``), a DEL and a U+FEFF inside strings, an escaped backslash."""
+    text = (
+        "{\n"  # 1
+        '  "kind": "Pod",\n'  # 2
+        '  "metadata": {"name": "j",'  # 3
+        ' "annotations": {"e": "\\ud83d\\ude00", "d": "a\x7fb\ufeff"}},\n'
+        '  "x": "\\\\ud83d",\n'  # 4
+        '  "spec": {\n'  # 5
+        '    "containers": [{"name": "c", "image": "x"}]\n'  # 6
+        "  }\n"
+        "}\n"
+    )
+    [pod] = objects(text)
+    assert pod.obj["metadata"]["annotations"]["e"] == "\U0001f600"
+    assert FieldLocator().lines(pod.anchor, ["spec.containers[0].image", "x"]) == {
+        "spec.containers[0].image": 6,
+        "x": 4,
+    }
+
+
+@pytest.mark.parametrize("odd", ["\u2028", "\u2029", "\x85"])
+def test_lines_are_counted_as_editors_count_them(odd: str) -> None:
+    """libyaml breaks lines at U+0085, U+2028 and U+2029 too; editors and code scanning do
+    not: a tenant's annotation must not move every later line."""
+    text = f"kind: A\nnote: 'a{odd}b'\n---\n" + POD
+    _, pod = objects(text)
+    assert pod.line == 4
+    assert FieldLocator().lines(pod.anchor, ["spec", "spec.containers[0].image"]) == {
+        "spec": 7,
+        "spec.containers[0].image": 10,
+    }
+    value = f"kind: Pod\nmetadata:\n  annotations: {{n: 'a{odd}b'}}\nspec:\n  x: 1\n"
+    [pod] = objects(value)
+    assert FieldLocator().lines(pod.anchor, ["spec.x"]) == {"spec.x": 5}
+
+
+def test_a_carriage_return_alone_ends_a_line_before_the_document() -> None:
+    text = "# c\n---\r" + POD  # the document's root starts on line 3, after the lone CR
+    [pod] = objects(text)
+    assert pod.line == 3
+    assert FieldLocator().lines(pod.anchor, ["spec.containers[0].image"]) == {
+        "spec.containers[0].image": 9
+    }
+
+
+def test_an_object_under_a_duplicate_key_is_the_one_decoding_keeps() -> None:
+    text = (
+        "kind: List\n"  # 1
+        "items:\n"  # 2
+        "  - {kind: ConfigMap, metadata: {name: decoy}}\n"  # 3
+        "items:\n"  # 4
+        "  - kind: Pod\n"  # 5
+        "    spec: {x: 1}\n"  # 6
+    )
+    [pod] = objects(text)
+    assert pod.kind == "Pod"
+    assert pod.line == 5
+    assert FieldLocator().lines(pod.anchor, ["spec.x"]) == {"spec.x": 6}

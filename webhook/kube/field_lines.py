@@ -28,11 +28,37 @@ from typing import Final
 
 import yaml
 
-MAX_DOCUMENT_CHARS: Final = 1 << 20
-"""Characters of one document at most that are composed again (1 MiB: any real manifest)."""
-BUDGET_CHARS: Final = 2 << 20
-"""Characters composed again per run at most (2 MiB: ~2,500 Deployments with findings; ~0.12 s
-per MiB, ``make bench-cli``: 20 MB of 24,000 Deployments went from 8.7 to 9.2 s with 4 MiB)."""
+MAX_DOCUMENT_CHARS: Final = 256 << 10
+"""Characters of one document at most that are composed again (256 KiB: a Deployment is a few
+KiB; a dense JSON array of numbers costs libyaml ~2 s per MiB)."""
+BUDGET_CHARS: Final = 1 << 20
+"""Characters composed again per run at most (1 MiB: ~1,200 Deployments with findings; YAML
+costs ~0.12 s per MiB, dense JSON ~2 s: ``make bench-cli``'s 20 MB of 24,000 Deployments went
+from 8.7 to 9.2 s with 4 MiB)."""
+
+_NOT_COMPOSABLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]"
+    r"|\\\\|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
+r"""What libyaml refuses, or counts as a line break, where JSON and editors do not: characters
+outside YAML's printable set (JSON strings may hold them), U+0085, U+2028 and U+2029 (line
+breaks to libyaml only), and escaped UTF-16 surrogates (``\ud83d``: Python's ``json.dumps``
+writes an emoji so). An escaped backslash is matched too, so that ``\\ud83d`` stays as it is.
+``_composable`` replaces each with as many harmless characters: lines and indexes stay."""
+
+
+def _composable(text: str) -> str:
+    r"""``text`` with every ``_NOT_COMPOSABLE`` match replaced by text of the same length that
+    libyaml reads (a space, or the escape ``\u0041``)."""
+
+    def harmless(match: re.Match[str]) -> str:
+        found = match.group()
+        if found.startswith("\\u"):
+            return "\\u0041"
+        return found if found == "\\\\" else " "
+
+    return _NOT_COMPOSABLE.sub(harmless, text)
+
 
 _TOKEN = re.compile(r'\["((?:[^"]|"(?!\]))*)"\]|\[(\d+)\]|\.?([^.\[\]]+)')
 """One step of a field path: a quoted key, a list index, or a plain key (``join_path``)."""
@@ -137,7 +163,8 @@ class FieldLocator:
             return None
         self.budget_chars -= size
         try:
-            root = yaml.compose(anchor.text[anchor.start : anchor.end], Loader=yaml.CSafeLoader)
+            document = _composable(anchor.text[anchor.start : anchor.end])
+            root = yaml.compose(document, Loader=yaml.CSafeLoader)
         except (yaml.YAMLError, RecursionError):
             root = None
         self._last = (anchor.text, anchor.start, anchor.end, root)

@@ -26,7 +26,9 @@ line, reason).
 
 from __future__ import annotations
 
+import bisect
 import gc
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -157,13 +159,15 @@ class _Where:
     line: int | None
     node: yaml.Node | None = None
     anchor: Anchor | None = None
+    extra_breaks: tuple[int, ...] = ()
 
     def key(self, name: str) -> _Where:
-        """The value of key ``name`` when the node is a mapping that has it, else this place
-        (its line; the anchor follows the key either way)."""
+        """The value of key ``name`` when the node is a mapping that has it (the last one, as
+        decoding keeps the last of duplicate keys), else this place (its line; the anchor
+        follows the key either way)."""
         inside = self._under(name)
         if isinstance(self.node, yaml.MappingNode):
-            for key, value in self.node.value:
+            for key, value in reversed(self.node.value):
                 if isinstance(key, yaml.ScalarNode) and key.value == name:
                     return inside.at(value)
         return replace(inside, node=None)
@@ -179,15 +183,35 @@ class _Where:
         return self if self.anchor is None else replace(self, anchor=self.anchor.under(step))
 
     def at(self, node: yaml.Node) -> _Where:
-        """``node``'s place (its start mark's line)."""
+        """``node``'s place (its start mark's line, as ``editor_line`` counts it)."""
         mark = node.start_mark
-        return replace(self, node=node, line=mark.line + 1 if mark is not None else self.line)
+        if mark is None:
+            return replace(self, node=node)
+        return replace(self, node=node, line=editor_line(mark, self.extra_breaks))
+
+
+_EXTRA_BREAKS = re.compile("[\x85\u2028\u2029]")
+"""Characters libyaml counts as line breaks that editors and code scanning do not."""
+
+
+def extra_breaks(text: str) -> tuple[int, ...]:
+    """Indexes of ``_EXTRA_BREAKS`` characters in ``text`` (usually none: one C-level scan)."""
+    if not _EXTRA_BREAKS.search(text):
+        return ()
+    return tuple(match.start() for match in _EXTRA_BREAKS.finditer(text))
+
+
+def editor_line(mark: yaml.Mark, breaks: tuple[int, ...]) -> int:
+    """The 1-based line of libyaml's ``mark`` as editors count lines (``\n``, ``\r\n`` or
+    ``\r``): libyaml also breaks lines at U+0085, U+2028 and U+2029 (``breaks``: where they
+    are, from ``extra_breaks``), so a tenant's value could move every later line."""
+    return mark.line + 1 - (bisect.bisect_left(breaks, mark.index) if breaks else 0)
 
 
 def _anchor(text: str, index: int, end: int, line: int) -> Anchor | None:
     """The ``Anchor`` of a document whose root starts at ``text[index]`` on 1-based ``line``
     and ends before ``text[end]``; None over ``field_lines.MAX_DOCUMENT_CHARS``."""
-    start = text.rfind("\n", 0, index) + 1
+    start = max(text.rfind("\n", 0, index), text.rfind("\r", 0, index)) + 1
     return Anchor(text, start, end, line) if end - start <= MAX_DOCUMENT_CHARS else None
 
 
@@ -239,6 +263,7 @@ def _yaml_documents(
     """
     loader = _KubeYamlLoader(text)
     budget = Budget()
+    breaks = extra_breaks(text)
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -247,10 +272,10 @@ def _yaml_documents(
             node = loader.get_node()
             if node is None:  # check_node said a document follows; get_node always composes it
                 break
-            line = node.start_mark.line + 1
+            line = editor_line(node.start_mark, breaks)
             start, end = node.start_mark.index, node.end_mark.index
             anchor = _anchor(text, start, end, line) if locate else None
-            where = _Where(source, index, line, node, anchor)
+            where = _Where(source, index, line, node, anchor, breaks)
             try:
                 value = _checked_value(loader, node, text, budget)
             except DocumentRefused as exc:
@@ -260,15 +285,15 @@ def _yaml_documents(
                 # 4,300 digits (CPython's int() limit; the API server reads int64 at most): this
                 # document's error, the next documents are still read.
                 reason = f"a value cannot be read: {clip(str(exc).split(';')[0], 200)}"
-                yield ManifestError(f"{source}#{index}", reason, node.start_mark.line + 1)
+                yield ManifestError(f"{source}#{index}", reason, line)
             else:
                 yield where, value
             index += 1
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
-        where_text = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        line = mark.line + 1 if mark else None
-        yield ManifestError(source, f"invalid YAML{where_text}: {exc.problem}", line)
+        at = editor_line(mark, breaks) if mark else None
+        where_text = f" at line {at}, column {mark.column + 1}" if mark else ""
+        yield ManifestError(source, f"invalid YAML{where_text}: {exc.problem}", at)
     except yaml.YAMLError as exc:
         yield ManifestError(source, f"invalid YAML: {clip(str(exc), 300)}")
     finally:

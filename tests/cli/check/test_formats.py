@@ -264,6 +264,20 @@ def test_shared_fingerprint_names_three_others_and_counts_the_rest(
     assert "Deployment web-0, Deployment web-1, Deployment web-2 +2 more" in shared["message"]
 
 
+def test_shared_fingerprint_warnings_are_on_their_fields_line_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Added after the per-object checks (they compare objects), these findings are placed
+    like the others: on the line of their path's last key inside their own document."""
+    path = write(tmp_path / "d.yaml", ready_deployment("web-0"), ready_deployment("web-1"))
+    _, _, report = check_json_report(capsys, path)
+    starts = [result["line"] for result in report["results"]]
+    for result, end in zip(report["results"], [*starts[1:], 10**9], strict=True):
+        (shared,) = [f for f in result["findings"] if f["rule"] == "shared-fingerprint"]
+        assert field_named(path, shared["line"], shared["path"]), shared
+        assert result["line"] < shared["line"] < end
+
+
 # --- hostile and large input, as a CI job runs the command ---------------------------------
 
 ALIAS_BOMB = (

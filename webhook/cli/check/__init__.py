@@ -170,12 +170,11 @@ def _judge_all(args: argparse.Namespace) -> int:
         return _fatal(args, f"no objects found in {names}")
     _note_policies(args, settings, engine)
     with_input_facts(engine, objects, args.namespace)
-    locator = FieldLocator()
     results = [
-        check_object(item, engine, args.namespace, index, locator)
-        for index, item in enumerate(objects)
+        check_object(item, engine, args.namespace, index) for index, item in enumerate(objects)
     ]
     shared_fingerprints(objects, results, engine, args.namespace)
+    place_findings(objects, results, FieldLocator())
     report = build_report(results, errors)
     _print(args, report)
     return exit_code(report["summary"], args.fail_on)
@@ -298,13 +297,9 @@ def _place(item: LoadedObject) -> dict[str, Any]:
     return {"file": item.file or None, "document": item.document, "line": item.line}
 
 
-def _finding_json(
-    finding: Finding, outcome: Mode, item: LoadedObject, lines: dict[str, int]
-) -> dict[str, Any]:
-    """One finding: its object's place, but the ``line`` of its field when it was found."""
+def _finding_json(finding: Finding, outcome: Mode, item: LoadedObject) -> dict[str, Any]:
     return {
         **_place(item),
-        "line": lines.get(finding.path, item.line),
         "rule": finding.rule,
         "path": finding.path,
         "message": finding.message,
@@ -319,23 +314,30 @@ def _decision_name(decision: Decision) -> str:
     return "warn" if decision.warnings else "allow"
 
 
-def check_object(
-    item: LoadedObject,
-    engine: Engine,
-    namespace: str,
-    index: int,
-    locator: FieldLocator | None = None,
-) -> dict[str, Any]:
-    """One result: identity, matching policies, decision and findings (docs/reference/check.md).
+def place_findings(
+    objects: Sequence[LoadedObject], results: list[dict[str, Any]], locator: FieldLocator
+) -> None:
+    """Set each finding's ``line`` (results in the order of ``objects``) to the line of its
+    field (``kube.field_lines``: the key its path ends at, or the nearest parent there), one
+    composition per document; a finding ``locator`` cannot place keeps its object's line."""
+    for item, result in zip(objects, results, strict=True):
+        findings = result["findings"]
+        if not findings:
+            continue
+        lines = locator.lines(item.anchor, [finding["path"] for finding in findings])
+        for finding in findings:
+            finding["line"] = lines.get(finding["path"], finding["line"])
 
-    ``locator`` puts each finding on the line of its field (``kube.field_lines``); without it
-    (or where it cannot) a finding has its object's line.
+
+def check_object(item: LoadedObject, engine: Engine, namespace: str, index: int) -> dict[str, Any]:
+    """One result: identity, matching policies, decision and findings (docs/reference/check.md);
+    each finding at its object's line (``place_findings`` then puts it on its field's).
 
     An unexpected exception while judging becomes a ``decision: "error"`` result naming the
     object (the caller exits 2), so one odd object never hides the others' results.
     """
     try:
-        return _judge(item, engine, namespace, index, locator)
+        return _judge(item, engine, namespace, index)
     except Exception as exc:  # reported per object; exit code 2
         scoped = item.kind not in CLUSTER_SCOPED
         return {
@@ -353,9 +355,7 @@ def check_object(
         }
 
 
-def _judge(
-    item: LoadedObject, engine: Engine, namespace: str, index: int, locator: FieldLocator | None
-) -> dict[str, Any]:
+def _judge(item: LoadedObject, engine: Engine, namespace: str, index: int) -> dict[str, Any]:
     request = synthetic_request(item, namespace, index)
     decision = admit(request, "validate", engine)
     audit = decision.audit
@@ -363,7 +363,6 @@ def _judge(
     findings: list[Finding] = list(audit.get("findings", ()))
     outcomes: list[Mode] = list(audit.get("outcomes", ()))
     policy_text = audit.get("policy")
-    lines = locator.lines(item.anchor, (f.path for f in findings)) if locator and findings else {}
     return {
         "source": item.source,
         **_place(item),
@@ -377,7 +376,5 @@ def _judge(
         "decision": _decision_name(decision),
         "message": decision.message,
         "warnings": list(decision.warnings),
-        "findings": [
-            _finding_json(f, o, item, lines) for f, o in zip(findings, outcomes, strict=True)
-        ],
+        "findings": [_finding_json(f, o, item) for f, o in zip(findings, outcomes, strict=True)],
     }
