@@ -304,3 +304,25 @@ def test_a_clean_snapshot_in_the_group_means_no_config_refresh() -> None:
         configs={"ml": {("Secret", "hf-token"): ConfigMeta("10", "2026-12-01T00:00:00Z")}},
     )
     assert refresh_plan(current) == []
+
+
+def test_a_snapshots_use_key_and_last_use_read_its_record_and_gke_clock() -> None:
+    """What the lifecycle pass compares per snapshot (kept on the view, computed once): the
+    group's values in label order whatever order the record lists them in, and the newer of
+    GKE's ``lastAccessTime`` and the creation (a value that is no time is not used)."""
+    view = replace(
+        snap("s"),
+        origin=OriginRecord("origin", HASH, group={"zone": "b", "model": "m1"}),
+        created="2026-12-19T10:00:00Z",
+        last_access="2026-12-19T11:30:00Z",
+    )
+    assert view.use_key == ("ml", "llm", (("model", "m1"), ("zone", "b")), HASH)
+    assert view.last_used == datetime(2026, 12, 19, 11, 30, tzinfo=UTC)
+    older_access = replace(view, last_access="2026-12-18T00:00:00Z")
+    assert older_access.last_used == datetime(2026, 12, 19, 10, 0, tzinfo=UTC)
+    assert replace(view, last_access="yesterday").last_used == datetime(
+        2026, 12, 19, 10, 0, tzinfo=UTC
+    )
+    assert replace(view, last_access=None, created="").last_used is None
+    assert replace(view, origin=OriginRecord("origin", None)).use_key is None
+    assert replace(view, origin=None).use_key is None

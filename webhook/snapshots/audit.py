@@ -32,7 +32,7 @@ from urllib.parse import quote
 from webhook.base.keys import SELECTED, SPEC_HASH
 from webhook.base.types import RawObject, mapping
 from webhook.kube.matching import LabelSelector, Policy, Requirement
-from webhook.snapshots.outcomes import parse_time
+from webhook.snapshots.views import parse_time
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 """Pod phases of pods that run no more: not audited, their reports deleted."""

@@ -23,8 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from webhook.snapshots.outcomes import parse_time
-from webhook.snapshots.views import SnapshotView
+from webhook.snapshots.views import SnapshotView, parse_time
 
 EXIT_128 = "exit status 128"
 

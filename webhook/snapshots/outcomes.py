@@ -36,7 +36,7 @@ from webhook.snapshots.config_refs import ConfigIndex, config_changes
 from webhook.snapshots.evidence import GkeEvent
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import NodePoolFacts
-from webhook.snapshots.views import SnapshotView
+from webhook.snapshots.views import SnapshotView, parse_time
 
 Outcome = Literal[
     "restored", "restored_unexpected", "missed", "restore_failed", "cold_expected", "cold_first"
@@ -119,16 +119,6 @@ def decide(
     # may create Events in the namespace, PodRestored only through pods/status (GKE).
     evidence = "no restore evidence" if restored_event is None else "restore Event, no PodRestored"
     return Verdict(_by_prediction(record.prediction), evidence, settled, snapshot=snapshot)
-
-
-def parse_time(text: str | None) -> datetime | None:
-    """An RFC 3339 timestamp as the API server writes it (``2026-12-01T10:00:00Z``), or None."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _since_scheduled(record: PodRecord, until: str | datetime | None) -> float | None:

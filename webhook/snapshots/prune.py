@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from webhook.base.tracking import LifecycleSettings
-from webhook.snapshots.outcomes import parse_time, stale_reason
+from webhook.snapshots.outcomes import stale_reason
 from webhook.snapshots.state import ClusterState, NodePoolFacts
 from webhook.snapshots.usage import LISTED_KINDS, UseKey, snapshot_use
-from webhook.snapshots.views import SnapshotView
+from webhook.snapshots.views import SnapshotView, parse_time
 
 PRUNE_REASONS = ("checkpoint-failed", "unrunnable", "unused")
 
@@ -63,9 +63,9 @@ def unrunnable(view: SnapshotView, pools: Mapping[str, NodePoolFacts]) -> bool:
 
 
 def last_used(view: SnapshotView) -> datetime | None:
-    """GKE's ``status.lastAccessTime`` or the creation, whichever is newer (GKE's clock)."""
-    times = [t for t in (parse_time(view.last_access), parse_time(view.created)) if t]
-    return max(times) if times else None
+    """GKE's ``status.lastAccessTime`` or the creation, whichever is newer (GKE's clock;
+    ``SnapshotView.last_used``, computed once per view)."""
+    return view.last_used
 
 
 @dataclass(frozen=True)
@@ -165,10 +165,11 @@ def prune_plan(
     """
     if not (state.synced and state.snapshots_known and state.pods_known):
         return []
-    views = list(state.snapshots.by_name.values())
-    keep = protected(views, usage)
+    by_name = state.snapshots.by_name
+    keep = protected(by_name.values(), usage)
     out = []
-    for view in sorted(views, key=lambda v: (v.namespace, v.name)):
+    for key in sorted(by_name):  # (namespace, name): sorted as tuples of str, no key function
+        view = by_name[key]
         if view.deleting_since or not mine(view.namespace) or (view.namespace, view.name) in keep:
             continue
         found = _reason(view, state, now, settings, usage=usage, since=unrunnable_since)

@@ -20,11 +20,11 @@ import orjson
 from webhook.kube.gke import GPU_DRIVER_VERSION
 from webhook.kube.matching import Policy
 from webhook.snapshots.config_refs import config_changes
-from webhook.snapshots.outcomes import RESTORED_OUTCOMES, parse_time, stale_reason
+from webhook.snapshots.outcomes import RESTORED_OUTCOMES, stale_reason
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.usage import Group, group_key, group_of
-from webhook.snapshots.views import SnapshotView
+from webhook.snapshots.views import SnapshotView, parse_time
 
 
 def trigger_name(namespace: str, policy: str, group: Group, upgrade: tuple[str, ...]) -> str:

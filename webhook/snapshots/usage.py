@@ -71,7 +71,6 @@ def pod_uses(state: ClusterState, cache: UseCache | None = None) -> frozenset[Us
 
 
 def snapshot_use(view: SnapshotView) -> UseKey | None:
-    """The use key of a snapshot from its origin record; None when its fingerprint is unknown."""
-    if view.origin is None or view.origin.spec_hash is None:
-        return None
-    return (view.namespace, view.policy, group_key(view.origin.group), view.origin.spec_hash)
+    """The use key of a snapshot from its origin record; None when its fingerprint is unknown
+    (``SnapshotView.use_key``, computed once per view)."""
+    return view.use_key

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -249,6 +251,34 @@ class SnapshotView:
     origin_node: str | None = None
     triggered_by: str | None = None
     legacy: bool = False
+
+    @cached_property
+    def use_key(self) -> tuple[str, str, tuple[tuple[str, str], ...], str] | None:
+        """``(namespace, policy, group, fingerprint)`` from its origin record, the group's
+        values sorted (``snapshots.usage.UseKey``); None when the fingerprint is unknown.
+        Computed once per view (views are replaced, never edited): the leader's lifecycle pass
+        reads it three times per snapshot per pass (5,000 snapshots at ``make bench-scale``)."""
+        origin = self.origin
+        if origin is None or origin.spec_hash is None:
+            return None
+        return (self.namespace, self.policy, tuple(sorted(origin.group.items())), origin.spec_hash)
+
+    @cached_property
+    def last_used(self) -> datetime | None:
+        """GKE's ``status.lastAccessTime`` or the creation, whichever is newer (GKE's clock);
+        None when neither reads as a time. Computed once per view, as ``use_key``."""
+        times = [t for t in (parse_time(self.last_access), parse_time(self.created)) if t]
+        return max(times) if times else None
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An RFC 3339 timestamp as the API server writes it (``2026-12-01T10:00:00Z``), or None."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 CHECKPOINT_AWAITING = "AwaitingCheckpoint"

@@ -56,7 +56,6 @@ from webhook.snapshots.outcomes import (
     RESTORED_OUTCOMES,
     Verdict,
     decide,
-    parse_time,
     ready_seconds,
     restore_seconds,
     snapshot_state,
@@ -64,7 +63,7 @@ from webhook.snapshots.outcomes import (
 )
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import NodePoolFacts
-from webhook.snapshots.views import SnapshotView
+from webhook.snapshots.views import SnapshotView, parse_time
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings

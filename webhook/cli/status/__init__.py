@@ -57,7 +57,6 @@ from webhook.snapshots.evidence import events_of
 from webhook.snapshots.outcomes import (
     OUTCOMES,
     RESTORED_OUTCOMES,
-    parse_time,
     ready_seconds,
     restore_seconds,
     snapshot_state,
@@ -65,7 +64,7 @@ from webhook.snapshots.outcomes import (
     startup_seconds,
 )
 from webhook.snapshots.pod_records import PodRecord
-from webhook.snapshots.views import SnapshotView
+from webhook.snapshots.views import SnapshotView, parse_time
 
 if TYPE_CHECKING:
     from webhook.base.config import Settings

@@ -32,10 +32,9 @@ from webhook.snapshots.checkpoints import (
     failed_note,
     stalled_note,
 )
-from webhook.snapshots.outcomes import parse_time
 from webhook.snapshots.selection import bounded_labels
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.views import SnapshotView
+from webhook.snapshots.views import SnapshotView, parse_time
 
 log = logging.getLogger("snapready.checkpoints")
 CheckpointListener = Callable[[SnapshotView, str, float | None], None]

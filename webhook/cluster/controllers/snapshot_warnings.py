@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 
 from webhook.cluster.api.events import Event, EventRecorder, Regarding
 from webhook.cluster.controllers.base import Reconciler
-from webhook.snapshots.outcomes import parse_time, stale_groups
+from webhook.snapshots.outcomes import stale_groups
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.views import SnapshotView
+from webhook.snapshots.views import SnapshotView, parse_time
 
 log = logging.getLogger("snapready.restores")
 SNAPSHOT_API = "podsnapshot.gke.io/v1"

@@ -25,9 +25,8 @@ from webhook.kube.gke import (
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
 from webhook.pod.restore import group_of
-from webhook.snapshots.outcomes import parse_time
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.views import ConfigRef, OriginRecord, SnapshotView, workload_of
+from webhook.snapshots.views import ConfigRef, OriginRecord, SnapshotView, parse_time, workload_of
 
 LEGACY_FIELD_MANAGER = "snapready-origin"
 """The field manager older snapready versions patched the ``<prefix>origin`` annotation with."""

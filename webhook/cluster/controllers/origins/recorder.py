@@ -52,7 +52,6 @@ from webhook.cluster.controllers.origins.build import (
     permanent,
 )
 from webhook.cluster.controllers.origins.consumed import ConsumedConfig
-from webhook.snapshots.outcomes import parse_time
 from webhook.snapshots.records import (
     GROUP,
     PLURAL,
@@ -63,7 +62,7 @@ from webhook.snapshots.records import (
     record_view,
 )
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.views import OriginRecord, SnapshotView
+from webhook.snapshots.views import OriginRecord, SnapshotView, parse_time
 
 log = logging.getLogger("snapready.origins")
 __all__ = ["LEGACY_FIELD_MANAGER", "OriginRecorder", "OriginTransport"]

@@ -29,10 +29,9 @@ from urllib.parse import quote
 from webhook.base.types import RawObject
 from webhook.cluster.api.syncing import NotServed, TransportError, describe
 from webhook.snapshots.evidence import GkeEvent
-from webhook.snapshots.outcomes import parse_time
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.views import SnapshotView
+from webhook.snapshots.views import SnapshotView, parse_time
 
 log = logging.getLogger("snapready.gate")
 

@@ -44,11 +44,12 @@ from webhook.cluster.controllers.restores.gate import (
 )
 from webhook.cluster.controllers.restores.labels import LabelGuard
 from webhook.snapshots.evidence import events_of
-from webhook.snapshots.outcomes import Verdict, decide, parse_time
+from webhook.snapshots.outcomes import Verdict, decide
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.restore_notes import failed_note, missed_note
 from webhook.snapshots.selection import believed
 from webhook.snapshots.state import ClusterState
+from webhook.snapshots.views import parse_time
 
 log = logging.getLogger("snapready.restores")
 MAX_SEEN = 200_000
