@@ -208,10 +208,10 @@ def editor_line(mark: yaml.Mark, breaks: tuple[int, ...]) -> int:
     return mark.line + 1 - (bisect.bisect_left(breaks, mark.index) if breaks else 0)
 
 
-def _anchor(text: str, index: int, end: int, line: int) -> Anchor | None:
-    """The ``Anchor`` of a document whose root starts at ``text[index]`` on 1-based ``line``
-    and ends before ``text[end]``; None over ``field_lines.MAX_DOCUMENT_CHARS``."""
-    start = max(text.rfind("\n", 0, index), text.rfind("\r", 0, index)) + 1
+def _anchor(text: str, start: int, end: int, line: int) -> Anchor | None:
+    """The ``Anchor`` of a document whose root's line starts at ``text[start]`` (1-based
+    ``line``) and whose root ends before ``text[end]``; None over
+    ``field_lines.MAX_DOCUMENT_CHARS``."""
     return Anchor(text, start, end, line) if end - start <= MAX_DOCUMENT_CHARS else None
 
 
@@ -239,7 +239,8 @@ def _decoded(
                 if locate:
                     text = data.decode("utf-8", "replace")
                     skipped = len(text) - len(text.lstrip())
-                    anchor = _anchor(text, skipped, len(text), line)
+                    start = text.rfind("\n", 0, skipped) + 1  # within the leading blanks
+                    anchor = _anchor(text, start, len(text), line)
                 yield _Where(source, 0, line, anchor=anchor), document
             return
     try:
@@ -273,8 +274,10 @@ def _yaml_documents(
             if node is None:  # check_node said a document follows; get_node always composes it
                 break
             line = editor_line(node.start_mark, breaks)
-            start, end = node.start_mark.index, node.end_mark.index
-            anchor = _anchor(text, start, end, line) if locate else None
+            # The root's line starts ``column`` characters before it (libyaml's line: after a
+            # LF, CR or one of ``extra_breaks``); found without scanning back through the text.
+            start = node.start_mark.index - node.start_mark.column
+            anchor = _anchor(text, start, node.end_mark.index, line) if locate else None
             where = _Where(source, index, line, node, anchor, breaks)
             try:
                 value = _checked_value(loader, node, text, budget)
