@@ -15,7 +15,11 @@ line. Inputs, generated in a temporary folder:
 * ``deployments-N``: N selected, identical Deployments (~830 bytes each, so 24,000 make 20 MB):
   every one shares its fingerprint with all others (the ``shared-fingerprint`` worst case);
 * ``alias-bomb-L``: a Pod whose ``args`` nest L levels of nine YAML aliases each (9**L strings
-  once expanded; 9 levels: 666 bytes).
+  once expanded; 9 levels: 666 bytes);
+* ``line-breaks.yaml``: a Pod with 10 million U+0085 in one annotation (20 MB), and
+  ``keys-and-findings.yaml``: a Pod with 20,000 junk spec keys and 3,000 unpinned containers
+  (under the 256 KiB ``check`` composes again): what ``check`` does to put findings on their
+  lines must stay linear (``kube.field_lines``).
 
 No assertions: exit 0 whatever the figures. Usage:
 ``python -m bench.cli [--objects 24000] [--scaling] [--limit-mib 2048] [--timeout 150]``
@@ -95,6 +99,33 @@ def alias_bomb(levels: int) -> str:
     )
 
 
+def line_breaks_value(chars: int) -> str:
+    """A selected Pod whose annotation holds ``chars`` U+0085 characters (libyaml's line
+    breaks, not an editor's): ``check`` counts them to number lines as editors do
+    (``kube.field_lines.EditorLines``), in one pass and constant memory."""
+    return (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: breaks\n  namespace: snap\n"
+        '  labels: {app: llm}\n  annotations: {note: "' + "\x85" * chars + '"}\n'
+        "spec:\n  runtimeClassName: gvisor\n  containers:\n  - name: c\n    image: x\n"
+    )
+
+
+def keys_and_findings(keys: int, containers: int) -> str:
+    """A selected Pod with ``keys`` junk keys in its spec (duplicates: YAML keeps each key node)
+    and ``containers`` containers whose images are not pinned by digest (one finding each):
+    ``check`` puts every finding on its line with one dict lookup per step
+    (``kube.field_lines``), not a scan of the keys per finding."""
+    junk = "".join("  a: 0\n" for _ in range(keys))
+    listed = "".join(f"  - name: c{i}\n    image: x\n" for i in range(containers))
+    return (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: keys\n  namespace: snap\n"
+        "  labels: {app: llm}\nspec:\n  runtimeClassName: gvisor\n"
+        + junk
+        + "  containers:\n"
+        + listed
+    )
+
+
 @dataclass(frozen=True)
 class Run:
     """One command's figures."""
@@ -162,10 +193,16 @@ def main(argv: list[str] | None = None) -> int:
         bomb.write_text(alias_bomb(args.bomb_levels))
         pod = folder / "pod.yaml"
         pod.write_text(deployments(1))
+        breaks = folder / "line-breaks.yaml"
+        breaks.write_text(line_breaks_value(10_000_000))
+        keyed = folder / "keys-and-findings.yaml"
+        keyed.write_text(keys_and_findings(20_000, 3_000))
         cases: list[tuple[str, list[str]]] = [
             (f"alias bomb, {args.bomb_levels} levels", _command("check", str(bomb))),
             ("alias bomb: hash", _command("hash", str(bomb))),
             ("alias bomb: diff", _command("diff", str(bomb), str(pod))),
+            ("check, 10M U+0085 in a value (20 MB)", _command("check", str(breaks))),
+            ("check, 20,000 keys and 3,000 findings", _command("check", str(keyed))),
         ]
         counts = [3_000, 6_000, 12_000] if args.scaling else []
         for count in [*counts, args.objects]:

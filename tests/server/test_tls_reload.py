@@ -13,6 +13,7 @@ import datetime as dt
 import http.client
 import ipaddress
 import json
+import re
 import ssl
 import threading
 import time
@@ -268,8 +269,9 @@ def test_rotation_under_load_has_no_failed_request(tmp_path: Path) -> None:
     assert first_new >= during + 5, "the half-written pair must not have been served"
     assert set(traffic.serials[first_new:]) == {new.serial}, "no handshake went back"
     assert "reloaded serving certificate" in server.log()
-    # The log line dates the certificate as people read dates, not as a Unix number.
-    expiry = dt.datetime.fromtimestamp(new.not_after, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # The log line dates the certificate as people read dates (RFC 3339), not as a Unix number.
+    expiry = dt.datetime.fromtimestamp(new.not_after, dt.UTC).isoformat().replace("+00:00", "Z")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", expiry)
     assert f"(notAfter {expiry})" in server.log()
 
 

@@ -32,9 +32,8 @@ MAX_DOCUMENT_CHARS: Final = 256 << 10
 """Characters of one document at most that are composed again (256 KiB: a Deployment is a few
 KiB; a dense JSON array of numbers costs libyaml ~2 s per MiB)."""
 BUDGET_CHARS: Final = 1 << 20
-"""Characters composed again per run at most (1 MiB: ~1,200 Deployments with findings; YAML
-costs ~0.12 s per MiB, dense JSON ~2 s: ``make bench-cli``'s 20 MB of 24,000 Deployments went
-from 8.7 to 9.2 s with 4 MiB)."""
+"""Characters composed again per run at most (1 MiB: ~1,200 Deployments with findings; libyaml
+composes YAML at ~0.12 s per MiB, dense JSON at ~2 s)."""
 
 _NOT_COMPOSABLE = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]"
@@ -58,6 +57,46 @@ def _composable(text: str) -> str:
         return found if found == "\\\\" else " "
 
     return _NOT_COMPOSABLE.sub(harmless, text)
+
+
+_EXTRA_BREAKS: Final = ("\x85", "\u2028", "\u2029")
+"""Characters libyaml counts as line breaks that editors and code scanning do not."""
+_LEADING_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
+def leading_lines(blank: bytes) -> int:
+    """Line breaks in ``blank`` (the whitespace before a JSON document) as libyaml and editors
+    count them: CRLF, CR or LF, each one line."""
+    return len(_LEADING_BREAK.findall(blank))
+
+
+class EditorLines:
+    """1-based lines of libyaml's marks in ``text`` as editors count them (LF, CRLF or CR).
+
+    libyaml also breaks lines at U+0085, U+2028 and U+2029, so a tenant's value holding one
+    would move every later line of a report. The marks are asked for in increasing order (the
+    documents, then the objects inside each), so the count of those characters before a mark
+    walks forward through the text once (``str.count``, C speed, no list of positions: 20 MB
+    of U+0085 would otherwise be 10 million ints); a mark behind the last one counts from the
+    start again.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.odd = any(ch in text for ch in _EXTRA_BREAKS)
+        self._at = 0
+        self._seen = 0
+
+    def line(self, mark: yaml.Mark) -> int:
+        """The editor's 1-based line of ``mark``."""
+        if not self.odd:
+            return mark.line + 1
+        index = mark.index
+        if index < self._at:
+            self._at, self._seen = 0, 0
+        self._seen += sum(self.text.count(ch, self._at, index) for ch in _EXTRA_BREAKS)
+        self._at = index
+        return mark.line + 1 - self._seen
 
 
 _TOKEN = re.compile(r'\["((?:[^"]|"(?!\]))*)"\]|\[(\d+)\]|\.?([^.\[\]]+)')
@@ -102,19 +141,38 @@ def path_steps(path: str) -> list[str | int]:
     return steps
 
 
-def _step(node: yaml.Node, step: str | int) -> tuple[yaml.Node, int] | None:
-    """The child of ``node`` at ``step`` and the 0-based line that names it (a key's own line,
-    a list item's start), or None when ``node`` has no such child."""
-    if isinstance(step, int):
-        if isinstance(node, yaml.SequenceNode) and 0 <= step < len(node.value):
-            item: yaml.Node = node.value[step]
-            return item, item.start_mark.line
-        return None
-    if isinstance(node, yaml.MappingNode):
-        for key, value in reversed(node.value):  # a duplicate key: the last one wins, as decoded
-            if isinstance(key, yaml.ScalarNode) and key.value == step:
-                return value, key.start_mark.line
-    return None
+Step = tuple[yaml.Node, int]
+"""A child node and the 0-based line that names it (a key's own line, a list item's start)."""
+
+
+class _Walker:
+    """Steps through one composed document. Each mapping's keys are indexed once, on first use
+    (the last of duplicate keys wins, as decoding keeps it), so a path costs one dict lookup
+    per step whatever the mapping holds: 25,000 junk keys beside ``spec`` and 5,000 findings
+    must not cost 25,000 x 5,000 comparisons."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, tuple[yaml.MappingNode, dict[str, Step]]] = {}
+
+    def step(self, node: yaml.Node, step: str | int) -> Step | None:
+        """The child of ``node`` at ``step``, or None when ``node`` has no such child."""
+        if isinstance(step, int):
+            if isinstance(node, yaml.SequenceNode) and 0 <= step < len(node.value):
+                item: yaml.Node = node.value[step]
+                return item, item.start_mark.line
+            return None
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        known = self._keys.get(id(node))
+        if known is None or known[0] is not node:
+            index = {
+                key.value: (value, key.start_mark.line)
+                for key, value in node.value
+                if isinstance(key, yaml.ScalarNode)
+            }
+            known = (node, index)
+            self._keys[id(node)] = known
+        return known[1].get(step)
 
 
 @dataclass
@@ -126,19 +184,23 @@ class FieldLocator:
     """
 
     budget_chars: int = BUDGET_CHARS
-    _last: tuple[str, int, int, yaml.Node | None] | None = field(default=None, repr=False)
+    _last: tuple[str, int, int, yaml.Node | None, _Walker] | None = field(default=None, repr=False)
 
     def lines(self, anchor: Anchor | None, paths: Iterable[str]) -> dict[str, int]:
         """1-based line of each of ``paths`` (field paths of the object at ``anchor``): the
         deepest key or item of the path that the manifest has; empty when the document is not
         composed again (no anchor, over the bounds, or not YAML that libyaml reads alike)."""
         wanted = list(dict.fromkeys(paths))
-        root = self._root(anchor) if wanted and anchor is not None else None
-        if root is None or anchor is None:
+        composed = self._root(anchor) if wanted and anchor is not None else None
+        if composed is None or anchor is None:
             return {}
-        node, line = root, root.start_mark.line
+        root, walker = composed
+        if root is None:
+            return {}
+        node: yaml.Node = root
+        line = root.start_mark.line
         for step in anchor.prefix:
-            found = _step(node, step)
+            found = walker.step(node, step)
             if found is None:
                 return {}  # the object is not where parsing found it: say nothing
             node, line = found[0], found[0].start_mark.line
@@ -146,18 +208,19 @@ class FieldLocator:
         for path in wanted:
             at, at_line = node, line
             for step in path_steps(path):
-                found = _step(at, step)
+                found = walker.step(at, step)
                 if found is None:
                     break
                 at, at_line = found
             out[path] = anchor.first_line + at_line
         return out
 
-    def _root(self, anchor: Anchor) -> yaml.Node | None:
-        """The composed root node of ``anchor``'s document (the last one is remembered)."""
+    def _root(self, anchor: Anchor) -> tuple[yaml.Node | None, _Walker] | None:
+        """The composed root node of ``anchor``'s document and its walker (the last document
+        is remembered, for the next item of a List); None beyond the bounds."""
         last = self._last
         if last is not None and last[0] is anchor.text and last[1:3] == (anchor.start, anchor.end):
-            return last[3]
+            return last[3], last[4]
         size = anchor.end - anchor.start
         if size > MAX_DOCUMENT_CHARS or size > self.budget_chars:
             return None
@@ -167,5 +230,6 @@ class FieldLocator:
             root = yaml.compose(document, Loader=yaml.CSafeLoader)
         except (yaml.YAMLError, RecursionError):
             root = None
-        self._last = (anchor.text, anchor.start, anchor.end, root)
-        return root
+        walker = _Walker()
+        self._last = (anchor.text, anchor.start, anchor.end, root, walker)
+        return root, walker

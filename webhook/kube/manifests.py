@@ -26,9 +26,7 @@ line, reason).
 
 from __future__ import annotations
 
-import bisect
 import gc
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -39,7 +37,7 @@ import yaml
 from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import RawObject
-from webhook.kube.field_lines import MAX_DOCUMENT_CHARS, Anchor
+from webhook.kube.field_lines import MAX_DOCUMENT_CHARS, Anchor, EditorLines, leading_lines
 from webhook.kube.workloads import metadata_of
 from webhook.kube.yaml_bounds import (
     Budget,
@@ -159,7 +157,7 @@ class _Where:
     line: int | None
     node: yaml.Node | None = None
     anchor: Anchor | None = None
-    extra_breaks: tuple[int, ...] = ()
+    lines: EditorLines | None = None
 
     def key(self, name: str) -> _Where:
         """The value of key ``name`` when the node is a mapping that has it (the last one, as
@@ -183,29 +181,11 @@ class _Where:
         return self if self.anchor is None else replace(self, anchor=self.anchor.under(step))
 
     def at(self, node: yaml.Node) -> _Where:
-        """``node``'s place (its start mark's line, as ``editor_line`` counts it)."""
+        """``node``'s place (its start mark's line, as ``EditorLines`` counts it)."""
         mark = node.start_mark
-        if mark is None:
+        if mark is None or self.lines is None:
             return replace(self, node=node)
-        return replace(self, node=node, line=editor_line(mark, self.extra_breaks))
-
-
-_EXTRA_BREAKS = re.compile("[\x85\u2028\u2029]")
-"""Characters libyaml counts as line breaks that editors and code scanning do not."""
-
-
-def extra_breaks(text: str) -> tuple[int, ...]:
-    """Indexes of ``_EXTRA_BREAKS`` characters in ``text`` (usually none: one C-level scan)."""
-    if not _EXTRA_BREAKS.search(text):
-        return ()
-    return tuple(match.start() for match in _EXTRA_BREAKS.finditer(text))
-
-
-def editor_line(mark: yaml.Mark, breaks: tuple[int, ...]) -> int:
-    """The 1-based line of libyaml's ``mark`` as editors count lines (``\n``, ``\r\n`` or
-    ``\r``): libyaml also breaks lines at U+0085, U+2028 and U+2029 (``breaks``: where they
-    are, from ``extra_breaks``), so a tenant's value could move every later line."""
-    return mark.line + 1 - (bisect.bisect_left(breaks, mark.index) if breaks else 0)
+        return replace(self, node=node, line=self.lines.line(mark))
 
 
 def _anchor(text: str, start: int, end: int, line: int) -> Anchor | None:
@@ -229,14 +209,14 @@ def _decoded(
         except orjson.JSONDecodeError:
             pass  # e.g. a YAML flow mapping, or JSON followed by more YAML documents
         else:
-            line = data[: len(data) - len(stripped)].count(b"\n") + 1
+            line = leading_lines(data[: len(data) - len(stripped)]) + 1
             try:
                 check_value_nesting(document, line)
             except DocumentRefused as exc:
                 yield ManifestError(f"{source}#0", exc.reason, exc.line)
             else:
                 anchor = None
-                if locate:
+                if locate and len(stripped) <= 4 * MAX_DOCUMENT_CHARS:  # else never composed
                     text = data.decode("utf-8", "replace")
                     skipped = len(text) - len(text.lstrip())
                     start = text.rfind("\n", 0, skipped) + 1  # within the leading blanks
@@ -264,7 +244,7 @@ def _yaml_documents(
     """
     loader = _KubeYamlLoader(text)
     budget = Budget()
-    breaks = extra_breaks(text)
+    lines = EditorLines(text)
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -273,12 +253,12 @@ def _yaml_documents(
             node = loader.get_node()
             if node is None:  # check_node said a document follows; get_node always composes it
                 break
-            line = editor_line(node.start_mark, breaks)
+            line = lines.line(node.start_mark)
             # The root's line starts ``column`` characters before it (libyaml's line: after a
-            # LF, CR or one of ``extra_breaks``); found without scanning back through the text.
+            # LF, CR, U+0085, U+2028 or U+2029); found without scanning back through the text.
             start = node.start_mark.index - node.start_mark.column
             anchor = _anchor(text, start, node.end_mark.index, line) if locate else None
-            where = _Where(source, index, line, node, anchor, breaks)
+            where = _Where(source, index, line, node, anchor, lines)
             try:
                 value = _checked_value(loader, node, text, budget)
             except DocumentRefused as exc:
@@ -294,7 +274,7 @@ def _yaml_documents(
             index += 1
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
-        at = editor_line(mark, breaks) if mark else None
+        at = lines.line(mark) if mark else None
         where_text = f" at line {at}, column {mark.column + 1}" if mark else ""
         yield ManifestError(source, f"invalid YAML{where_text}: {exc.problem}", at)
     except yaml.YAMLError as exc:

@@ -9,7 +9,8 @@ word. snapready's ``OriginRecord`` (what the snapshot was taken from: the origin
 and per-field digests, its node's facts, its grouping labels) lives in a ``SnapshotRecord`` of its
 own (``snapshots.records``) and is folded into ``SnapshotView.origin``. Unknown parts are null,
 never guessed. Pure module; ``snapshots.index`` indexes the views, ``snapshots.pod_records``
-keeps the stamped pods.
+keeps the stamped pods. ``parse_time`` reads the API server's RFC 3339 times (GKE's clock) for
+the whole package.
 """
 
 from __future__ import annotations

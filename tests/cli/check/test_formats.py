@@ -140,6 +140,11 @@ def test_junit_has_one_testcase_per_object_failing_on_denials(
     (failure,) = pod.findall("failure")
     assert failure.get("message", "").startswith("deny: Pod/snap/mig-a100-1g5gb")
     assert "[gpu-mig]" in (failure.text or "")
+    # Each finding names the line of its field, which is not the object's first line.
+    found = re.search(r"\[gpu-mig\] (\S+) \(line (\d+)\): ", failure.text or "")
+    assert found is not None, failure.text
+    assert field_named(apps, int(found[2]), found[1])
+    assert int(found[2]) > lines["Pod"]
     assert (pod.get("file"), pod.get("line"), pod.get("classname")) == (
         str(apps),
         str(lines["Pod"]),
@@ -150,6 +155,20 @@ def test_junit_has_one_testcase_per_object_failing_on_denials(
     assert "[checkpoint-window]" in (deployment.findtext("system-out") or "")
     (error,) = by_name[str(missing)].findall("error")
     assert "cannot read" in error.get("message", "")
+
+
+def test_a_finding_on_its_objects_own_line_names_no_line_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One-line JSON: every field is on the object's line, which its row already gives, so
+    the text and JUnit rows add no ``(line N)``; the JSON report still carries the line."""
+    path = write_text(tmp_path / "pod.json", json.dumps(mig_pod()))
+    _, _, report = check_json_report(capsys, path)
+    assert {f["line"] for r in report["results"] for f in r["findings"]} == {1}
+    _, text, _ = run_check(capsys, str(path))
+    _, xml, _ = run_check(capsys, str(path), "--format", "junit")
+    assert "gpu-mig" in text and "(line" not in text
+    assert "[gpu-mig]" in xml and "(line" not in xml
 
 
 def test_junit_fails_warned_objects_with_fail_on_warn(

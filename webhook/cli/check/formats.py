@@ -25,6 +25,7 @@ from typing import Any, Final
 from xml.etree import ElementTree as ET
 
 from webhook import __version__
+from webhook.cli.check.report import at_line
 
 RULE_DOCS_URL: Final = "https://github.com/snapready/snapready/blob/main/docs/rules/{rule}.md"
 """Where a rule is documented with its fix (SARIF ``helpUri``). The docs site does not exist yet:
@@ -206,7 +207,7 @@ def junit(report: dict[str, Any], fail_on: Collection[str]) -> str:
             suite, ref, f"snapready.{result['kind']}", result.get("file"), result.get("line")
         )
         text = "\n".join(
-            f"[{f['rule']}] {f['path']}{_at_line(f, result)}: {f['message']} ({f['outcome']})"
+            f"[{f['rule']}] {f['path']}{at_line(f, result)}: {f['message']} ({f['outcome']})"
             for f in result["findings"]
         ) or (result["message"] or "")
         text = _xml_text(text)
@@ -232,12 +233,6 @@ def junit(report: dict[str, Any], fail_on: Collection[str]) -> str:
     root.append(suite)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def _at_line(finding: dict[str, Any], result: dict[str, Any]) -> str:
-    """`` (line N)`` when the finding's field is on another line than its object's start."""
-    line = finding.get("line")
-    return f" (line {line})" if line and line != result.get("line") else ""
 
 
 _NOT_XML: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -75,6 +75,13 @@ def summarize(
     }
 
 
+def at_line(finding: dict[str, Any], result: dict[str, Any], sep: str = " ") -> str:
+    """``sep`` + ``(line N)`` when ``finding``'s field is on another line than its object
+    (``result``) starts on, else ``""`` (the object's own place already says that line)."""
+    line = finding.get("line")
+    return f"{sep}(line {line})" if line and line != result.get("line") else ""
+
+
 def render_text(report: dict[str, Any]) -> str:
     """A readable table: one line per object (with its ``file#document:line``), then its
     findings (each with its field's line when that is not the object's) or the decision
@@ -92,8 +99,7 @@ def render_text(report: dict[str, Any]) -> str:
         where = result["source"] + (f":{result['line']}" if result.get("line") else "")
         lines.append(f"{result['decision'].upper():<5} {ref}  (policy {policies}; {where})")
         for finding in result["findings"]:
-            line = finding.get("line")
-            at = f"  (line {line})" if line and line != result.get("line") else ""
+            at = at_line(finding, result, "  ")
             lines.append(f"  {finding['outcome']:<5} {finding['rule']:<16} {finding['path']}{at}")
             lines.append(f"        {finding['message']}")
         if not result["findings"]:
