@@ -36,8 +36,8 @@ from datetime import datetime, timedelta
 from webhook.base.tracking import LifecycleSettings
 from webhook.snapshots.outcomes import stale_reason
 from webhook.snapshots.state import ClusterState, NodePoolFacts
-from webhook.snapshots.usage import LISTED_KINDS, UseKey, snapshot_use
-from webhook.snapshots.views import SnapshotView, parse_time
+from webhook.snapshots.usage import LISTED_KINDS, snapshot_use
+from webhook.snapshots.views import SnapshotView, UseKey, parse_time
 
 PRUNE_REASONS = ("checkpoint-failed", "unrunnable", "unused")
 

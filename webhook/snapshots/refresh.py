@@ -23,8 +23,8 @@ from webhook.snapshots.config_refs import config_changes
 from webhook.snapshots.outcomes import RESTORED_OUTCOMES, stale_reason
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.usage import Group, group_key, group_of
-from webhook.snapshots.views import SnapshotView, parse_time
+from webhook.snapshots.usage import group_of
+from webhook.snapshots.views import Group, SnapshotView, group_key, parse_time
 
 
 def trigger_name(namespace: str, policy: str, group: Group, upgrade: tuple[str, ...]) -> str:

@@ -8,21 +8,13 @@ from collections.abc import Iterable, Mapping
 
 from webhook.kube.matching import Policy
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.views import SnapshotView
+from webhook.snapshots.views import Group, SnapshotView, UseKey
 
 LISTED_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
 """Workload kinds whose templates the leader lists on demand
 (``cluster.controllers.snapshot_lifecycle``); a snapshot whose origin workload is of another
 kind is never ``unused`` (its templates are unknown)."""
-Group = tuple[tuple[str, str], ...]
-UseKey = tuple[str, str, Group, str]
-"""``(namespace, policy, group, fingerprint)``: what a pod or template could restore from."""
 ENDED_PHASES = ("Succeeded", "Failed")
-
-
-def group_key(group: Mapping[str, str]) -> Group:
-    """A group's values (``OriginRecord.group``) as a sorted, hashable tuple."""
-    return tuple(sorted(group.items()))
 
 
 def group_of(policy: Policy, labels: Mapping[str, str]) -> Group:

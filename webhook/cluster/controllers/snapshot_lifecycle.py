@@ -49,7 +49,8 @@ from webhook.snapshots.prune import Prunable, Usage, prune_plan, unrunnable, unu
 from webhook.snapshots.refresh import Refresh, refresh_plan
 from webhook.snapshots.selection import bounded_labels
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.usage import UseCache, UseKey, pod_uses, use_keys
+from webhook.snapshots.usage import UseCache, pod_uses, use_keys
+from webhook.snapshots.views import UseKey
 
 log = logging.getLogger("snapready.lifecycle")
 POLICY_API = "podsnapshot.gke.io/v1"
