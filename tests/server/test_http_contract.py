@@ -133,6 +133,8 @@ def test_a_body_not_sent_as_json_gets_http_415(
     error = answer.json()
     assert error["code"] == 415
     assert "content type must be application/json" in error["error"]
+    said = f"got {content_type!r}" if content_type else "the request has none"
+    assert error["error"].endswith(said)
 
 
 def test_review_without_uid_is_a_400(https_server: RunningServer) -> None:

@@ -47,8 +47,8 @@ async def read_body(scope: Scope, receive: Receive, max_bytes: int, budget: Body
     """
     content_type = _header(scope, b"content-type") or ""
     if content_type.split(";", 1)[0].strip().lower() != JSON:
-        got = clip(content_type) if content_type else "none"
-        raise BadRequest(f"content type must be {JSON}, got {got!r}", status=415)
+        got = f"got {clip(content_type)!r}" if content_type else "the request has none"
+        raise BadRequest(f"content type must be {JSON}, {got}", status=415)
     declared = _header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise BadRequest(f"body of {declared} bytes exceeds the {max_bytes}-byte limit", status=413)
