@@ -137,6 +137,23 @@ def test_a_body_not_sent_as_json_gets_http_415(
     assert error["error"].endswith(said)
 
 
+def test_two_content_type_headers_are_a_400(https_server: RunningServer) -> None:
+    """Content-Type is a singleton field (RFC 9110 5.3): with two, the webhook refuses the request
+    instead of judging the body by one of them (a proxy in front may have read the other)."""
+    body = json.dumps(load_review("01")).encode()
+    for pair in (("application/json", "text/plain"), ("text/plain", "application/json")):
+        headers = [("Content-Type", value) for value in pair]
+        with https_server.client() as client:
+            answer = client.post("/validate", content=body, headers=headers)
+        assert answer.status_code == 400, pair
+        error = answer.json()
+        assert error["code"] == 400
+        assert "2 Content-Type headers" in error["error"]
+    with https_server.client() as client:  # one header, as the API server sends: answered
+        answer = client.post("/validate", content=body, headers=JSON_HEADERS)
+    assert answer.status_code == 200
+
+
 def test_review_without_uid_is_a_400(https_server: RunningServer) -> None:
     request = load_review("01")
     del request["request"]["uid"]
@@ -239,6 +256,18 @@ def test_health_and_readiness(https_server: RunningServer) -> None:
     # manifests/examples/policies.yaml holds one PodSnapshotPolicy (llm-policy): a count is a
     # JSON number, as a monitoring probe or jq would compare it.
     assert ready.json()["policies"] == 1
+
+
+def test_probes_answer_head_like_get_without_a_body(https_server: RunningServer) -> None:
+    """RFC 9110 9.3.2: HEAD gets GET's status and headers and no body (load balancers and
+    uptime checkers probe with HEAD); the admission endpoints stay POST only."""
+    with https_server.client() as client:
+        for path in ("/healthz", "/readyz"):
+            get, head = client.get(path), client.head(path)
+            assert head.status_code == get.status_code == 200, path
+            assert head.content == b"", path
+            assert head.headers["content-type"] == get.headers["content-type"], path
+        assert client.head("/mutate").status_code == 405
 
 
 def test_api_server_timeout_query_is_accepted(https_server: RunningServer) -> None:

@@ -218,8 +218,9 @@ def create_app(
 ) -> SnapreadyApp:
     """Build the FastAPI application around ``engine``.
 
-    Routes: ``POST /mutate``, ``POST /validate`` (AdmissionReview in and out), ``GET /healthz``
-    (process alive), ``GET /readyz`` (200 when policies are synced and not shutting down, else 503).
+    Routes: ``POST /mutate``, ``POST /validate`` (AdmissionReview in and out); ``GET`` or
+    ``HEAD``: ``/healthz`` (process alive), ``/readyz`` (200 when policies are synced and not
+    shutting down, else 503).
     ``app.state.admission`` is the ``AdmissionApp`` (the server flips its ``shutting_down``).
     """
     admission = AdmissionApp(engine, observer, on_reject)
@@ -243,11 +244,13 @@ def create_app(
         body = orjson.dumps({"error": str(exc.detail), "code": exc.status_code})
         return Response(body, exc.status_code, headers=exc.headers, media_type=JSON)
 
-    @app.get("/healthz")
+    # HEAD too: load balancers and uptime checkers probe with it (RFC 9110 9.3.2: the same
+    # status and headers as GET, no body; uvicorn leaves the body out).
+    @app.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz() -> Response:
         return Response(orjson.dumps({"status": "ok"}), media_type=JSON)
 
-    @app.get("/readyz")
+    @app.api_route("/readyz", methods=["GET", "HEAD"])
     async def readyz() -> Response:
         ok, details = admission.ready()
         return Response(orjson.dumps({"ready": ok, **details}), 200 if ok else 503, media_type=JSON)

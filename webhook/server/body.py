@@ -27,6 +27,8 @@ class ClientGone(Exception):
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
+    """The value of header ``name`` (lowercase bytes, as ASGI gives names), the first when the
+    request repeats it; None when absent."""
     for key, value in scope["headers"]:
         if key == name:
             text: str = value.decode("latin-1")
@@ -34,18 +36,37 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def _content_type(scope: Scope) -> str:
+    """The request's one ``Content-Type`` value (``""`` when it has none).
+
+    Raises:
+        BadRequest: (400) the header appears more than once. Content-Type is a singleton field
+            (RFC 9110 sections 5.3 and 8.3): two values cannot be combined, and whichever one a
+            server picked, a proxy in front of it may have picked the other.
+    """
+    values = [value for key, value in scope["headers"] if key == b"content-type"]
+    if len(values) > 1:
+        raise BadRequest(
+            f"the request has {len(values)} Content-Type headers; "
+            f"send one, {JSON} (RFC 9110 section 5.3)",
+            status=400,
+        )
+    return values[0].decode("latin-1") if values else ""
+
+
 async def read_body(scope: Scope, receive: Receive, max_bytes: int, budget: BodyBudget) -> bytes:
     """Read the body, enforcing the content type and the size cap before parsing.
 
     Raises:
-        BadRequest: wrong or missing content type (415, RFC 9110 section 15.5.16), over
+        BadRequest: wrong or missing content type (415, RFC 9110 section 15.5.16), more than
+            one Content-Type header (400), over
             ``max_bytes`` (413) by ``Content-Length`` or while streaming (the rest is not
             read), or the in-flight ``budget`` is exhausted (503). On any error the bytes
             taken from ``budget`` are given back; on success the caller gives back
             ``len(body)``.
         ClientGone: the client disconnected mid-body.
     """
-    content_type = _header(scope, b"content-type") or ""
+    content_type = _content_type(scope)
     if content_type.split(";", 1)[0].strip().lower() != JSON:
         got = f"got {clip(content_type)!r}" if content_type else "the request has none"
         raise BadRequest(f"content type must be {JSON}, {got}", status=415)
