@@ -16,6 +16,9 @@ PodSnapshots were listed (none Ready: the prediction runs and says ``none``), as
   snapshots of the pod's policy in its namespace, 21 of them in its group (``hit``: one has its
   fingerprint; ``miss``: none has, the differing fields are named), and a first replica's
   ``admit /mutate`` under each of those states;
+* a StatefulSet's pod (``statefulset_bodies``; a LeaderWorkerSet's pods are StatefulSet
+  pods): ``/mutate`` and ``/validate`` as for a first replica, since each pod has its own
+  name label and hostname;
 * a later replica of the same template (the replica memo holds its decisions): ``/mutate``,
   ``/validate``, and ``/mutate`` on the prediction-miss state.
 
@@ -49,6 +52,7 @@ from bench.harness.objects import review_file
 from tests.conftest import make_settings
 from webhook.admission.context import selected_pod_context
 from webhook.admission.engine import Engine, admit
+from webhook.base.types import Endpoint
 from webhook.kube.review import parse_review
 from webhook.mutation.patch import Draft
 from webhook.mutation.prediction import pod_facts
@@ -122,8 +126,33 @@ def bodies(engine: Engine) -> tuple[bytes, bytes]:
     return body, orjson.dumps(review)
 
 
+def statefulset_bodies(engine: Engine, ordinal: int = 3) -> tuple[bytes, bytes]:
+    """``bodies`` of review 03's pod as pod ``ordinal`` of a StatefulSet ``model`` (a
+    LeaderWorkerSet's leader and workers are StatefulSet pods too): named, not generated, with
+    the labels and hostname the StatefulSet controller gives each pod
+    (pkg/controller/statefulset/stateful_set_utils.go in kubernetes/kubernetes)."""
+    review = orjson.loads(review_file("03").read_bytes())
+    pod = review["request"]["object"]
+    name = f"model-{ordinal}"
+    metadata = pod["metadata"]
+    metadata.pop("generateName", None)
+    metadata["name"] = review["request"]["name"] = name
+    metadata["labels"] |= {
+        "statefulset.kubernetes.io/pod-name": name,
+        "apps.kubernetes.io/pod-index": str(ordinal),
+        "controller-revision-hash": "model-7d9c5b8f4d",
+    }
+    pod["spec"] |= {"hostname": name, "subdomain": "model"}
+    body = orjson.dumps(review)
+    decision = admit(parse_review(body).request, "mutate", engine)
+    review["request"]["object"] = jsonpatch.apply_patch(pod, list(decision.patch))
+    return body, orjson.dumps(review)
+
+
 FIRST_MUTATE = "admit /mutate (first replica)"
 FIRST_VALIDATE = "admit /validate (first replica)"
+SET_MUTATE = "admit /mutate (a StatefulSet's pod)"
+SET_VALIDATE = "admit /validate (a StatefulSet's pod)"
 LATER_MUTATE = "admit /mutate (a later replica)"
 LATER_VALIDATE = "admit /validate (a later replica)"
 
@@ -158,6 +187,18 @@ def admit_timings(inject: bool = False, rounds: int = 5, number: int = 2000) -> 
         forget(engine)
         return admit(validate, "validate", engine)
 
+    set_mutate, set_validate = (parse_review(b).request for b in statefulset_bodies(engine))
+
+    def set_pod(request: Any, endpoint: Endpoint, *, fingerprints: bool) -> Callable[[], Any]:
+        """A StatefulSet's pod: every other ordinal is another pod (its name label and
+        hostname differ), so its calls find no earlier replica's decision."""
+
+        def call() -> Any:
+            forget(engine, fingerprints=fingerprints)
+            return admit(request, endpoint, engine)
+
+        return call
+
     hit, miss = (with_snapshots(engine, mutate_body, match=m) for m in (True, False))
     stamped = parse_review(validate_body).request.object
     ctx = selected_pod_context(validate, stamped, engine)
@@ -188,6 +229,8 @@ def admit_timings(inject: bool = False, rounds: int = 5, number: int = 2000) -> 
         (FIRST_MUTATE, first_mutate, TARGET_ADMIT_US),
         (FIRST_VALIDATE, first_validate, TARGET_ADMIT_US),
         ("admit /validate (first, another replica /mutated)", cold_validate, None),
+        (SET_MUTATE, set_pod(set_mutate, "mutate", fingerprints=True), TARGET_ADMIT_US),
+        (SET_VALIDATE, set_pod(set_validate, "validate", fingerprints=False), TARGET_ADMIT_US),
         ("  part: fingerprint of the pod", lambda: distill.fingerprint(stamped), None),
         ("  part: predict, no Ready snapshot", predicts(engine), None),
         ("  part: predict, hit (100 Ready)", predicts(hit), None),

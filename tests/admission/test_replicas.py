@@ -326,6 +326,40 @@ def test_other_content_is_a_miss(change: Any) -> None:
     assert got == fresh(other, "mutate", cluster_engine())
 
 
+def ordinal_pod(review: dict[str, Any], label: str, value: str) -> dict[str, Any]:
+    """``review``'s pod as one its controller gives ``label: value`` (named, not generated)."""
+    other = renamed(review, int(value))
+    metadata = other["request"]["object"]["metadata"]
+    metadata.pop("generateName")
+    metadata["labels"][label] = value
+    return other
+
+
+@pytest.mark.parametrize(
+    "label",
+    ["statefulset.kubernetes.io/pod-name", "batch.kubernetes.io/job-completion-index"],
+    ids=["statefulset", "indexed-job"],
+)
+def test_a_pod_labelled_unique_by_its_controller_is_not_remembered(label: str) -> None:
+    """A StatefulSet's (and so a LeaderWorkerSet's) or an Indexed Job's pods each carry their
+    own value of this label: no later pod could find their entry, so none is made, and none is
+    looked up; the decision is the one an engine without a memo gives."""
+    engine = cluster_engine()
+    without_memo = dataclasses.replace(engine, replicas=None)
+    for endpoint in ("mutate", "validate"):
+        for value in ("0", "1", "1"):  # a pod, the next ordinal, and that ordinal again
+            review = ordinal_pod(selected("03"), label, value)
+            assert ReplicaMemo.key(endpoint, "snap", review["request"]["object"]) is None
+            got = admit(request_of(review), endpoint, engine)
+            fingerprints._memo.clear()
+            assert got == admit(request_of(review), endpoint, without_memo)
+    assert (len(memo(engine)), memo(engine).hits, memo(engine).misses) == (0, 0, 0)
+    # the same pods without the label: remembered, and the repeat is a hit
+    admit(request_of(selected("03")), "mutate", engine)
+    admit(request_of(selected("03")), "mutate", engine)
+    assert (len(memo(engine)), memo(engine).hits) == (1, 1)
+
+
 def test_bounded_least_recently_used_out() -> None:
     bounded = ReplicaMemo(size=2)
     state, parts = ClusterState(), ()

@@ -26,6 +26,10 @@ would otherwise forget every entry). So a decision is a pure function of:
   when, and only when, it changes: ``webhook.cluster.api.caches``), and the engine's settings,
   rule table and ``offline`` flag.
 
+A StatefulSet's pods (a LeaderWorkerSet's too) and an Indexed Job's are not replicas in this
+sense: each carries a label of its own (``UNIQUE_LABELS``), so they are neither looked up nor
+remembered; the fingerprint memo (``webhook.pod.memo``) still serves each pod's ``/validate``.
+
 When a state part or an engine part is another object than the entries were made on, every
 entry is forgotten; entries are bounded (``SIZE`` and ``MAX_BYTES``, least recently used out
 first). What it saves (``make
@@ -66,6 +70,18 @@ reads; everything else of ``metadata`` is part of the key."""
 NOT_READ: Final = frozenset({"pods", "gke_events", "details"})
 """``ClusterState`` fields the Pod handler never reads on CREATE (``test_replicas`` runs every
 shared review against a state whose fields here raise on any use)."""
+
+UNIQUE_LABELS: Final = (
+    "statefulset.kubernetes.io/pod-name",
+    "batch.kubernetes.io/job-completion-index",
+)
+"""Labels whose value a controller makes unique to each pod it runs at a time: a StatefulSet's
+pod name (``StatefulSetPodNameLabel``, k8s.io/api apps/v1; a LeaderWorkerSet's leader and
+worker pods are StatefulSet pods too) and an Indexed Job's completion index
+(``JobCompletionIndexAnnotation``, also a label since PodIndexLabel, k8s.io/api batch/v1).
+Their pods differ in the key by that label, so no later pod can find their entry (only a
+replacement for the same ordinal or index, on an unchanged state): the memo skips them instead
+of paying for a key and an entry on every one (``make bench-admit``, "a StatefulSet's pod")."""
 
 TOKEN_PLACEHOLDER: Final = b'"kube-api-access-\\u0000"'
 """What the token volume's name is in a key: no name the API server accepts (a DNS label) holds
@@ -154,9 +170,13 @@ class ReplicaMemo:
         named ``TOKEN_PLACEHOLDER`` in the volume and in the mounts of it; None when orjson
         cannot write it (values JSON never holds), the pod has no ``metadata`` object, or the
         token volume's name (or the placeholder) appears anywhere else in the pod (a value
-        equal to it would be renamed too, and its fingerprint is not the next replica's)."""
+        equal to it would be renamed too, and its fingerprint is not the next replica's); None,
+        at once, for a pod with one of ``UNIQUE_LABELS`` (no other pod would have its key)."""
         metadata = pod.get("metadata")
         if not isinstance(metadata, dict):
+            return None
+        labels = metadata.get("labels")
+        if isinstance(labels, dict) and any(label in labels for label in UNIQUE_LABELS):
             return None
         shared = {k: v for k, v in metadata.items() if k not in IDENTITY_FIELDS}
         rest = {k: v for k, v in pod.items() if k != "metadata"}
