@@ -326,12 +326,20 @@ def test_other_content_is_a_miss(change: Any) -> None:
     assert got == fresh(other, "mutate", cluster_engine())
 
 
-def ordinal_pod(review: dict[str, Any], label: str, value: str) -> dict[str, Any]:
-    """``review``'s pod as one its controller gives ``label: value`` (named, not generated)."""
-    other = renamed(review, int(value))
+def ordinal_pod(review: dict[str, Any], label: str, ordinal: int) -> dict[str, Any]:
+    """``review``'s pod as pod ``ordinal`` of a StatefulSet ``model`` (named, not generated; the
+    label holds its name) or index ``ordinal`` of an Indexed Job ``model`` (generated name
+    ``model-<index>-``; the label holds the index), with the hostname each controller sets."""
+    other = renamed(review, ordinal)
     metadata = other["request"]["object"]["metadata"]
-    metadata.pop("generateName")
+    if label.startswith("statefulset."):
+        metadata.pop("generateName")
+        metadata["name"] = other["request"]["name"] = value = f"model-{ordinal}"
+    else:
+        metadata["generateName"] = f"model-{ordinal}-"
+        value = str(ordinal)
     metadata["labels"][label] = value
+    other["request"]["object"]["spec"]["hostname"] = f"model-{ordinal}"
     return other
 
 
@@ -347,8 +355,8 @@ def test_a_pod_labelled_unique_by_its_controller_is_not_remembered(label: str) -
     engine = cluster_engine()
     without_memo = dataclasses.replace(engine, replicas=None)
     for endpoint in ("mutate", "validate"):
-        for value in ("0", "1", "1"):  # a pod, the next ordinal, and that ordinal again
-            review = ordinal_pod(selected("03"), label, value)
+        for ordinal in (0, 1, 1):  # a pod, the next ordinal, and that ordinal again
+            review = ordinal_pod(selected("03"), label, ordinal)
             assert ReplicaMemo.key(endpoint, "snap", review["request"]["object"]) is None
             got = admit(request_of(review), endpoint, engine)
             fingerprints._memo.clear()

@@ -1,13 +1,13 @@
 """Decisions remembered for the replicas of one pod template: the second pod costs a lookup.
 
-A ReplicaSet, Job, StatefulSet or LeaderWorkerSet creates its pods from one template, and the
-API server sends each of them to ``/mutate`` and ``/validate`` with the same spec, labels and
-annotations: the replicas differ only in their identity (``IDENTITY_FIELDS``: name, uid,
-creation time, managedFields) and in the name of the service-account token volume the API
-server adds to each (``kube-api-access-`` and five random characters: ``ServiceAccountVolumeName``
-and ``names.SimpleNameGenerator`` in kubernetes/kubernetes plugin/pkg/admission/serviceaccount;
-``distill.is_service_account_volume`` tells it, as the fingerprint leaves it out).
-Scaling an inference Deployment out is exactly the moment Pod snapshots exist for
+A ReplicaSet (a Deployment's) or a Job that is not Indexed creates its pods from one template, and
+the API server sends each of them to ``/mutate`` and ``/validate`` with the same spec, labels and
+annotations: the replicas differ only in their identity (``IDENTITY_FIELDS``: name, uid, creation
+time, managedFields) and in the name of the service-account token volume the API server adds to
+each (``kube-api-access-`` and five random characters: ``ServiceAccountVolumeName`` and
+``names.SimpleNameGenerator`` in kubernetes/kubernetes plugin/pkg/admission/serviceaccount;
+``distill.is_service_account_volume`` tells it, as the fingerprint leaves it out). Scaling an
+inference Deployment out is exactly the moment Pod snapshots exist for
 (docs/gke-facts.md#section-1), and the one where the webhook sees the most pods per second.
 Nothing the Pod handler decides on CREATE reads those identity fields (the rules and mutators
 read the spec, the labels, the annotations and the namespace:
@@ -78,7 +78,8 @@ UNIQUE_LABELS: Final = (
 """Labels whose value a controller makes unique to each pod it runs at a time: a StatefulSet's
 pod name (``StatefulSetPodNameLabel``, k8s.io/api apps/v1; a LeaderWorkerSet's leader and
 worker pods are StatefulSet pods too) and an Indexed Job's completion index
-(``JobCompletionIndexAnnotation``, also a label since PodIndexLabel, k8s.io/api batch/v1).
+(the key of ``JobCompletionIndexAnnotation``, k8s.io/api batch/v1, which the Job controller
+also sets as a label since Kubernetes 1.28: feature gate PodIndexLabel, on by default).
 Their pods differ in the key by that label, so no later pod can find their entry (only a
 replacement for the same ordinal or index, on an unchanged state): the memo skips them instead
 of paying for a key and an entry on every one (``make bench-admit``, "a StatefulSet's pod")."""

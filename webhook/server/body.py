@@ -48,7 +48,7 @@ def _content_type(scope: Scope) -> str:
     if len(values) > 1:
         raise BadRequest(
             f"the request has {len(values)} Content-Type headers; "
-            f"send one, {JSON} (RFC 9110 section 5.3)",
+            f"send one, {JSON} (RFC 9110 sections 5.3 and 8.3)",
             status=400,
         )
     return values[0].decode("latin-1") if values else ""

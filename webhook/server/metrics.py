@@ -81,10 +81,10 @@ class Metrics:
         self.rejected = Counter(
             "snapready_rejected_requests",
             "Requests refused before admission, by endpoint (mutate, validate, other, unknown "
-            "before the path arrived) and HTTP status: 400 broken body, 413 body too large, "
-            "415 content type not application/json, 503 body budget or connection limit "
-            "reached, 408 request not complete within the request timeout (also when nothing "
-            "could be answered), 431 request head too large.",
+            "before the path arrived) and HTTP status: 400 broken body or two Content-Type "
+            "headers, 413 body too large, 415 content type not application/json, 503 body "
+            "budget or connection limit reached, 408 request not complete within the request "
+            "timeout (also when nothing could be answered), 431 request head too large.",
             ["endpoint", "code"],
             registry=reg,
         )
