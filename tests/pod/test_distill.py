@@ -21,9 +21,9 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tests.conftest import DATA, load_review
+from tests.conftest import DATA, load_review, review_files
 from webhook.pod.diff import changed_paths
-from webhook.pod.distill import distill, fingerprint
+from webhook.pod.distill import distill, fingerprint, is_service_account_volume
 from webhook.pod.fields import DIGEST_CHARS, field_digests
 
 MANIFESTS = DATA / "manifests"
@@ -555,6 +555,70 @@ def test_each_pod_volume_and_metadata_field_changes_the_fingerprint(
     mutate(changed)
     assert fingerprint(changed) != fingerprint(base)
     assert changed_paths(base, changed)[0][0] == expected
+
+
+def _token_volume(pod: Pod) -> Pod:
+    volume: Pod = next(v for v in pod["spec"]["volumes"] if v["name"].startswith("kube-api-"))
+    return volume
+
+
+def _sources(pod: Pod) -> list[Pod]:
+    sources: list[Pod] = _token_volume(pod)["projected"]["sources"]
+    return sources
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param(lambda p: _sources(p).append({"secret": {"name": "db-creds"}}), id="secret"),
+        pytest.param(
+            lambda p: _sources(p)[0]["serviceAccountToken"].update(audience="vault"),
+            id="token-for-another-audience",
+        ),
+        pytest.param(
+            lambda p: _sources(p)[0]["serviceAccountToken"].update(path="db"), id="token-path"
+        ),
+        pytest.param(
+            lambda p: _sources(p)[1]["configMap"].update(name="app-config"), id="other-configmap"
+        ),
+        pytest.param(
+            lambda p: _sources(p)[2]["downwardAPI"]["items"][0]["fieldRef"].update(
+                fieldPath="metadata.labels"
+            ),
+            id="other-downward-field",
+        ),
+        pytest.param(lambda p: _token_volume(p).pop("projected"), id="no-projected-source"),
+    ],
+)
+def test_a_volume_named_like_the_token_volume_with_other_content_is_hashed(
+    tamper: Mutation,
+) -> None:
+    """Only the volume the ServiceAccount admission plugin writes (``TokenVolumeSource``: a
+    token for the API server at ``token``, ``kube-root-ca.crt``, the namespace) is left out: a
+    pod that mounts other content under its name must not keep its fingerprint (a hostile
+    trial: a Secret added to the projection changed nothing)."""
+    base, changed = captured("03"), captured("03")
+    # upstream's three sources, then OpenShift's service-CA configMap (review 03's cluster)
+    kinds = [next(iter(source)) for source in _sources(base)]
+    assert kinds[:3] == ["serviceAccountToken", "configMap", "downwardAPI"]
+    tamper(changed)
+    assert not is_service_account_volume(_token_volume(changed))
+    assert fingerprint(changed) != fingerprint(base)
+
+
+def test_every_token_volume_the_api_server_wrote_is_left_out() -> None:
+    """Every ``kube-api-access-*`` volume of the captured reviews (upstream's shape, and
+    OpenShift's with its service-CA configMap: review 01) counts as the token volume."""
+    found = 0
+    for path in review_files():
+        request = json.loads(path.read_text())["request"]
+        for key in ("object", "oldObject"):
+            spec = (request.get(key) or {}).get("spec") or {}
+            for volume in spec.get("volumes") or []:
+                if volume["name"].startswith("kube-api-access-"):
+                    found += 1
+                    assert is_service_account_volume(volume), (path.name, volume)
+    assert found >= 10
 
 
 # ---------------------------------------------------------------------------------------------

@@ -101,9 +101,9 @@ class Key(NamedTuple):
 
 def token_volume(pod: RawObject) -> bytes | None:
     """The JSON-quoted name of ``pod``'s service-account token volume
-    (``distill.is_service_account_volume``: projected, with a ``serviceAccountToken`` source, so
-    the fingerprint leaves it out), or None. Any other volume's name is part of the key as it
-    is, whatever it looks like."""
+    (``distill.is_service_account_volume``: the ServiceAccount admission plugin's projected
+    volume, which the fingerprint leaves out), or None. Any other volume's name is part of the
+    key as it is, whatever it looks like."""
     spec = pod.get("spec")
     volumes = spec.get("volumes") if isinstance(spec, dict) else None
     if not isinstance(volumes, list):
