@@ -27,6 +27,7 @@ from tests.envtest.plugin import (
     wait_for,
 )
 from tests.support.identity import IdentityFactory
+from webhook.kube.token_volume import is_service_account_volume
 
 K8S_VERSION = "v1.36.3"
 GROUP, VERSION = "podsnapshot.gke.io", "v1"
@@ -217,6 +218,9 @@ def test_pod_gets_service_account_volume_and_root_ca(
     sources = volumes[0]["projected"]["sources"]
     assert sources[0]["serviceAccountToken"]["path"] == "token"
     assert sources[1]["configMap"]["name"] == "kube-root-ca.crt"
+    # The volume the fingerprint leaves out is exactly what this kube-apiserver writes: were it
+    # not, every replica would hash its random name and no restore would ever be predicted.
+    assert is_service_account_volume(volumes[0]), volumes[0]
     mounts = spec["containers"][0]["volumeMounts"]
     assert [m["mountPath"] for m in mounts] == ["/var/run/secrets/kubernetes.io/serviceaccount"]
 

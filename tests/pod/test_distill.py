@@ -22,8 +22,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.conftest import DATA, load_review, review_files
+from webhook.kube.token_volume import is_service_account_volume
 from webhook.pod.diff import changed_paths
-from webhook.pod.distill import distill, fingerprint, is_service_account_volume
+from webhook.pod.distill import distill, fingerprint
 from webhook.pod.fields import DIGEST_CHARS, field_digests
 
 MANIFESTS = DATA / "manifests"
@@ -588,6 +589,13 @@ def _sources(pod: Pod) -> list[Pod]:
             id="other-downward-field",
         ),
         pytest.param(lambda p: _token_volume(p).pop("projected"), id="no-projected-source"),
+        pytest.param(
+            lambda p: _sources(p)[3]["configMap"]["items"].append({"key": "x", "path": "x"}),
+            id="openshift-configmap-other-key",
+        ),
+        pytest.param(
+            lambda p: _token_volume(p).update(secret={"secretName": "db"}), id="second-source"
+        ),
     ],
 )
 def test_a_volume_named_like_the_token_volume_with_other_content_is_hashed(
@@ -598,7 +606,8 @@ def test_a_volume_named_like_the_token_volume_with_other_content_is_hashed(
     pod that mounts other content under its name must not keep its fingerprint (a hostile
     trial: a Secret added to the projection changed nothing)."""
     base, changed = captured("03"), captured("03")
-    # upstream's three sources, then OpenShift's service-CA configMap (review 03's cluster)
+    # upstream's three sources, then OpenShift's service-CA configMap (every captured review
+    # has it; the derived manifests below have upstream's shape alone)
     kinds = [next(iter(source)) for source in _sources(base)]
     assert kinds[:3] == ["serviceAccountToken", "configMap", "downwardAPI"]
     tamper(changed)
@@ -607,8 +616,9 @@ def test_a_volume_named_like_the_token_volume_with_other_content_is_hashed(
 
 
 def test_every_token_volume_the_api_server_wrote_is_left_out() -> None:
-    """Every ``kube-api-access-*`` volume of the captured reviews (upstream's shape, and
-    OpenShift's with its service-CA configMap: review 01) counts as the token volume."""
+    """Every ``kube-api-access-*`` volume of the captured reviews (upstream's sources plus
+    OpenShift's service-CA configMap) and of the derived replica manifests (upstream's shape,
+    ``TokenVolumeSource``) counts as the token volume; two such replicas hash alike."""
     found = 0
     for path in review_files():
         request = json.loads(path.read_text())["request"]
@@ -619,6 +629,41 @@ def test_every_token_volume_the_api_server_wrote_is_left_out() -> None:
                     found += 1
                     assert is_service_account_volume(volume), (path.name, volume)
     assert found >= 10
+    replicas = [
+        yaml.safe_load((DATA / "real-manifests" / "derived" / name).read_text())
+        for name in (
+            "k-e-samples__vllm-2b-it__replica-p8m4t.yaml",
+            "k-e-samples__vllm-2b-it__replica-x2kq9.yaml",
+        )
+    ]
+    names = [_token_volume(pod)["name"] for pod in replicas]
+    assert names == ["kube-api-access-p8m4t", "kube-api-access-x2kq9"]
+    assert all(is_service_account_volume(_token_volume(pod)) for pod in replicas)
+    assert fingerprint(replicas[0]) == fingerprint(replicas[1])
+
+
+def test_a_token_volume_written_with_nulls_is_still_the_token_volume() -> None:
+    """A manifest may spell absent fields out as ``null`` (the module docstring: null is
+    absent); the token volume so written is still left out, and its mounts with it."""
+    base, spelled = captured("03"), captured("03")
+    volume = _token_volume(spelled)
+    volume["secret"] = None
+    sources = volume["projected"]["sources"]
+    sources[0]["secret"] = None
+    sources[2]["downwardAPI"]["items"][0]["resourceFieldRef"] = None
+    assert is_service_account_volume(volume)
+    assert fingerprint(spelled) == fingerprint(base)
+
+
+def test_the_mounts_of_a_volume_now_hashed_are_hashed_too() -> None:
+    """A ``kube-api-access-*`` volume projecting a Secret is the author's: where it is
+    mounted is part of the fingerprint like any other mount."""
+    pods = [captured("03"), captured("03")]
+    for pod, path in zip(pods, ("/etc/db", "/etc/other"), strict=True):
+        _sources(pod).append({"secret": {"name": "db-creds"}})
+        mount = {"name": _token_volume(pod)["name"], "mountPath": path}
+        pod["spec"]["containers"][0].setdefault("volumeMounts", []).append(mount)
+    assert fingerprint(pods[0]) != fingerprint(pods[1])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,8 +30,9 @@ from tests.conftest import review_files
 from webhook.cli import main
 from webhook.kube.quantity import parse_quantity
 from webhook.kube.quantity_canonical import canonical_quantity
+from webhook.kube.token_volume import SERVICE_ACCOUNT_VOLUME_PREFIX
 from webhook.kube.workloads import pod_views
-from webhook.pod.distill import SERVICE_ACCOUNT_VOLUME_PREFIX, distill, fingerprint
+from webhook.pod.distill import distill, fingerprint
 
 Pod = dict[str, Any]
 DIGEST = "sha256:" + "a" * 64

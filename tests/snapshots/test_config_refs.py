@@ -45,11 +45,25 @@ POD: dict[str, Any] = {
             },
             {
                 "name": "kube-api-access-abcde",
-                "projected": {
+                "projected": {  # as the ServiceAccount admission plugin writes it
                     "sources": [
-                        {"serviceAccountToken": {"path": "token"}},
-                        {"configMap": {"name": "kube-root-ca.crt"}},
-                        {"downwardAPI": {"items": []}},
+                        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                        {
+                            "configMap": {
+                                "name": "kube-root-ca.crt",
+                                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                            }
+                        },
+                        {
+                            "downwardAPI": {
+                                "items": [
+                                    {
+                                        "path": "namespace",
+                                        "fieldRef": {"fieldPath": "metadata.namespace"},
+                                    }
+                                ]
+                            }
+                        },
                     ]
                 },
             },
@@ -76,6 +90,21 @@ def test_every_way_a_pod_reads_configuration_is_found_once() -> None:
 def test_a_user_volume_reading_the_root_ca_counts() -> None:
     pod = {"spec": {"volumes": [{"name": "ca", "configMap": {"name": "kube-root-ca.crt"}}]}}
     assert consumed(pod) == (("ConfigMap", "kube-root-ca.crt"),)
+
+
+def test_a_configmap_projected_under_the_token_volumes_name_counts() -> None:
+    """Only the API server's own token volume is skipped (``kube.token_volume``): a volume
+    named like it that projects the tenant's ConfigMap is configuration the pod reads."""
+    volume = {
+        "name": "kube-api-access-zzzzz",
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"path": "token"}},
+                {"configMap": {"name": "app-settings", "items": [{"key": "a", "path": "a"}]}},
+            ]
+        },
+    }
+    assert consumed({"spec": {"volumes": [volume]}}) == (("ConfigMap", "app-settings"),)
 
 
 def test_broken_shapes_are_skipped() -> None:

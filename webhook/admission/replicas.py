@@ -6,8 +6,8 @@ annotations: the replicas differ only in their identity (``IDENTITY_FIELDS``: na
 time, managedFields) and in the name of the service-account token volume the API server adds to
 each (``kube-api-access-`` and five random characters: ``ServiceAccountVolumeName`` and
 ``names.SimpleNameGenerator`` in kubernetes/kubernetes plugin/pkg/admission/serviceaccount;
-``distill.is_service_account_volume`` tells it, as the fingerprint leaves it out). Scaling an
-inference Deployment out is exactly the moment Pod snapshots exist for
+``kube.token_volume.is_service_account_volume`` tells it, as the fingerprint leaves it out).
+Scaling an inference Deployment out is exactly the moment Pod snapshots exist for
 (docs/gke-facts.md#section-1), and the one where the webhook sees the most pods per second.
 Nothing the Pod handler decides on CREATE reads those identity fields (the rules and mutators
 read the spec, the labels, the annotations and the namespace:
@@ -49,7 +49,7 @@ import orjson
 
 from webhook.base.types import Endpoint, RawObject
 from webhook.kube.responses import Decision
-from webhook.pod.distill import is_service_account_volume
+from webhook.kube.token_volume import is_service_account_volume
 from webhook.snapshots.state import ClusterState
 
 SIZE: Final = 256
@@ -101,9 +101,9 @@ class Key(NamedTuple):
 
 def token_volume(pod: RawObject) -> bytes | None:
     """The JSON-quoted name of ``pod``'s service-account token volume
-    (``distill.is_service_account_volume``: the ServiceAccount admission plugin's projected
-    volume, which the fingerprint leaves out), or None. Any other volume's name is part of the
-    key as it is, whatever it looks like."""
+    (``kube.token_volume.is_service_account_volume``: the ServiceAccount admission plugin's
+    projected volume, which the fingerprint leaves out), or None. Any other volume's name is
+    part of the key as it is, whatever it looks like."""
     spec = pod.get("spec")
     volumes = spec.get("volumes") if isinstance(spec, dict) else None
     if not isinstance(volumes, list):

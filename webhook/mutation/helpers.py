@@ -25,9 +25,9 @@ from typing import Any
 from webhook.base.config import Settings
 from webhook.base.keys import INJECT
 from webhook.base.types import RawObject
+from webhook.kube.token_volume import SERVICE_ACCOUNT_VOLUME_PREFIX
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
-from webhook.pod.distill import SERVICE_ACCOUNT_VOLUME_PREFIX
 
 HELPERS_NAME = "snapready-helpers"
 """Name of the injected init container and emptyDir volume (reserved)."""

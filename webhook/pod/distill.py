@@ -28,7 +28,7 @@ Steps of ``distill(pod)`` (the pod as the API server hands it to admission, or a
    give every replica its own fingerprint. Its content is fixed by the plugin (and
    ``automountServiceAccountToken``, which is hashed, decides whether it exists), so nothing a
    user controls is lost; a volume so named that projects anything else is hashed
-   (``is_service_account_volume``).
+   (``webhook.kube.token_volume.is_service_account_volume``).
 
 The fingerprint is SHA-256 over the RFC 8785 (JCS) canonical JSON of the distilled dict
 (``webhook.kube.canonical.canonical_json``: the ``rfc8785`` package with a byte-identical ``orjson``
@@ -47,6 +47,7 @@ import orjson
 from webhook.base.types import RawObject, mapping
 from webhook.kube.canonical import JCS_INT_MAX, canonical_json
 from webhook.kube.defaults import default_container, default_pod_spec, default_volume
+from webhook.kube.token_volume import is_service_account_volume
 
 FINGERPRINT_PREFIX: Final = "v1:sha256:"
 
@@ -105,8 +106,6 @@ LIFECYCLE_FIELDS: Final = ("postStart", "preStop")
 # spec.volumes[]: the name and the whole volume source (hostPath, persistentVolumeClaim,
 # configMap, emptyDir, secret, csi, ...): what backs each mount.
 
-SERVICE_ACCOUNT_VOLUME_PREFIX: Final = "kube-api-access-"
-"""Name prefix of the API server's projected service-account token volume."""
 
 # Booleans whose Kubernetes default is false (plain ``bool`` + omitempty, or documented default
 # false): ``false`` and absent are the same pod.
@@ -300,64 +299,6 @@ def _volume(volume: RawObject) -> RawObject:
         out[key] = canon
     default_volume(out)
     return out
-
-
-def is_service_account_volume(volume: Any) -> bool:
-    """The API server's ``kube-api-access-*`` projected volume: left out of the fingerprint, as
-    its name is random per pod.
-
-    Its shape is fixed by the ServiceAccount admission plugin (``TokenVolumeSource`` in
-    plugin/pkg/admission/serviceaccount of kubernetes/kubernetes): a ``serviceAccountToken``
-    source at path ``token`` with no audience, the ``kube-root-ca.crt`` configMap and the
-    namespace through downwardAPI; OpenShift adds its ``openshift-service-ca.crt`` configMap
-    (review 01 of the shared captures). A volume only named like it, or holding any other source
-    (a Secret, another configMap, a token for another audience, another downwardAPI field), is
-    the pod author's and is hashed with its mounts: else a pod could mount other content under
-    that name and keep its fingerprint (a hostile trial, 2026-12-07). ``defaultMode``,
-    ``expirationSeconds`` and the items' paths are not checked (the content they shape is
-    fixed by the sources).
-    """
-    if not isinstance(volume, dict):
-        return False
-    name, projected = volume.get("name"), volume.get("projected")
-    if not (isinstance(name, str) and name.startswith(SERVICE_ACCOUNT_VOLUME_PREFIX)):
-        return False
-    sources = projected.get("sources") if isinstance(projected, dict) else None
-    if not isinstance(sources, list) or len(volume) != 2:  # name, projected: no other source
-        return False
-    token = False
-    for source in sources:
-        if not isinstance(source, dict) or len(source) != 1:
-            return False
-        ((kind, value),) = source.items()
-        if not isinstance(value, dict):
-            return False
-        if kind == "serviceAccountToken":
-            if value.get("path") != "token" or value.get("audience"):
-                return False
-            token = True
-        elif kind == "configMap":
-            if value.get("name") not in _TOKEN_CONFIG_MAPS:
-                return False
-        elif kind != "downwardAPI" or not _namespace_only(value.get("items")):
-            return False
-    return token
-
-
-_TOKEN_CONFIG_MAPS: Final = frozenset({"kube-root-ca.crt", "openshift-service-ca.crt"})
-"""ConfigMaps the token volume projects: the cluster CA (Kubernetes since 1.20, the
-RootCAConfigMap controller) and OpenShift's service CA."""
-
-
-def _namespace_only(items: Any) -> bool:
-    """Whether downwardAPI ``items`` project the pod's namespace and nothing else."""
-    return isinstance(items, list) and all(
-        isinstance(item, dict)
-        and isinstance(ref := item.get("fieldRef"), dict)
-        and ref.get("fieldPath") == "metadata.namespace"
-        and len(item.keys() - {"path", "fieldRef", "mode"}) == 0
-        for item in items
-    )
 
 
 def _pick(source: RawObject, fields: tuple[str, ...]) -> RawObject:

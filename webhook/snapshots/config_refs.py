@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.base.types import RawObject, mapping
+from webhook.kube.token_volume import is_service_account_volume
 from webhook.snapshots.views import ConfigRef, SnapshotView
 
 ROOT_CA = "kube-root-ca.crt"
@@ -123,7 +124,7 @@ def _volume_refs(volume: Mapping[str, Any]) -> list[tuple[str, str]]:
     out = _named("Secret", volume.get("secret"), "secretName")
     out += _named("ConfigMap", volume.get("configMap"))
     projected = mapping(volume.get("projected"))
-    service_account_volume = str(volume.get("name") or "").startswith("kube-api-access-")
+    service_account_volume = is_service_account_volume(volume)  # its CA configMap is not tracked
     for source in projected.get("sources") or ():
         if not isinstance(source, dict):
             continue
