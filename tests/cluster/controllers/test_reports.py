@@ -220,7 +220,10 @@ def test_the_audit_judges_what_existed_before_its_policy(env: Env) -> None:
             for sample in families[name].samples:
                 labels = sample.labels
                 found[(name, labels["policy"], labels["kind"])] = sample.value
+        last.append(found)
         return found if found == expected else None
+
+    last: list[dict[tuple[str, str, str], float]] = []
 
     # The counts are the latest pass's: a pass that ran while the caches still missed an
     # object counts fewer, and the next one corrects it (a wait for the first non-zero count
@@ -231,7 +234,13 @@ def test_the_audit_judges_what_existed_before_its_policy(env: Env) -> None:
         ("snapready_audit_would_deny", "late-policy", "Pod"): 1,
         ("snapready_audit_would_deny", "late-policy", "Deployment"): 0,
     }
-    wait_for("the never-judged objects counted", counted, timeout=30)
+    # A liveness bound, not a timing: 30 s ran out once under the whole suite on a slow 2-core
+    # machine (clean-clone CI, 2026-12-07).
+    try:
+        wait_for("the never-judged objects counted", counted, timeout=90)
+    except BaseException:
+        print("last counts:", last[-1:], "status:", audit.status)
+        raise
     assert "3 never judged (1 would be denied)" in audit.status
 
 
