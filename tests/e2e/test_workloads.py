@@ -183,3 +183,37 @@ def test_indexed_job_pods_hash_per_completion_index(env: Env) -> None:
     assert template_value not in recorded  # the template itself has no index label
     for index in range(3):
         assert env.hash(job, args=("--ordinal", str(index))) == [recorded[index]]
+
+
+def test_a_volume_named_like_the_token_volume_with_other_content_is_hashed(env: Env) -> None:
+    """Through the real API server: a pod that projects a Secret under a ``kube-api-access-*``
+    name (the ServiceAccount plugin then adds no token volume of its own) gets another
+    spec-hash than its twin without that volume, and the CLI agrees; the twin's random token
+    volume is left out (``webhook.kube.token_volume``)."""
+    namespace = env.namespaces["work"]
+    crafted = template("crafted")
+    crafted["spec"]["volumes"] = [
+        {
+            "name": "kube-api-access-zzzzz",
+            "projected": {
+                "sources": [
+                    {"serviceAccountToken": {"path": "token"}},
+                    {"secret": {"name": "db-creds"}},
+                ]
+            },
+        }
+    ]
+    crafted["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "kube-api-access-zzzzz", "mountPath": "/etc/db"}
+    ]
+    for name, pod in (("crafted", crafted), ("twin", template("crafted"))):
+        pod["metadata"]["name"] = name
+        must(env.create({"apiVersion": "v1", "kind": "Pod", **pod}, namespace))
+    pods = {p["metadata"]["name"]: p for p in wait_pods(env, namespace, "crafted", 2)}
+    volumes = {name: [v["name"] for v in pod["spec"]["volumes"]] for name, pod in pods.items()}
+    assert volumes["crafted"] == ["kube-api-access-zzzzz"]  # the plugin added none
+    (twin_token,) = volumes["twin"]
+    assert twin_token.startswith("kube-api-access-") and twin_token != "kube-api-access-zzzzz"
+    recorded = hashes([pods["crafted"], pods["twin"]])
+    assert recorded[0] != recorded[1]
+    assert env.hash(pods["crafted"], pods["twin"]) == recorded
