@@ -226,6 +226,25 @@ def test_refresh_picks_the_ready_cold_pod_on_the_upgraded_pool() -> None:
     assert [(r.pod, r.manual, r.old, r.new) for r in found] == [("cold", True, OLD, NEW)]
 
 
+def test_a_snapshot_is_judged_again_against_each_new_set_of_node_pools() -> None:
+    view = snap("old")
+    upgraded = state([view]).node_pools
+    assert snapshot_state(view, upgraded) == "stale"
+    rolled_back = state([view], versions=(OLD,)).node_pools  # the caches' next pools mapping
+    assert snapshot_state(view, rolled_back) == "ready"
+    assert snapshot_state(view, upgraded) == "stale"
+
+
+def test_refresh_picks_a_pod_of_each_stale_group() -> None:
+    m2 = {"app": "llm", "model": "m2"}
+    pods = [pod("cold-m2", labels=m2, ready_at="2026-12-20T09:00:00Z"), pod("cold-m1")]
+    found = refresh_plan(state([snap("old"), snap("old-m2", group="m2")], pods))
+    assert sorted((r.group, r.pod) for r in found) == [
+        ((("model", "m1"),), "cold-m1"),
+        ((("model", "m2"),), "cold-m2"),
+    ]
+
+
 def test_refresh_waits_while_the_group_has_a_usable_or_uploading_snapshot() -> None:
     assert refresh_plan(state([snap("old"), snap("new", version=NEW)], [pod("cold")])) == []
     uploading = snap("up", version=NEW, ready=False, checkpoint="awaiting")

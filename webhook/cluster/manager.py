@@ -111,8 +111,8 @@ def _leading(cluster: Cluster) -> None:
 def _hooks(cluster: Cluster, *, tune_heap: bool) -> CacheHooks:
     """Who hears what: policies wake the scope and the audit; snapshots and nodes the writers of
     records, outcomes, checkpoints, warnings and the lifecycle (and the config watch); GKE's
-    Events and stamped pods the outcomes and the lifecycle; every pod the outcomes and the
-    audit (after the store update)."""
+    Events and stamped pods the outcomes and the lifecycle; every pod the outcomes, the audit
+    and the lifecycle's ``PodUses`` (after the store update)."""
     restores, audit, configs = cluster.restores, cluster.audit, cluster.configs
     snapshots = [
         cluster.origins.notify,
@@ -127,8 +127,8 @@ def _hooks(cluster: Cluster, *, tune_heap: bool) -> CacheHooks:
         policies=(cluster.scope.notify, audit.notify),
         snapshots=tuple(snapshots),
         evidence=(restores.notify, cluster.lifecycle.notify),
-        pods=(restores.observe, audit.observe),
-        pods_gone=(restores.gone, audit.gone),
+        pods=(restores.observe, audit.observe, cluster.lifecycle.pod_uses.changed),
+        pods_gone=(restores.gone, audit.gone, cluster.lifecycle.pod_uses.changed),
         synced=(heap.end_sync,) if tune_heap else (),
         configs=configs.view if configs is not None else None,
         scope_in_sync=lambda: cluster.scope.in_sync,

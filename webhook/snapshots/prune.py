@@ -212,6 +212,6 @@ def _reason(
         return None
     detail = (
         f"no live pod or workload template of {view.policy} has its fingerprint, unused since "
-        f"{used_at.strftime('%Y-%m-%dT%H:%M:%SZ')} (lifecycle.unused_days {settings.unused_days:g})"
+        f"{view.last_used_text} (lifecycle.unused_days {settings.unused_days:g})"
     )
     return "unused", detail, due

@@ -12,7 +12,7 @@ change, never on a restored copy (its memory holds the old value too).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import orjson
@@ -114,6 +114,7 @@ def refresh_plan(
             stale.setdefault((view.namespace, view.policy, group, pool, *reason), []).append(view)
     _config_stale(state, mine, stale, busy)
     out = []
+    by_namespace = _ready_pods(state) if stale else {}
     for key in sorted(stale):
         namespace, name, group, pool, what, old, new = key
         policy = live.get((namespace, name))
@@ -129,7 +130,7 @@ def refresh_plan(
                 v.origin.spec_hash for v in views if v.origin is not None and v.origin.spec_hash
             ),
         )  # fmt: skip
-        pod = refresh_pod(state, policy, refresh, source_label)
+        pod = refresh_pod(state, policy, refresh, source_label, by_namespace.get(namespace, ()))
         if pod is not None:
             refresh = replace(refresh, pod=pod.name, pod_uid=pod.uid)
         out.append(refresh)
@@ -170,15 +171,34 @@ def _config_stale(
         stale[(*key, "", "config", changed, at)] = [view for view, _, _ in items]
 
 
+def _ready_pods(state: ClusterState) -> dict[str, list[PodRecord]]:
+    """The stamped pods that could be checkpointed (Ready, ``Running``, not a restored copy),
+    by namespace: one walk of the pods per pass, however many groups are stale (after a
+    node-pool upgrade, every group of every policy on the pool)."""
+    out: dict[str, list[PodRecord]] = {}
+    for record in tuple(state.pods.values()):  # the live dict: a copy (ClusterState.pods)
+        if record.ready_at is None or record.phase != "Running" or record.restored:
+            continue
+        if record.outcome not in RESTORED_OUTCOMES:
+            out.setdefault(record.namespace, []).append(record)
+    return out
+
+
 def refresh_pod(
-    state: ClusterState, policy: Policy, refresh: Refresh, source_label: str | None = None
+    state: ClusterState,
+    policy: Policy,
+    refresh: Refresh,
+    source_label: str | None = None,
+    pods: Iterable[PodRecord] | None = None,
 ) -> PodRecord | None:
     """The pod to checkpoint: stamped, selected by ``policy`` by its labels now (the policy
     cache, not its annotations), of the group, ``Running`` and Ready, not a restored copy
     (``PodRestored`` or a restored outcome), on a node of the upgraded pool that runs the new
-    version (or driver). The earliest Ready first, then by name (stable across passes)."""
+    version (or driver). The earliest Ready first, then by name (stable across passes).
+    ``pods``: where to look (``refresh_plan`` passes the namespace's Ready pods, read once per
+    pass); None: every pod of ``state``."""
     found = []
-    for record in tuple(state.pods.values()):  # the live dict: a copy (ClusterState.pods)
+    for record in tuple(state.pods.values()) if pods is None else pods:  # a copy: live dict
         if record.namespace != refresh.namespace or record.ready_at is None:
             continue
         if record.phase != "Running" or record.restored or record.outcome in RESTORED_OUTCOMES:

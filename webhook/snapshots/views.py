@@ -271,6 +271,13 @@ class SnapshotView:
         times = [t for t in (parse_time(self.last_access), parse_time(self.created)) if t]
         return max(times) if times else None
 
+    @cached_property
+    def last_used_text(self) -> str:
+        """``last_used`` as RFC 3339 UTC seconds (``2026-12-01T10:00:00Z``; "" when unknown),
+        for prune notes: written once per view, not once per pass."""
+        used = self.last_used
+        return used.strftime("%Y-%m-%dT%H:%M:%SZ") if used is not None else ""
+
 
 Group = tuple[tuple[str, str], ...]
 UseKey = tuple[str, str, Group, str]

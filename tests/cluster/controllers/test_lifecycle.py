@@ -253,14 +253,27 @@ def test_prune_on_deletes_the_unrunnable_snapshot_and_keeps_the_newest_usable(
         assert snapshot_names(env) == {"snap-2"}
 
 
+def two_passes(env: Env) -> None:
+    """Wait until a lifecycle pass began and ended after this call (one in flight may have
+    read the state before it)."""
+    lifecycle = env.source.lifecycle
+    seen = lifecycle.passes
+    wait_for("a lifecycle pass", lambda: lifecycle.passes >= seen + 2, timeout=30)
+
+
 def test_the_only_snapshot_a_live_pod_matches_is_kept_even_when_unrunnable(
     control_plane: ControlPlane, kube_admin: client.ApiClient, namespace: str, crds: list[str]
 ) -> None:
     with lifecycle_env(control_plane, kube_admin, namespace, prune="on") as env:
+        uses = env.source.lifecycle.pod_uses
+        wait_for("the pods read once", lambda: uses.full_reads >= 1, timeout=30)
         take_snapshot(env)  # its origin pod lives and has its fingerprint
         upgrade(env)
         wait_for("leading", env.source.lifecycle.is_leader, timeout=15)
-        time.sleep(3)
+        # Passes that read the pod (created after the pods were read: its event told the
+        # leader) and the upgrade: the snapshot is unrunnable, yet kept.
+        two_passes(env)
+        assert uses.full_reads == 1
         assert snapshot_names(env) == {"snap-1"}
         assert env.source.lifecycle.prunable == {}
         # The pod goes: nothing matches the unrunnable snapshot any more.

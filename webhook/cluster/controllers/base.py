@@ -62,6 +62,8 @@ class Reconciler(Worker):
         self.period = period
         self.failures = 0
         """Passes that raised (tests, logs)."""
+        self.passes = 0
+        """Passes that returned (tests wait for one that began after a change)."""
         self._wake = threading.Event()
         self._errors = Backoff(ERROR_BACKOFF)
 
@@ -104,6 +106,7 @@ class Reconciler(Worker):
             self.set_status(FAILED)
             return delay
         self._errors.reset()
+        self.passes += 1
         if self.status == FAILED:
             self.set_status(self.initial_status or "recovered")
         return self.period if requested is None else max(0.0, requested)

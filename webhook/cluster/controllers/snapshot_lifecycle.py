@@ -49,7 +49,7 @@ from webhook.snapshots.prune import Prunable, Usage, prune_plan, unrunnable, unu
 from webhook.snapshots.refresh import Refresh, refresh_plan
 from webhook.snapshots.selection import bounded_labels
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.usage import UseCache, pod_uses, use_keys
+from webhook.snapshots.usage import PodUses, use_keys
 from webhook.snapshots.views import UseKey
 
 log = logging.getLogger("snapready.lifecycle")
@@ -119,7 +119,8 @@ class LifecycleWorker(Reconciler):
         self._templates: dict[str, tuple[float, frozenset[UseKey] | None]] = {}
         self._announced: set[str] = set()
         self._triggered: set[str] = set()
-        self._uses: UseCache = {}
+        self.pod_uses = PodUses()
+        """The live pods' use keys; the caches' pod hooks call its ``changed``."""
 
     def mine(self, namespace: str) -> bool:
         """Whether this replica tracks ``namespace`` (``outcomes.namespaces``; empty: all)."""
@@ -157,7 +158,7 @@ class LifecycleWorker(Reconciler):
             if view.ready and unrunnable(view, state.node_pools):
                 seen[key] = self._since.get(key, now)
         self._since = seen  # runnable again, or gone: the clock starts over
-        pods = pod_uses(state, self._uses)
+        pods = self.pod_uses.uses(state)
         listed: set[str] = set()
         templates: set[UseKey] = set()
         for namespace in sorted(unused_candidates(state, now, self.config, pods)):

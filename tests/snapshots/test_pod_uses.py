@@ -1,0 +1,124 @@
+"""``snapshots.usage.PodUses``: the leader's use keys of the live pods, kept from the pod
+cache's events instead of a walk of every pod per lifecycle pass (issue 35)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from webhook.kube.matching import Policy, PolicyIndex, compile_selector
+from webhook.snapshots.pod_records import PodRecord
+from webhook.snapshots.state import ClusterState
+from webhook.snapshots.usage import PodUses, pod_uses
+
+HASH_A, HASH_B = "v1:sha256:" + "a" * 64, "v1:sha256:" + "b" * 64
+
+
+def policy(name: str = "llm", *, selector: dict[str, str] | None = None) -> Policy:
+    chosen = selector if selector is not None else {"app": "llm"}
+    return Policy(
+        name,
+        "ml",
+        compile_selector({"matchLabels": chosen}),
+        "storage",
+        grouping_labels=("model",),
+    )
+
+
+def pod(name: str, *, spec_hash: str | None = HASH_A, model: str = "m1") -> PodRecord:
+    labels = {"app": "llm", "model": model}
+    return PodRecord("ml", name, labels=labels, spec_hash=spec_hash, phase="Running")
+
+
+class Cache:
+    """The pod cache as ``caches.ClusterSource`` keeps it: one dict edited in place, the
+    ``pods`` hook after a record is stored, ``pods_gone`` after it left; a relist swaps in a
+    new dict and calls the hook for each listed pod only."""
+
+    def __init__(self, uses: PodUses, policies: PolicyIndex) -> None:
+        self.uses, self.pods, self.policies = uses, dict[str, PodRecord](), policies
+
+    def put(self, record: PodRecord) -> None:
+        self.pods[f"{record.namespace}/{record.name}"] = record
+        self.uses.changed(record)
+
+    def drop(self, name: str) -> None:
+        self.uses.changed(self.pods.pop(f"ml/{name}"))
+
+    def relist(self, records: list[PodRecord]) -> None:
+        self.pods = {f"{r.namespace}/{r.name}": r for r in records}
+        for record in records:
+            self.uses.changed(record)
+
+    def state(self) -> ClusterState:
+        return ClusterState(policies=self.policies, pods=self.pods, pods_known=True, synced=True)
+
+
+def test_pod_events_between_passes_change_the_keys_as_a_walk_would() -> None:
+    uses = PodUses()
+    cache = Cache(uses, PolicyIndex.build([policy()]))
+    cache.put(pod("a"))
+    cache.put(pod("b"))
+    key_a = ("ml", "llm", (("model", "m1"),), HASH_A)
+    assert uses.uses(cache.state()) == {key_a}
+    # Another fingerprint and group: a second key; one pod of two leaving keeps the first.
+    cache.put(pod("c", spec_hash=HASH_B, model="m2"))
+    cache.drop("a")
+    key_c = ("ml", "llm", (("model", "m2"),), HASH_B)
+    assert uses.uses(cache.state()) == {key_a, key_c}
+    # The last pod with key_a ends (Succeeded): its key is gone; c is deleted: so is key_c.
+    cache.put(replace(pod("b"), phase="Succeeded"))
+    cache.drop("c")
+    assert uses.uses(cache.state()) == frozenset()
+    # A pod that is not stamped yet has no key; once stamped, it has.
+    cache.put(pod("d", spec_hash=None))
+    assert uses.uses(cache.state()) == frozenset()
+    cache.put(pod("d"))
+    assert uses.uses(cache.state()) == {key_a}
+
+
+def test_a_relist_and_a_policy_change_are_read_again_whole() -> None:
+    uses = PodUses()
+    cache = Cache(uses, PolicyIndex.build([policy()]))
+    cache.put(pod("a"))
+    assert len(uses.uses(cache.state())) == 1
+    # A relist after a lost watch: pod a was deleted meanwhile (no hook for it).
+    cache.relist([pod("b", spec_hash=HASH_B)])
+    assert uses.uses(cache.state()) == {("ml", "llm", (("model", "m1"),), HASH_B)}
+    # A new policy index (no hook for pods): b is selected by a second policy too.
+    cache.policies = PolicyIndex.build([policy(), policy("all", selector={})])
+    assert uses.uses(cache.state()) == {
+        ("ml", "all", (("model", "m1"),), HASH_B),
+        ("ml", "llm", (("model", "m1"),), HASH_B),
+    }
+
+
+def test_any_sequence_of_events_gives_what_a_walk_of_the_cache_gives() -> None:
+    rng = random.Random(35)
+    policies = [
+        PolicyIndex.build([policy()]),
+        PolicyIndex.build([policy(), policy("m2", selector={"model": "m2"})]),
+    ]
+    uses = PodUses()
+    cache = Cache(uses, policies[0])
+    for step in range(3000):
+        name = f"p{rng.randrange(40)}"
+        roll = rng.random()
+        if roll < 0.55:
+            record = pod(
+                name,
+                spec_hash=rng.choice((HASH_A, HASH_B, None)),
+                model=rng.choice(("m1", "m2")),
+            )
+            cache.put(replace(record, phase=rng.choice(("Running", "Pending", "Failed"))))
+        elif roll < 0.85 and f"ml/{name}" in cache.pods:
+            cache.drop(name)
+        elif roll < 0.9:
+            cache.relist(
+                [pod(f"p{i}", model=rng.choice(("m1", "m2"))) for i in rng.sample(range(40), 10)]
+            )
+        elif roll < 0.93:
+            cache.policies = rng.choice(policies)
+        if rng.random() < 0.3:
+            current = cache.state()
+            assert uses.uses(current) == pod_uses(current), step
