@@ -335,6 +335,10 @@ def ordinal_pod(review: dict[str, Any], label: str, ordinal: int) -> dict[str, A
     if label.startswith("statefulset."):
         metadata.pop("generateName")
         metadata["name"] = other["request"]["name"] = value = f"model-{ordinal}"
+    elif label.startswith("training.kubeflow.org/"):  # the training operator names its pods
+        metadata.pop("generateName")
+        metadata["name"] = other["request"]["name"] = f"model-worker-{ordinal}"
+        value = str(ordinal)
     else:
         metadata["generateName"] = f"model-{ordinal}-"
         value = str(ordinal)
@@ -345,8 +349,12 @@ def ordinal_pod(review: dict[str, Any], label: str, ordinal: int) -> dict[str, A
 
 @pytest.mark.parametrize(
     "label",
-    ["statefulset.kubernetes.io/pod-name", "batch.kubernetes.io/job-completion-index"],
-    ids=["statefulset", "indexed-job"],
+    [
+        "statefulset.kubernetes.io/pod-name",
+        "batch.kubernetes.io/job-completion-index",
+        "training.kubeflow.org/replica-index",
+    ],
+    ids=["statefulset", "indexed-job", "kubeflow-training"],
 )
 def test_a_pod_labelled_unique_by_its_controller_is_not_remembered(label: str) -> None:
     """A StatefulSet's (and so a LeaderWorkerSet's) or an Indexed Job's pods each carry their
@@ -366,6 +374,42 @@ def test_a_pod_labelled_unique_by_its_controller_is_not_remembered(label: str) -
     admit(request_of(selected("03")), "mutate", engine)
     admit(request_of(selected("03")), "mutate", engine)
     assert (len(memo(engine)), memo(engine).hits) == (1, 1)
+
+
+def daemon_pod(review: dict[str, Any], node: int, *, controller: bool = True) -> dict[str, Any]:
+    """``review``'s pod as a DaemonSet ``agent`` makes it for node ``gke-n-<node>``: owned by
+    the DaemonSet as its controller, pinned to its node by ``matchFields`` (the controller's
+    ``ReplaceDaemonSetPodNodeNameNodeAffinity``)."""
+    other = renamed(review, node)
+    pod = other["request"]["object"]
+    pod["metadata"]["generateName"] = "agent-"
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "d-1"}
+    pod["metadata"]["ownerReferences"] = [{**owner, "controller": controller}]
+    term = {
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": [f"gke-n-{node}"]}]
+    }
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
+    }
+    return other
+
+
+def test_a_daemonsets_pods_are_not_remembered() -> None:
+    """Each pod of a DaemonSet is pinned to its own node: no later pod could find its entry."""
+    engine = cluster_engine()
+    without_memo = dataclasses.replace(engine, replicas=None)
+    for node in (0, 1, 1):
+        review = daemon_pod(selected("03"), node)
+        assert ReplicaMemo.key("mutate", "snap", review["request"]["object"]) is None
+        got = admit(request_of(review), "mutate", engine)
+        fingerprints._memo.clear()
+        assert got == admit(request_of(review), "mutate", without_memo)
+    assert (len(memo(engine)), memo(engine).hits, memo(engine).misses) == (0, 0, 0)
+    # owned by a DaemonSet that is not its controller: keyed as any pod
+    owned = daemon_pod(selected("03"), 0, controller=False)
+    assert ReplicaMemo.key("mutate", "snap", owned["request"]["object"]) is not None
 
 
 def test_bounded_least_recently_used_out() -> None:

@@ -26,9 +26,10 @@ would otherwise forget every entry). So a decision is a pure function of:
   when, and only when, it changes: ``webhook.cluster.api.caches``), and the engine's settings,
   rule table and ``offline`` flag.
 
-A StatefulSet's pods (a LeaderWorkerSet's too) and an Indexed Job's are not replicas in this
-sense: each carries a label of its own (``UNIQUE_LABELS``), so they are neither looked up nor
-remembered; the fingerprint memo (``webhook.pod.memo``) still serves each pod's ``/validate``.
+A StatefulSet's pods (a LeaderWorkerSet's too), an Indexed Job's and a Kubeflow training
+job's are not replicas in this sense: each carries a label of its own (``UNIQUE_LABELS``); nor
+are a DaemonSet's, each pinned to its node. They are neither looked up nor remembered; the
+fingerprint memo (``webhook.pod.memo``) still serves each pod's ``/validate``.
 
 When a state part or an engine part is another object than the entries were made on, every
 entry is forgotten; entries are bounded (``SIZE`` and ``MAX_BYTES``, least recently used out
@@ -74,21 +75,40 @@ shared review against a state whose fields here raise on any use)."""
 UNIQUE_LABELS: Final = (
     "statefulset.kubernetes.io/pod-name",
     "batch.kubernetes.io/job-completion-index",
+    "training.kubeflow.org/replica-index",
 )
 """Labels whose value a controller makes unique to each pod it runs at a time: a StatefulSet's
 pod name (``StatefulSetPodNameLabel``, k8s.io/api apps/v1; a LeaderWorkerSet's leader and
-worker pods are StatefulSet pods too) and an Indexed Job's completion index
+worker pods are StatefulSet pods too), an Indexed Job's completion index
 (the key of ``JobCompletionIndexAnnotation``, k8s.io/api batch/v1, which the Job controller
-also sets as a label since Kubernetes 1.28: feature gate PodIndexLabel, on by default).
+also sets as a label since Kubernetes 1.28: feature gate PodIndexLabel, on by default) and a
+Kubeflow training job's replica index (``ReplicaIndexLabel``, kubeflow/common
+pkg/apis/common/v1: PyTorchJob, TFJob, MPIJob... pods of the training operator).
 Their pods differ in the key by that label, so no later pod can find their entry (only a
 replacement for the same ordinal or index, on an unchanged state): the memo skips them instead
-of paying for a key and an entry on every one (``make bench-admit``, "a StatefulSet's pod")."""
+of paying for a key and an entry on every one (``make bench-admit``, "a StatefulSet's pod").
+A DaemonSet's pods are skipped too (``_one_per_node``)."""
 
 TOKEN_PLACEHOLDER: Final = b'"kube-api-access-\\u0000"'
 """What the token volume's name is in a key: no name the API server accepts (a DNS label) holds
 a NUL."""
 
 _state_parts = attrgetter(*(f.name for f in fields(ClusterState) if f.name not in NOT_READ))
+
+
+def _one_per_node(metadata: RawObject) -> bool:
+    """Whether a DaemonSet controls the pod: its controller pins each pod to its node
+    (``spec.affinity.nodeAffinity`` ``matchFields`` ``metadata.name``,
+    pkg/controller/daemon/util ``ReplaceDaemonSetPodNodeNameNodeAffinity``), so no two of its
+    pods share a key. The owner is only a hint to skip the memo: a wrong one costs a pod its
+    memo, never its decision."""
+    owners = metadata.get("ownerReferences")
+    if not isinstance(owners, list):
+        return False
+    return any(
+        isinstance(o, dict) and o.get("kind") == "DaemonSet" and o.get("controller") is True
+        for o in owners
+    )
 
 
 class Key(NamedTuple):
@@ -172,12 +192,15 @@ class ReplicaMemo:
         cannot write it (values JSON never holds), the pod has no ``metadata`` object, or the
         token volume's name (or the placeholder) appears anywhere else in the pod (a value
         equal to it would be renamed too, and its fingerprint is not the next replica's); None,
-        at once, for a pod with one of ``UNIQUE_LABELS`` (no other pod would have its key)."""
+        at once, for a pod with one of ``UNIQUE_LABELS`` or a DaemonSet's (no other pod would
+        have its key)."""
         metadata = pod.get("metadata")
         if not isinstance(metadata, dict):
             return None
         labels = metadata.get("labels")
         if isinstance(labels, dict) and any(label in labels for label in UNIQUE_LABELS):
+            return None
+        if _one_per_node(metadata):
             return None
         shared = {k: v for k, v in metadata.items() if k not in IDENTITY_FIELDS}
         rest = {k: v for k, v in pod.items() if k != "metadata"}
