@@ -48,6 +48,8 @@ class Snapready:
     plane: ControlPlane
     server: Server
     figures: Figures
+    metrics_port: int = 0
+    """Its plain-HTTP ``/metrics`` port."""
 
     @property
     def port(self) -> int:
@@ -74,7 +76,7 @@ def start(label: str, plane: ControlPlane, kubeconfig: Path, certs: Path, tmp: P
     # The chart's Role lets its ServiceAccount hold the Lease `<fullname>` in its namespace.
     env = {"POD_NAMESPACE": RELEASE_NS, "SNAPREADY_LEADER__LEASE_NAME": RELEASE}
     server = Launcher(tmp, plane).snapready(f"snapready-{label}", args, port, **env)
-    return Snapready(label, plane, server, Figures(label))
+    return Snapready(label, plane, server, Figures(label), metrics)
 
 
 def wait_synced(snapready: Snapready, ca: Path, timeout: float) -> None:

@@ -4,6 +4,7 @@ scrapes (cache statuses and PodSnapshots by state), so nothing is updated on the
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -122,3 +123,71 @@ class RecordWritesCollector:
         for action in RECORD_ACTIONS:
             family.add_metric([action], float(counts.get(action, 0)))
         yield family
+
+
+class PassCounts(Protocol):
+    """What ``ControllerCollector`` reads of a controller (``controllers.base.Reconciler``)."""
+
+    name: str
+    pass_count: int
+    failures: int
+    pass_seconds: float
+    pass_cpu_seconds: float
+
+
+class ControllerCollector:
+    """Each background controller's passes, as controller-runtime's
+    ``controller_runtime_reconcile_total`` / ``_errors_total`` / ``_time_seconds`` let an
+    operator see them: ``snapready_controller_passes_total{controller}``,
+    ``snapready_controller_pass_failures_total{controller}``,
+    ``snapready_controller_pass_seconds_total{controller}`` (wall clock) and
+    ``snapready_controller_pass_cpu_seconds_total{controller}`` (the controller thread's own
+    CPU: what its passes took from the interpreter that also answers the API server; a
+    ``rate`` of it over a ``rate`` of passes is the CPU per pass). Read at scrape time; one
+    series per controller of this process, a fixed set (``cluster.manager.Cluster``)."""
+
+    def __init__(self, controllers: Callable[[], Iterable[PassCounts]]) -> None:
+        self.controllers = controllers
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        """Four counter families, one sample per controller each."""
+        controllers = tuple(self.controllers())
+        label = ["controller"]
+        families = (
+            (
+                CounterMetricFamily(
+                    "snapready_controller_passes",
+                    "Passes that completed, by controller.",
+                    labels=label,
+                ),
+                "pass_count",
+            ),
+            (
+                CounterMetricFamily(
+                    "snapready_controller_pass_failures",
+                    "Passes that raised, by controller (each retried after a backoff).",
+                    labels=label,
+                ),
+                "failures",
+            ),
+            (
+                CounterMetricFamily(
+                    "snapready_controller_pass_seconds",
+                    "Wall-clock seconds in passes, by controller.",
+                    labels=label,
+                ),
+                "pass_seconds",
+            ),
+            (
+                CounterMetricFamily(
+                    "snapready_controller_pass_cpu_seconds",
+                    "CPU seconds of the controller's own thread in passes, by controller.",
+                    labels=label,
+                ),
+                "pass_cpu_seconds",
+            ),
+        )
+        for family, attribute in families:
+            for controller in controllers:
+                family.add_metric([controller.name], float(getattr(controller, attribute)))
+            yield family

@@ -31,7 +31,7 @@ from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionReviewRequest
 from webhook.server import certs
 from webhook.server.app import Observer, RejectHook, create_app
-from webhook.server.collectors import RecordWritesCollector
+from webhook.server.collectors import ControllerCollector, RecordWritesCollector
 from webhook.server.logs import log_admission
 from webhook.server.metrics import Metrics, default_metrics, serve_metrics
 from webhook.server.protocol import protocol_class
@@ -241,6 +241,7 @@ def watch_cluster(metrics: Metrics, source: PolicySource) -> None:
     origins = cluster.origins
     metrics.registry.register(RecordWritesCollector(lambda: origins.actions))
     metrics.registry.register(ReportCollector(cluster.audit))
+    metrics.registry.register(ControllerCollector(lambda: cluster.controllers))
 
 
 def start_metrics(settings: Settings, source: PolicySource, metrics: Metrics) -> Any:

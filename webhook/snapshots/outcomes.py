@@ -201,7 +201,7 @@ def stale_reason(
     Remembered on the view for this ``pools`` object (views and the pools mapping are
     replaced, never edited, on a change): the leader's lifecycle pass asks four times per
     snapshot (prunes, unrunnable clock, refreshes, rotated config), 20,000 times per pass at
-    5,000 PodSnapshots (issue 35)."""
+    5,000 PodSnapshots (``make bench-scale``; docs/performance.md)."""
     memo: tuple[object, tuple[str, str, str] | None] | None = view.__dict__.get(_STALE_MEMO)
     if memo is not None and memo[0] is pools:
         return memo[1]

@@ -62,8 +62,8 @@ class PodUses:
     costs one ``select``.
 
     An unchanged pod costs a pass nothing: walking 20,000 of them was ~12 ms of each pass
-    (issue 35; ``make bench-scale``'s busy rounds, where the pass shares the interpreter with
-    admission)."""
+    (``make bench-scale``'s busy rounds, where the pass shares the interpreter with admission;
+    docs/performance.md)."""
 
     def __init__(self) -> None:
         self._marked: set[str] = set()

@@ -16,6 +16,7 @@ import pytest
 from webhook.cluster.api.syncing import Timing
 from webhook.cluster.controllers import base
 from webhook.cluster.controllers.base import FAILED, Bucket, Reconciler
+from webhook.server.collectors import ControllerCollector
 
 LONG = 60.0
 """A period no test waits for: a pass before it means something woke the loop."""
@@ -182,3 +183,47 @@ def test_the_token_bucket_refills_at_its_rate() -> None:
     assert [bucket.take(), bucket.take(), bucket.take()] == [True, True, False]
     now[0] = 1.0
     assert [bucket.take(), bucket.take()] == [True, False]
+
+
+class Burning(Reconciler):
+    """Spends ``cpu`` seconds of its own thread's CPU per pass; raises on pass 2."""
+
+    def __init__(self, cpu: float) -> None:
+        super().__init__("burning", threading.Lock(), lambda: None, period=0.0)
+        self.cpu, self.calls = cpu, 0
+
+    def reconcile(self) -> float | None:
+        self.calls += 1
+        end = time.thread_time() + self.cpu
+        while time.thread_time() < end:
+            pass
+        if self.calls == 2:
+            raise RuntimeError("planted")
+        return 0.0 if self.calls < 4 else LONG
+
+
+def test_passes_failures_and_their_cpu_are_counted_and_exported(
+    started: list[Reconciler], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``snapready_controller_*`` (controller-runtime's reconcile total, errors and time): four
+    passes of 30 ms thread CPU each, one of which raised."""
+    monkeypatch.setattr(base, "ERROR_BACKOFF", Timing(backoff_initial=0.01, backoff_max=0.02))
+    burning = Burning(0.03)
+    with caplog.at_level(logging.ERROR, logger="snapready.controllers"):
+        start(started, burning)
+        assert wait_until(lambda: burning.calls >= 4 and burning.pass_count >= 3, timeout=10)
+    assert (burning.pass_count, burning.failures) == (3, 1)
+    assert 0.12 <= burning.pass_cpu_seconds < 1.0
+    assert burning.pass_seconds >= burning.pass_cpu_seconds
+    collector = ControllerCollector(lambda: [burning])
+    samples = {
+        (family.name, sample.labels["controller"]): sample.value
+        for family in collector.collect()
+        for sample in family.samples
+    }
+    assert samples == {
+        ("snapready_controller_passes", "burning"): 3.0,
+        ("snapready_controller_pass_failures", "burning"): 1.0,
+        ("snapready_controller_pass_seconds", "burning"): burning.pass_seconds,
+        ("snapready_controller_pass_cpu_seconds", "burning"): burning.pass_cpu_seconds,
+    }

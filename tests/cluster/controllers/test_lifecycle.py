@@ -257,8 +257,8 @@ def two_passes(env: Env) -> None:
     """Wait until a lifecycle pass began and ended after this call (one in flight may have
     read the state before it)."""
     lifecycle = env.source.lifecycle
-    seen = lifecycle.passes
-    wait_for("a lifecycle pass", lambda: lifecycle.passes >= seen + 2, timeout=30)
+    seen = lifecycle.pass_count
+    wait_for("a lifecycle pass", lambda: lifecycle.pass_count >= seen + 2, timeout=30)
 
 
 def test_the_only_snapshot_a_live_pod_matches_is_kept_even_when_unrunnable(
