@@ -328,8 +328,10 @@ def test_other_content_is_a_miss(change: Any) -> None:
 
 def ordinal_pod(review: dict[str, Any], label: str, ordinal: int) -> dict[str, Any]:
     """``review``'s pod as pod ``ordinal`` of a StatefulSet ``model`` (named, not generated; the
-    label holds its name) or index ``ordinal`` of an Indexed Job ``model`` (generated name
-    ``model-<index>-``; the label holds the index), with the hostname each controller sets."""
+    label holds its name), index ``ordinal`` of an Indexed Job ``model`` (generated name
+    ``model-<index>-``; the label holds the index) or worker ``ordinal`` of a Kubeflow training
+    job ``model`` (named ``model-worker-<index>``; the label holds the index), with the
+    hostname each controller sets."""
     other = renamed(review, ordinal)
     metadata = other["request"]["object"]["metadata"]
     if label.startswith("statefulset."):
@@ -357,9 +359,10 @@ def ordinal_pod(review: dict[str, Any], label: str, ordinal: int) -> dict[str, A
     ids=["statefulset", "indexed-job", "kubeflow-training"],
 )
 def test_a_pod_labelled_unique_by_its_controller_is_not_remembered(label: str) -> None:
-    """A StatefulSet's (and so a LeaderWorkerSet's) or an Indexed Job's pods each carry their
-    own value of this label: no later pod could find their entry, so none is made, and none is
-    looked up; the decision is the one an engine without a memo gives."""
+    """A StatefulSet's (and so a LeaderWorkerSet's), an Indexed Job's or a Kubeflow training
+    job's pods each carry their own value of this label: no later pod could find their entry, so
+    none is made, and none is looked up; the decision is the one an engine without a memo
+    gives."""
     engine = cluster_engine()
     without_memo = dataclasses.replace(engine, replicas=None)
     for endpoint in ("mutate", "validate"):

@@ -4,7 +4,10 @@ cache's events instead of a walk of every pod per lifecycle pass (issue 35)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import replace
+
+import pytest
 
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
 from webhook.snapshots.pod_records import PodRecord
@@ -122,3 +125,53 @@ def test_any_sequence_of_events_gives_what_a_walk_of_the_cache_gives() -> None:
         if rng.random() < 0.3:
             current = cache.state()
             assert uses.uses(current) == pod_uses(current), step
+
+
+def test_no_marks_are_kept_while_nothing_asks() -> None:
+    """``lifecycle.prune: off`` (or caches not synced): ``uses`` is never called, so 10,000 pod
+    events must not grow the leader's memory; once asked, every pod is read."""
+    uses = PodUses()
+    cache = Cache(uses, PolicyIndex.build([policy()]))
+    for n in range(10_000):
+        cache.put(pod(f"job-{n}"))
+        cache.drop(f"job-{n}")
+    assert len(uses._marked) == 0
+    cache.put(pod("a"))
+    assert len(uses.uses(cache.state())) == 1
+    uses.forget()  # a pass that stopped asking
+    for n in range(100):
+        cache.put(pod(f"job-{n}"))
+    assert len(uses._marked) == 0
+    assert uses.uses(cache.state()) == pod_uses(cache.state())
+
+
+class Failing(PolicyIndex):
+    """A policy index whose ``select`` raises once ``armed``."""
+
+    armed = False
+
+    def select(self, namespace: str, labels: Mapping[str, str]) -> tuple[Policy, ...]:
+        if self.armed:
+            raise RuntimeError("planted")
+        return super().select(namespace, labels)
+
+
+def test_a_read_that_raises_is_read_again_whole() -> None:
+    policies = Failing(PolicyIndex.build([policy()]).by_namespace)
+    uses = PodUses()
+    cache = Cache(uses, policies)
+    cache.put(pod("a"))
+    assert len(uses.uses(cache.state())) == 1
+    cache.put(pod("b", spec_hash=HASH_B))
+    cache.drop("a")
+    policies.armed = True
+    with pytest.raises(RuntimeError):
+        uses.uses(cache.state())
+    policies.armed = False
+    reads = uses.full_reads
+    assert (
+        uses.uses(cache.state())
+        == pod_uses(cache.state())
+        == {("ml", "llm", (("model", "m1"),), HASH_B)}
+    )
+    assert uses.full_reads == reads + 1

@@ -77,7 +77,8 @@ UNIQUE_LABELS: Final = (
     "batch.kubernetes.io/job-completion-index",
     "training.kubeflow.org/replica-index",
 )
-"""Labels whose value a controller makes unique to each pod it runs at a time: a StatefulSet's
+"""Labels whose value a controller makes unique to each pod it runs at a time (with the labels it
+sets beside them, which the key holds too): a StatefulSet's
 pod name (``StatefulSetPodNameLabel``, k8s.io/api apps/v1; a LeaderWorkerSet's leader and
 worker pods are StatefulSet pods too), an Indexed Job's completion index
 (the key of ``JobCompletionIndexAnnotation``, k8s.io/api batch/v1, which the Job controller
@@ -100,8 +101,8 @@ def _one_per_node(metadata: RawObject) -> bool:
     """Whether a DaemonSet controls the pod: its controller pins each pod to its node
     (``spec.affinity.nodeAffinity`` ``matchFields`` ``metadata.name``,
     pkg/controller/daemon/util ``ReplaceDaemonSetPodNodeNameNodeAffinity``), so no two of its
-    pods share a key. The owner is only a hint to skip the memo: a wrong one costs a pod its
-    memo, never its decision."""
+    pods share a key (only a replacement on the same node, on an unchanged state). The owner is
+    only a hint to skip the memo: a wrong one costs a pod its memo, never its decision."""
     owners = metadata.get("ownerReferences")
     if not isinstance(owners, list):
         return False

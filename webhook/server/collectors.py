@@ -157,7 +157,7 @@ class ControllerCollector:
             (
                 CounterMetricFamily(
                     "snapready_controller_passes",
-                    "Passes that completed, by controller.",
+                    "Passes, failed ones too, by controller.",
                     labels=label,
                 ),
                 "pass_count",

@@ -69,41 +69,65 @@ class PodUses:
         self._marked: set[str] = set()
         self._by_pod: dict[str, tuple[UseKey, ...]] = {}
         self._counts: dict[UseKey, int] = {}
-        self._pods: object = None
+        self._pods: Mapping[str, PodRecord] | None = None
         self._policies: object = None
         self._frozen: frozenset[UseKey] = frozenset()
         self.full_reads = 0
         """How many calls read every pod (tests; the first call is one)."""
 
     def changed(self, record: PodRecord) -> None:
-        """A stamped pod's record changed or left the cache (any thread; never blocks)."""
-        self._marked.add(f"{record.namespace}/{record.name}")
+        """A stamped pod's record changed or left the cache (any thread; never blocks). Not
+        kept before the first ``uses`` or after ``forget``: the next ``uses`` reads every pod
+        (so the marks stay bounded where no pass asks, e.g. ``lifecycle.prune: off``)."""
+        if self._pods is not None:
+            self._marked.add(f"{record.namespace}/{record.name}")
+
+    def forget(self) -> None:
+        """Drop everything (a pass that does not ask for a while); the next ``uses`` reads
+        every pod again."""
+        self._pods = None
+        self._marked.clear()
+        self._by_pod, self._counts, self._frozen = {}, {}, frozenset()
 
     def uses(self, state: ClusterState) -> frozenset[UseKey]:
-        """``pod_uses(state)``, from the marks since the last call (or a full read)."""
+        """``pod_uses(state)``, from the marks since the last call (or a full read). Should a
+        read raise, everything is read again next time."""
         marked = self._marked
         pods, policies = state.pods, state.policies
-        if pods is not self._pods or policies is not self._policies:
-            marked.clear()  # a mark made from here on is read again next time: harmless
-            self._by_pod, self._counts = {}, {}
-            self._pods, self._policies = pods, policies
-            self.full_reads += 1
-            for key, record in tuple(pods.items()):  # the live dict: a copy
-                self._set(key, _record_uses(record, policies))
-            self._frozen = frozenset(self._counts)
-            return self._frozen
-        before = len(self._counts)
-        added = False
-        while marked:
-            key = marked.pop()  # one at a time: the watch thread may add meanwhile
-            added |= self._set(key, _record_uses(pods.get(key), policies))
+        try:
+            if pods is not self._pods or policies is not self._policies:
+                return self._read_all(pods, policies)
+            before = len(self._counts)
+            added = False
+            while marked:
+                key = marked.pop()  # one at a time: the watch thread may add meanwhile
+                added |= self._set(key, _record_uses(pods.get(key), policies))
+        except BaseException:
+            self.forget()
+            raise
         if added or len(self._counts) != before:
             self._frozen = frozenset(self._counts)
+        return self._frozen
+
+    def _read_all(self, pods: Mapping[str, PodRecord], policies: PolicyIndex) -> frozenset[UseKey]:
+        # Marks from here on are kept (``_pods`` is set first) and read again next time; the
+        # hook runs after the cache holds a change, so the copy below has every earlier one.
+        self._marked.clear()
+        self._by_pod, self._counts = {}, {}
+        self._pods, self._policies = pods, policies
+        self.full_reads += 1
+        for key, record in tuple(pods.items()):  # the live dict: a copy
+            self._set(key, _record_uses(record, policies))
+        self._frozen = frozenset(self._counts)
         return self._frozen
 
     def _set(self, key: str, found: tuple[UseKey, ...]) -> bool:
         """The pod's keys are now ``found``; whether a key nobody had before appeared."""
         old = self._by_pod.pop(key, ())
+        if old == found:  # relabelled or re-read without a change of its keys
+            if found:
+                self._by_pod[key] = found
+            return False
         counts, added = self._counts, False
         for use in old:
             left = counts[use] - 1

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
@@ -276,7 +276,7 @@ class SnapshotView:
         """``last_used`` as RFC 3339 UTC seconds (``2026-12-01T10:00:00Z``; "" when unknown),
         for prune notes: written once per view, not once per pass."""
         used = self.last_used
-        return used.strftime("%Y-%m-%dT%H:%M:%SZ") if used is not None else ""
+        return used.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if used is not None else ""
 
 
 Group = tuple[tuple[str, str], ...]

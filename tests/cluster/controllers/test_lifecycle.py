@@ -271,9 +271,9 @@ def test_the_only_snapshot_a_live_pod_matches_is_kept_even_when_unrunnable(
         upgrade(env)
         wait_for("leading", env.source.lifecycle.is_leader, timeout=15)
         # Passes that read the pod (created after the pods were read: its event told the
-        # leader) and the upgrade: the snapshot is unrunnable, yet kept.
+        # leader, unless another test's policy went meanwhile and every pod was read again)
+        # and the upgrade: the snapshot is unrunnable, yet kept.
         two_passes(env)
-        assert uses.full_reads == 1
         assert snapshot_names(env) == {"snap-1"}
         assert env.source.lifecycle.prunable == {}
         # The pod goes: nothing matches the unrunnable snapshot any more.

@@ -64,7 +64,7 @@ class Reconciler(Worker):
         self.failures = 0
         """Passes that raised (tests, logs)."""
         self.pass_count = 0
-        """Passes that returned (tests wait for one that began after a change)."""
+        """Passes, failed ones too (tests wait for one that began after a change)."""
         self.pass_seconds = 0.0
         """Wall-clock seconds in ``reconcile``, every pass (failed ones too)."""
         self.pass_cpu_seconds = 0.0
@@ -103,7 +103,8 @@ class Reconciler(Worker):
 
     def _pass(self) -> float:
         """``reconcile`` guarded: its delay, or the error backoff after an exception."""
-        wall, cpu = time.perf_counter(), time.thread_time()
+        wall = time.perf_counter()
+        cpu = time.thread_time()
         try:
             requested = self.reconcile()
         except Exception:
@@ -113,10 +114,10 @@ class Reconciler(Worker):
             self.set_status(FAILED)
             return delay
         finally:
-            self.pass_seconds += time.perf_counter() - wall
             self.pass_cpu_seconds += time.thread_time() - cpu
+            self.pass_seconds += time.perf_counter() - wall
+            self.pass_count += 1
         self._errors.reset()
-        self.pass_count += 1
         if self.status == FAILED:
             self.set_status(self.initial_status or "recovered")
         return self.period if requested is None else max(0.0, requested)

@@ -132,10 +132,13 @@ class LifecycleWorker(Reconciler):
         only."""
         state = self.state()
         if not (state.synced and state.snapshots_known and state.pods_known):
+            self.pod_uses.forget()
             return  # nothing is judged, let alone written, before the caches are synced
         now = datetime.fromtimestamp(self.clock(), UTC)
         if self.config.prune != "off":
             self._decide_prunes(state, now)
+        else:
+            self.pod_uses.forget()  # nothing asks: keep no marks
         self.refreshes = refresh_plan(state, self.mine, source_label=self._source_label())
         if not self.is_leader():
             self._announced.clear()  # a later take-over announces again (deduplicated by name)
