@@ -24,7 +24,7 @@ from webhook.snapshots.outcomes import RESTORED_OUTCOMES, stale_reason
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.usage import group_of
-from webhook.snapshots.views import Group, SnapshotView, group_key, parse_time
+from webhook.snapshots.views import Group, SnapshotView, parse_time
 
 
 def trigger_name(namespace: str, policy: str, group: Group, upgrade: tuple[str, ...]) -> str:
@@ -103,7 +103,7 @@ def refresh_plan(
     stale: dict[tuple[str, str, Group, str, str, str, str], list[SnapshotView]] = {}
     busy: set[tuple[str, str, Group | None]] = set()
     for view in state.snapshots.by_name.values():
-        group = group_key(view.origin.group) if view.origin is not None else None
+        group = view.group
         if view.deleting_since or not mine(view.namespace):
             continue
         reason = stale_reason(view, state.node_pools)
@@ -149,11 +149,12 @@ def _config_stale(
     clean: set[tuple[str, str, Group]] = set()
     rotated: dict[tuple[str, str, Group], list[tuple[SnapshotView, str, str]]] = {}
     for view in state.snapshots.by_name.values():
-        if view.origin is None or view.deleting_since or not view.ready or not mine(view.namespace):
+        group = view.group  # None: no record
+        if group is None or view.deleting_since or not view.ready or not mine(view.namespace):
             continue
         if stale_reason(view, state.node_pools) is not None:
             continue
-        key = (view.namespace, view.policy, group_key(view.origin.group))
+        key = (view.namespace, view.policy, group)
         changes = config_changes(view, state.configs)
         if not changes:
             clean.add(key)

@@ -259,10 +259,15 @@ class SnapshotView:
         None when the fingerprint is unknown.
         Computed once per view (views are replaced, never edited): the leader's lifecycle pass
         reads it three times per snapshot per pass (5,000 snapshots at ``make bench-scale``)."""
-        origin = self.origin
-        if origin is None or origin.spec_hash is None:
+        origin, group = self.origin, self.group
+        if origin is None or group is None or origin.spec_hash is None:
             return None
-        return (self.namespace, self.policy, group_key(origin.group), origin.spec_hash)
+        return (self.namespace, self.policy, group, origin.spec_hash)
+
+    @cached_property
+    def group(self) -> Group | None:
+        """Its origin record's group as ``group_key`` (None without a record); once per view."""
+        return group_key(self.origin.group) if self.origin is not None else None
 
     @cached_property
     def last_used(self) -> datetime | None:
