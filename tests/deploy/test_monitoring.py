@@ -42,6 +42,7 @@ from tests.support.helm_support import (
     validate_all,
 )
 from webhook.kube.policy_reports import OPENREPORTS, ReportView
+from webhook.server.collectors import ControllerCollector
 from webhook.server.metrics import Metrics
 from webhook.server.report_metrics import ReportCollector
 from webhook.snapshots.audit import NeverJudged
@@ -123,6 +124,10 @@ def _metrics() -> Metrics:
     writer = SimpleNamespace(actions={}, api=OPENREPORTS, reports=lambda: [report])
     audit = SimpleNamespace(writer=writer, passes=1, never=never, last_pass=1.0, state=ClusterState)
     metrics.registry.register(ReportCollector(cast(Any, audit)))  # leader with reports on
+    lifecycle = SimpleNamespace(
+        name="lifecycle", pass_count=3, failures=1, pass_seconds=0.3, pass_cpu_seconds=0.2
+    )
+    metrics.registry.register(ControllerCollector(lambda: [cast(Any, lifecycle)]))
     # one answered review: the per-review families (scrape-time counts) then have series
     metrics.admissions.add(
         ("validate", "Pod", "CREATE", "denied"), 0.001, [("r", "enforce")], ["m"]
@@ -452,6 +457,9 @@ def test_dashboard_covers_restores_snapshots_admission_and_sync() -> None:
         "snapready_audit_would_deny",
         "snapready_report_results",
         "snapready_reports_total",
+        "snapready_controller_pass_cpu_seconds_total",
+        "snapready_controller_passes_total",
+        "snapready_controller_pass_failures_total",
     } <= used
     expressions = " ".join(target["expr"] for _, target in dashboard_expressions(dashboard))
     assert 'snapready_snapshots{state="stale"}' in expressions

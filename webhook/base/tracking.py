@@ -144,7 +144,7 @@ class LifecycleSettings(BaseModel):
         30.0,
         gt=0,
         description="Seconds between lifecycle passes without a cache change (the pass also "
-        "runs when snapshots, nodes or stamped pods change, at most once a second).",
+        "runs when snapshots, nodes or stamped pods change, at most once every 5 seconds).",
     )
     template_recheck_seconds: float = Field(
         600.0,
