@@ -75,6 +75,11 @@ class PodUses:
         self.full_reads = 0
         """How many calls read every pod (tests; the first call is one)."""
 
+    @property
+    def last(self) -> frozenset[UseKey]:
+        """What the last ``uses`` returned (empty before it or after ``forget``); any thread."""
+        return self._frozen
+
     def changed(self, record: PodRecord) -> None:
         """A stamped pod's record changed or left the cache (any thread; never blocks). Not
         kept before the first ``uses`` or after ``forget``: the next ``uses`` reads every pod

@@ -34,6 +34,8 @@ from tests.envtest.plugin import wait_for
 from tests.support.gke_agent import GkeAgent
 from webhook.cluster.manager import start_cluster
 from webhook.server.collectors import SnapshotCollector
+from webhook.snapshots.usage import pod_uses
+from webhook.snapshots.views import UseKey
 
 FAST = {"recheck_seconds": 1, "prune_grace_seconds": 0}
 
@@ -282,3 +284,41 @@ def test_the_only_snapshot_a_live_pod_matches_is_kept_even_when_unrunnable(
                 "origin", namespace, grace_period_seconds=0
             )
         wait_for("snap-1 deleted", lambda: snapshot_names(env) == set(), timeout=20)
+
+
+def test_the_leaders_pod_use_keys_follow_the_pod_events(
+    control_plane: ControlPlane, kube_admin: client.ApiClient, namespace: str, crds: list[str]
+) -> None:
+    """Through the real API server's watch: pods created after the first full read, one
+    relabelled to another group, one ended (``Succeeded``), one deleted, and one a user took out
+    of the policy and unstamped (its watch sends DELETED only: the pods-gone hook is all the
+    leader hears of it); the keys the leader's passes keep equal a walk of the cache and the
+    one pod left's key."""
+    with lifecycle_env(control_plane, kube_admin, namespace, prune="dry-run") as env:
+        uses = env.source.lifecycle.pod_uses
+        wait_for("the pods read once", lambda: uses.full_reads >= 1, timeout=30)
+        for name in ("gone", "moved", "ended", "unstamped"):
+            running_pod(env, name)
+        two_passes(env)  # the leader holds the four pods' keys before they change
+        core = client.CoreV1Api(env.api)
+        core.patch_namespaced_pod("moved", namespace, {"metadata": {"labels": {"model": "m4"}}})
+        core.patch_namespaced_pod_status("ended", namespace, {"status": {"phase": "Succeeded"}})
+        unstamp = {"metadata": {"labels": {"app": "web", "snapready.io/selected": None}}}
+        core.patch_namespaced_pod("unstamped", namespace, unstamp)
+        core.delete_namespaced_pod("gone", namespace, grace_period_seconds=0)
+        spec_hash = env.source.state().pods[f"{namespace}/moved"].spec_hash
+        assert spec_hash is not None
+        expected = {(namespace, "llm-policy", (("model", "m4"),), spec_hash)}
+        seen: list[object] = []
+
+        def ours(keys: frozenset[UseKey]) -> set[UseKey]:
+            return {key for key in keys if key[0] == namespace}  # other tests' pods: not ours
+
+        def agreed() -> bool:
+            seen[:] = [ours(uses.last), ours(pod_uses(env.source.state()))]
+            return seen[0] == seen[1] == expected
+
+        try:
+            wait_for("the leader's keys follow the pods", agreed, timeout=30)
+        except pytest.fail.Exception:
+            pytest.fail(f"the leader's keys, a walk's: {seen}; expected {expected}")
