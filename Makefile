@@ -12,7 +12,7 @@ SERVE_STAMP := $(VENV)/.installed-runtime
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools envtest runsc serve test lint typecheck docs unit fuzz bench bench-admit bench-cluster bench-scale bench-cli manifests clean
+.PHONY: help install tools envtest runsc serve test lint typecheck docs unit fuzz bench bench-admit bench-cluster bench-scale bench-lifecycle bench-cli manifests clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -96,6 +96,9 @@ bench-cluster: $(STAMP) ## pod CREATE through a real kube-apiserver: none vs con
 
 bench-scale: $(STAMP) ## caches at scale (2,000 nodes, 20,000 pods, 5,000 PodSnapshots): sync time, RSS, admission p99
 	$(BIN)/python -m bench.scale $(BENCH_ARGS)
+
+bench-lifecycle: $(STAMP) ## the leader's lifecycle pass in-process at bench-scale's size (ms of thread CPU per pass)
+	$(BIN)/python -m bench.lifecycle $(BENCH_ARGS)
 
 bench-cli: $(STAMP) ## the CLI on hostile and large input: YAML alias bombs, check of 20 MB / 24,000 objects (seconds, peak MiB)
 	$(BIN)/python -m bench.cli $(BENCH_ARGS)
