@@ -32,12 +32,16 @@ from tests.cluster.controllers.test_snapshots import (
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from tests.support.gke_agent import GkeAgent
+from webhook.cluster.controllers.snapshot_lifecycle import LifecycleWorker
 from webhook.cluster.manager import start_cluster
 from webhook.server.collectors import SnapshotCollector
 from webhook.snapshots.usage import pod_uses
 from webhook.snapshots.views import UseKey
 
 FAST = {"recheck_seconds": 1, "prune_grace_seconds": 0}
+PAUSE = 1.0
+"""Seconds between two lifecycle passes here (``MIN_INTERVAL``, 5 s, in production), so a test
+that waits for passes (``two_passes``) waits seconds, not tens of seconds."""
 
 
 @contextlib.contextmanager
@@ -53,7 +57,17 @@ def lifecycle_env(
     with make_env(
         control_plane, api, namespace, trigger=trigger, lifecycle={**FAST, **lifecycle}
     ) as env:
+        env.source.lifecycle.min_interval = PAUSE
         yield env
+
+
+def two_passes(env: Env, lifecycle: LifecycleWorker | None = None) -> None:
+    """Wait until a lifecycle pass (of ``env``'s source, or ``lifecycle``) began and ended after
+    this call (one in flight may have read the state before it): what "nothing happened" must
+    wait for before it is asserted."""
+    worker = lifecycle if lifecycle is not None else env.source.lifecycle
+    seen = worker.pass_count
+    wait_for("a lifecycle pass", lambda: worker.pass_count >= seen + 2, timeout=30)
 
 
 def running_pod(env: Env, name: str, *, restored: bool = False, **changes: Any) -> None:
@@ -145,6 +159,7 @@ def test_refresh_on_triggers_one_cold_pod_of_the_upgraded_pool_once(
         env.source.stop()  # a restart: the new process starts with empty memory
         time.sleep(0.5)
         second = start_cluster(settings)
+        second.lifecycle.min_interval = PAUSE
         try:
             wait_for("restarted source synced", second.synced, timeout=30)
             wait_for(
@@ -153,7 +168,7 @@ def test_refresh_on_triggers_one_cold_pod_of_the_upgraded_pool_once(
                 timeout=15,
             )
             wait_for("restarted source leads", second.lifecycle.is_leader, timeout=30)
-            time.sleep(3)  # several passes as leader
+            two_passes(env, second.lifecycle)  # passes as leader
             assert [t["metadata"]["name"] for t in triggers(env)] == [name]
             assert len(events(env, "SnapshotRefreshTriggered")) == 1
             assert second.lifecycle.created == 0
@@ -193,7 +208,7 @@ def test_no_trigger_without_refresh_or_for_workload_policies(
         running_pod(env, "cold")
         wait_for("refresh planned", lambda: planned(env, "cold"), timeout=15)
         wait_for("leading", env.source.lifecycle.is_leader, timeout=15)
-        time.sleep(3)  # several passes as leader
+        two_passes(env)  # passes as leader
         assert triggers(env) == []
         assert events(env, "SnapshotRefreshTriggered") == []
         plan = env.source.lifecycle.refreshes
@@ -235,7 +250,7 @@ def test_dry_run_lists_the_unrunnable_snapshot_keeps_the_usable_one_and_deletes_
         assert "snap-1" in found[0].note and "snap-2" not in found[0].note
         assert found[0].regarding.kind == "PodSnapshotPolicy"
         assert gauge(env) == {"prunable": 1.0, "ready": 1.0}
-        time.sleep(2)
+        two_passes(env)  # a dry run deletes nothing and announces once, pass after pass
         assert snapshot_names(env) == {"snap-1", "snap-2"}
         assert len(events(env, "SnapshotsPrunable")) == 1
         assert events(env, "SnapshotPruned") == []
@@ -251,16 +266,8 @@ def test_prune_on_deletes_the_unrunnable_snapshot_and_keeps_the_newest_usable(
         assert pruned is not None and len(pruned) == 1
         assert "snap-1" in pruned[0].note and "unrunnable" in pruned[0].note
         assert env.source.lifecycle.pruned == 1
-        time.sleep(2)
+        two_passes(env)  # the newest usable snapshot stays, pass after pass
         assert snapshot_names(env) == {"snap-2"}
-
-
-def two_passes(env: Env) -> None:
-    """Wait until a lifecycle pass began and ended after this call (one in flight may have
-    read the state before it)."""
-    lifecycle = env.source.lifecycle
-    seen = lifecycle.pass_count
-    wait_for("a lifecycle pass", lambda: lifecycle.pass_count >= seen + 2, timeout=30)
 
 
 def test_the_only_snapshot_a_live_pod_matches_is_kept_even_when_unrunnable(
