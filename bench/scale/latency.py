@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from bench.harness import objects, proc
 from bench.harness.objects import ROOT, Obj
 from bench.harness.plane import BenchError
@@ -152,17 +154,16 @@ def controller_passes(port: int) -> dict[str, tuple[float, float]]:
         text = connection.getresponse().read().decode()
     finally:
         connection.close()
-    passes: dict[str, float] = {}
-    cpu: dict[str, float] = {}
-    for line in text.splitlines():
-        for prefix, into in (
-            ('snapready_controller_passes_total{controller="', passes),
-            ('snapready_controller_pass_cpu_seconds_total{controller="', cpu),
-        ):
-            if line.startswith(prefix):
-                name, _, value = line[len(prefix) :].partition('"} ')
-                into[name] = float(value)
-    return {name: (passes[name], cpu.get(name, 0.0)) for name in passes}
+    samples = {
+        (sample.name, sample.labels.get("controller", "")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    return {
+        name: (value, samples.get(("snapready_controller_pass_cpu_seconds_total", name), 0.0))
+        for (series, name), value in samples.items()
+        if series == "snapready_controller_passes_total"
+    }
 
 
 def passes_line(

@@ -114,7 +114,7 @@ def refresh_plan(
             stale.setdefault((view.namespace, view.policy, group, pool, *reason), []).append(view)
     _config_stale(state, mine, stale, busy)
     out = []
-    by_namespace = _ready_pods(state) if stale else {}
+    by_namespace = ready_pods(state) if stale else {}
     for key in sorted(stale):
         namespace, name, group, pool, what, old, new = key
         policy = live.get((namespace, name))
@@ -130,7 +130,7 @@ def refresh_plan(
                 v.origin.spec_hash for v in views if v.origin is not None and v.origin.spec_hash
             ),
         )  # fmt: skip
-        pod = refresh_pod(state, policy, refresh, source_label, by_namespace.get(namespace, ()))
+        pod = refresh_pod(state, policy, refresh, by_namespace.get(namespace, ()), source_label)
         if pod is not None:
             refresh = replace(refresh, pod=pod.name, pod_uid=pod.uid)
         out.append(refresh)
@@ -172,10 +172,11 @@ def _config_stale(
         stale[(*key, "", "config", changed, at)] = [view for view, _, _ in items]
 
 
-def _ready_pods(state: ClusterState) -> dict[str, list[PodRecord]]:
-    """The stamped pods that could be checkpointed (Ready, ``Running``, not a restored copy),
-    by namespace: one walk of the pods per pass, however many groups are stale (after a
-    node-pool upgrade, every group of every policy on the pool)."""
+def ready_pods(state: ClusterState) -> dict[str, list[PodRecord]]:
+    """The stamped pods that could be checkpointed (``Running`` and Ready, not a restored copy:
+    ``PodRestored`` or a restored outcome), by namespace: one walk of the pods per pass, however
+    many groups are stale (after a node-pool upgrade, every group of every policy on the
+    pool)."""
     out: dict[str, list[PodRecord]] = {}
     for record in tuple(state.pods.values()):  # the live dict: a copy (ClusterState.pods)
         if record.ready_at is None or record.phase != "Running" or record.restored:
@@ -189,21 +190,15 @@ def refresh_pod(
     state: ClusterState,
     policy: Policy,
     refresh: Refresh,
+    ready: Iterable[PodRecord],
     source_label: str | None = None,
-    pods: Iterable[PodRecord] | None = None,
 ) -> PodRecord | None:
-    """The pod to checkpoint: stamped, selected by ``policy`` by its labels now (the policy
-    cache, not its annotations), of the group, ``Running`` and Ready, not a restored copy
-    (``PodRestored`` or a restored outcome), on a node of the upgraded pool that runs the new
-    version (or driver). The earliest Ready first, then by name (stable across passes).
-    ``pods``: where to look (``refresh_plan`` passes the namespace's Ready pods, read once per
-    pass); None: every pod of ``state``."""
+    """The pod to checkpoint among ``ready`` (``ready_pods`` of ``refresh``'s namespace):
+    selected by ``policy`` by its labels now (the policy cache, not its annotations), of the
+    group, on a node of the upgraded pool that runs the new version (or driver). The earliest
+    Ready first, then by name (stable across passes)."""
     found = []
-    for record in tuple(state.pods.values()) if pods is None else pods:  # a copy: live dict
-        if record.namespace != refresh.namespace or record.ready_at is None:
-            continue
-        if record.phase != "Running" or record.restored or record.outcome in RESTORED_OUTCOMES:
-            continue
+    for record in ready:
         if source_label is not None and record.labels.get(source_label) != "true":
             continue
         if refresh.fingerprints and record.spec_hash not in refresh.fingerprints:
