@@ -14,6 +14,7 @@ them never judged; wg-policy's PolicyReport when asked for.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -32,6 +33,7 @@ from webhook.kube.matching import compile_selector
 from webhook.kube.policy_reports import WGPOLICY
 from webhook.server.report_metrics import ReportCollector
 from webhook.snapshots.audit import selector_query, with_query
+from webhook.snapshots.views import parse_time
 
 ALL_RESULTS = ["pass", "fail", "warn", "error", "skip"]
 FAST = {
@@ -189,9 +191,16 @@ def test_the_audit_judges_what_existed_before_its_policy(env: Env) -> None:
             "template": template,
         },
     }
-    deployment_uid = uid_of(create(env, deployment))
+    created = create(env, deployment)
+    deployment_uid = uid_of(created)
     audit = audit_of(env)
     passes_after(env, 1)
+    # Times have seconds resolution and a template changed in its policy's second counts as
+    # judged (webhook.snapshots.audit): the policy comes in a later second than the Deployment
+    # (a fast pass made them share one, and the Deployment was not counted: CI, 2026-12-07).
+    second = parse_time(created["metadata"]["creationTimestamp"])
+    assert second is not None
+    time.sleep(max(0.0, second.timestamp() + 1.05 - time.time()))
     assert get_report(env.api, env.namespace, early_uid) is None, "no policy selects it yet"
     create_policy(env.api, policy("late-policy", env.namespace, {"app": "late"}))
     report = wait_report(env.api, env.namespace, early_uid)
