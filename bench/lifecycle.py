@@ -18,17 +18,24 @@ Two scenarios:
   unrunnable: 20 stale groups to refresh) and most fingerprints have no live pod (4,500
   snapshots prunable as unused): the pass's worst days.
 
+Each scenario's first pass reads every pod and digests every policy's snapshots
+(``snapshots.per_policy``); then ``--passes`` passes with nothing changed, and as many with
+``--changes`` snapshots of as many policies replaced before each (bench-scale's busy rounds:
+1.6 PodSnapshot changes per second, a pass every 5 s at most).
+
 Baseline: the figures of the last run in docs/performance.md (no target of its own; the pass's
 effect is bench-scale's busy-round target). No assertions: exit 0 whatever the figures. Usage:
-``python -m bench.lifecycle [--pods 20000] [--snapshots 5000] [--passes 10]``
+``python -m bench.lifecycle [--pods 20000] [--snapshots 5000] [--passes 10] [--changes 8]``
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 from webhook.base.config import Settings
@@ -43,6 +50,9 @@ NAMESPACES = 50
 POOLS = 20
 TEMPLATES = 400
 GROUPS = 8
+CHANGES = 8
+"""Snapshots replaced between two passes: ``make bench-scale``'s busy rounds change 1.6
+PodSnapshots per second, a pass runs at most every 5 s."""
 VERSION, OLD_VERSION = "1.35.3-gke.1234000", "1.34.9-gke.1000"
 
 
@@ -127,23 +137,46 @@ class _Quiet:
         return True
 
 
-def pass_millis(state: ClusterState, passes: int) -> tuple[list[float], LifecycleWorker]:
-    """Milliseconds of each of ``passes`` passes of a leader's worker over ``state`` (thread
-    CPU, ``time.thread_time``), after one unmeasured pass (the first reads every pod)."""
+@dataclasses.dataclass
+class Passes:
+    """What ``pass_millis`` measured: the first pass (every digest computed, every pod read) and
+    each later one, in ms of thread CPU; the worker, for what it decided."""
+
+    first: float
+    later: list[float]
+    worker: LifecycleWorker
+
+
+def pass_millis(state: ClusterState, passes: int, changes: int = 0) -> Passes:
+    """Thread CPU (``time.thread_time``) of a leader's worker's first pass over ``state`` and of
+    ``passes`` more; before each of those, ``changes`` snapshots of as many policies are
+    replaced by equal copies (as a watch event replaces a view: ``SnapshotIndex.updated``),
+    so the pass finds those policies changed."""
     quiet = _Quiet()
+    current = [state]
     worker = LifecycleWorker(
-        quiet, cast(Any, quiet), state=lambda: state,
+        quiet, cast(Any, quiet), state=lambda: current[0],
         snapshot_api=lambda: "/apis/podsnapshot.gke.io/v1",
         is_leader=lambda: True, lock=threading.Lock(), on_change=lambda: None,
         settings=Settings(),
     )  # fmt: skip
-    worker.reconcile()
+    first = _timed(worker.reconcile)
+    # snap-<n> is in namespace n % NAMESPACES: consecutive numbers, one policy each
+    names = sorted(state.snapshots.by_name, key=lambda key: int(key[1].removeprefix("snap-")))
     out = []
-    for _ in range(passes):
-        began = time.thread_time()
-        worker.reconcile()
-        out.append((time.thread_time() - began) * 1000)
-    return out, worker
+    for number in range(passes):
+        for change in range(changes):
+            old = current[0].snapshots.by_name[names[(number * changes + change) % len(names)]]
+            index = current[0].snapshots.updated(old, dataclasses.replace(old))
+            current[0] = dataclasses.replace(current[0], snapshots=index)
+        out.append(_timed(worker.reconcile))
+    return Passes(first, out, worker)
+
+
+def _timed(call: Callable[[], object]) -> float:
+    began = time.thread_time()
+    call()
+    return (time.thread_time() - began) * 1000
 
 
 def main() -> int:
@@ -151,18 +184,24 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=20_000)
     parser.add_argument("--snapshots", type=int, default=5_000)
     parser.add_argument("--passes", type=int, default=10)
+    parser.add_argument("--changes", type=int, default=CHANGES)
     args = parser.parse_args()
     print(
         f"lifecycle pass in-process: {args.pods} stamped pods, {args.snapshots} Ready "
-        f"PodSnapshots, {NAMESPACES} namespaces, {POOLS} pools; thread CPU per pass, "
-        f"{args.passes} passes after a first one"
+        f"PodSnapshots, {NAMESPACES} namespaces, {POOLS} pools; thread CPU per pass: the first, "
+        f"then {args.passes} passes with nothing changed and {args.passes} with "
+        f"{args.changes} snapshots (of as many policies) changed before each"
     )
     for name, upgrade in (("in use", False), ("upgrade", True)):
         state = synthetic_state(args.pods, args.snapshots, upgrade=upgrade)
-        millis, worker = pass_millis(state, args.passes)
+        still = pass_millis(state, args.passes)
+        moving = pass_millis(state, args.passes, args.changes)
         print(
-            f"  {name:8} median {statistics.median(millis):6.1f} ms, min {min(millis):6.1f} ms"
-            f"  ({len(worker.prunable)} prunable, {len(worker.refreshes)} groups to refresh)"
+            f"  {name:8} first {still.first:6.1f} ms; unchanged median "
+            f"{statistics.median(still.later):6.1f} ms; {args.changes} changed median "
+            f"{statistics.median(moving.later):6.1f} ms, max {max(moving.later):6.1f} ms"
+            f"  ({len(still.worker.prunable)} prunable, {len(still.worker.refreshes)} groups "
+            "to refresh)"
         )
     return 0
 

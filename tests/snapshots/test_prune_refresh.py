@@ -204,6 +204,24 @@ def test_deleting_and_untracked_snapshots_are_left_alone() -> None:
     assert plan(state([snap("old")]), unrunnable_since=LONG_AGO, mine=lambda ns: ns != "ml") == {}
 
 
+@pytest.mark.parametrize(
+    ("view", "reason"),
+    [
+        pytest.param(snap("s", ready=False, checkpoint="failed",
+                          checkpoint_at="2026-12-20T10:00:00Z"), "checkpoint-failed", id="failed"),
+        pytest.param(snap("s"), "unrunnable", id="unrunnable"),
+        pytest.param(snap("s", version=NEW, created=UNUSED_CREATED), "unused", id="unused"),
+    ],
+)  # fmt: skip
+def test_a_snapshot_being_deleted_is_pruned_for_no_reason(view: SnapshotView, reason: str) -> None:
+    """Each reason prunes the snapshot, and none once it is being deleted (GKE deletes it)."""
+    for deleting, expected in ((None, {"s": reason}), ("2026-12-20T11:00:00Z", {})):
+        current = state([replace(view, deleting_since=deleting)], [pod("p", spec_hash=OTHER_HASH)])
+        usage = Usage(pod_uses(current), listed=frozenset({"ml"}))
+        since = {("ml", "s"): NOW - timedelta(days=1)}
+        assert plan(current, usage, unrunnable_since=since) == expected, deleting
+
+
 def test_prunable_is_the_one_state_a_snapshot_counts_in() -> None:
     view = snap("old")
     pools = state([view]).node_pools

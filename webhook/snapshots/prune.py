@@ -24,17 +24,18 @@ cluster has one:
 
 Never pruned: a snapshot being deleted, one of a namespace not tracked, the newest Ready snapshot
 of each (namespace, policy, group, fingerprint) that a live pod or template still has
-(``protected``), and anything before the snapshot, pod and node caches are synced.
+(``PruneDigest.newest``), and anything before the snapshot, pod and node caches are synced.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from webhook.base.tracking import LifecycleSettings
 from webhook.snapshots.outcomes import stale_reason
+from webhook.snapshots.per_policy import PerPolicy, digests
 from webhook.snapshots.state import ClusterState, NodePoolFacts
 from webhook.snapshots.usage import LISTED_KINDS, snapshot_use
 from webhook.snapshots.views import SnapshotView, UseKey, parse_time
@@ -105,38 +106,88 @@ class Usage:
         return key in self.pods or key in self.templates
 
 
-def protected(views: Iterable[SnapshotView], usage: Usage) -> set[tuple[str, str]]:
-    """``(namespace, name)`` of the newest Ready snapshot of every use key a live pod or
-    template has: never pruned, whatever else holds."""
+def _newest(newest: dict[UseKey, SnapshotView], view: SnapshotView) -> None:
+    """Keep ``view`` in ``newest`` under its use key if it is Ready and the newest so far."""
+    key = snapshot_use(view)
+    if key is None or not view.ready:
+        return
+    best = newest.get(key)
+    if best is None or (view.created, view.name) > (best.created, best.name):
+        newest[key] = view
+
+
+@dataclass(frozen=True)
+class PruneDigest:
+    """One policy's snapshots as the prune decisions read them apart from the clock, the
+    settings, the live use keys and the tracked namespaces (``prune_digest``;
+    ``snapshots.per_policy`` keeps it while the snapshots and the node pools are the same).
+
+    Attributes:
+        newest: the newest Ready snapshot of each use key (never pruned while a live pod or
+            template has the key).
+        failed: each snapshot whose checkpoint failed, not Ready and not being deleted, with
+            when it failed (None: neither time reads; the pass then uses its clock).
+        unrunnable: the Ready ``unrunnable`` ones, being deleted or not (the caller's clock
+            counts them all; ``prune_plan`` skips those being deleted).
+        unused: per use key, the Ready snapshots only ``unused`` could prune (not being deleted,
+            not unrunnable, a last use known, a kind whose templates are listed) with their
+            last use.
+        oldest: per use key, the oldest last use of its Ready snapshots of a listed kind
+            (``unused_candidates``: being deleted or unrunnable ones count there).
+    """
+
+    newest: Mapping[UseKey, SnapshotView]
+    failed: tuple[tuple[SnapshotView, datetime | None], ...]
+    unrunnable: tuple[SnapshotView, ...]
+    unused: Mapping[UseKey, tuple[tuple[SnapshotView, datetime], ...]]
+    oldest: Mapping[UseKey, datetime]
+
+
+def prune_digest(views: tuple[SnapshotView, ...], state: ClusterState) -> PruneDigest:
+    """The ``PruneDigest`` of one policy's ``views`` on ``state``'s node pools (reads nothing
+    else of ``state``)."""
     newest: dict[UseKey, SnapshotView] = {}
+    failed: list[tuple[SnapshotView, datetime | None]] = []
+    stuck: list[SnapshotView] = []
+    unused: dict[UseKey, list[tuple[SnapshotView, datetime]]] = {}
+    oldest: dict[UseKey, datetime] = {}
     for view in views:
-        key = snapshot_use(view)
-        if key is None or not view.ready or not usage.used(key):
+        _newest(newest, view)
+        if not view.ready:
+            if view.checkpoint == "failed" and not view.deleting_since:
+                failed.append((view, parse_time(view.checkpoint_at) or parse_time(view.created)))
             continue
-        best = newest.get(key)
-        if best is None or (view.created, view.name) > (best.created, best.name):
-            newest[key] = view
-    return {(v.namespace, v.name) for v in newest.values()}
+        key, used_at = snapshot_use(view), last_used(view)
+        listed = key is not None and used_at is not None and _kind_listed(view)
+        if key is not None and used_at is not None and listed:
+            before = oldest.get(key)
+            oldest[key] = used_at if before is None else min(before, used_at)
+        if unrunnable(view, state.node_pools):
+            stuck.append(view)
+        elif key is not None and used_at is not None and listed and not view.deleting_since:
+            unused.setdefault(key, []).append((view, used_at))
+    return PruneDigest(
+        newest, tuple(failed), tuple(stuck), {k: tuple(v) for k, v in unused.items()}, oldest
+    )
 
 
 def unused_candidates(
-    state: ClusterState, now: datetime, settings: LifecycleSettings, pods: frozenset[UseKey]
+    state: ClusterState,
+    now: datetime,
+    settings: LifecycleSettings,
+    pods: frozenset[UseKey],
+    memo: PerPolicy[PruneDigest] | None = None,
 ) -> set[str]:
     """Namespaces with a Ready snapshot that no live pod uses and whose unused clock ran out:
-    only their templates need listing (``cluster.controllers.snapshot_lifecycle``)."""
+    only their templates need listing (``cluster.controllers.snapshot_lifecycle``).
+    ``memo``: the caller's digests, kept between passes (None: computed now)."""
     limit = timedelta(days=settings.unused_days)
     out = set()
-    for view in state.snapshots.by_name.values():
-        key, used_at = snapshot_use(view), last_used(view)
-        if (
-            view.ready
-            and key is not None
-            and key not in pods
-            and used_at is not None
-            and now - used_at >= limit
-            and _kind_listed(view)
+    for (namespace, _), digest in digests(state, prune_digest, memo):
+        if namespace not in out and any(
+            key not in pods and now - used_at >= limit for key, used_at in digest.oldest.items()
         ):
-            out.add(view.namespace)
+            out.add(namespace)
     return out
 
 
@@ -153,6 +204,7 @@ def prune_plan(
     usage: Usage,
     unrunnable_since: Mapping[tuple[str, str], datetime],
     mine: Callable[[str], bool] = lambda _: True,
+    memo: PerPolicy[PruneDigest] | None = None,
 ) -> list[Prunable]:
     """Every prune candidate (module table), sorted by namespace and name; ``due`` says when
     each becomes prunable. Empty while ``state`` is not synced (snapshots, pods, nodes).
@@ -162,56 +214,57 @@ def prune_plan(
         usage: live pods' and listed templates' use keys.
         unrunnable_since: when the caller first saw each snapshot ``unrunnable`` (absent: now).
         mine: whether a namespace is tracked (``outcomes.namespaces``).
+        memo: the caller's digests, kept between passes (None: computed now). Per pass, the
+            work is per use key of each policy, plus per snapshot that is a candidate.
     """
     if not (state.synced and state.snapshots_known and state.pods_known):
         return []
-    by_name = state.snapshots.by_name
-    keep = protected(by_name.values(), usage)
+    grace = timedelta(seconds=settings.prune_grace_seconds)
     out = []
-    for key in sorted(by_name):  # (namespace, name): sorted as tuples of str, no key function
-        view = by_name[key]
-        if view.deleting_since or not mine(view.namespace) or (view.namespace, view.name) in keep:
+    for (namespace, _), digest in digests(state, prune_digest, memo):
+        if not mine(namespace):
             continue
-        found = _reason(view, state, now, settings, usage=usage, since=unrunnable_since)
-        if found is not None:
-            reason, detail, due = found
-            out.append(
-                Prunable(view.namespace, view.name, view.policy, view.uid, reason, detail, due)
-            )
+        keep = {view.name for key, view in digest.newest.items() if usage.used(key)}
+        for view, failed in digest.failed:
+            if view.name not in keep:
+                message = view.checkpoint_message or "no message"
+                detail = f"checkpoint failed ({message})"
+                out.append(_prunable(view, "checkpoint-failed", detail, (failed or now) + grace))
+        for view in digest.unrunnable:
+            if view.deleting_since or view.name in keep:
+                continue
+            node = view.origin.node if view.origin is not None else {}
+            driver = f", driver {node.get('gpuDriver')}" if node.get("gpuDriver") else ""
+            detail = f"no node pool runs its origin version {node.get('version')}{driver} any more"
+            since = unrunnable_since.get((view.namespace, view.name), now)
+            out.append(_prunable(view, "unrunnable", detail, since + grace))
+        if namespace in usage.listed:
+            out.extend(_unused(digest, usage, keep, now, settings))
+    out.sort(key=lambda item: (item.namespace, item.name))
     return out
 
 
-def _reason(
-    view: SnapshotView,
-    state: ClusterState,
-    now: datetime,
-    settings: LifecycleSettings,
-    *,
-    usage: Usage,
-    since: Mapping[tuple[str, str], datetime],
-) -> tuple[str, str, datetime] | None:
-    grace = timedelta(seconds=settings.prune_grace_seconds)
-    if view.checkpoint == "failed" and not view.ready:
-        failed = parse_time(view.checkpoint_at) or parse_time(view.created) or now
-        message = view.checkpoint_message or "no message"
-        return "checkpoint-failed", f"checkpoint failed ({message})", failed + grace
-    if not view.ready:
-        return None
-    if unrunnable(view, state.node_pools):
-        node = view.origin.node if view.origin is not None else {}
-        driver = f", driver {node.get('gpuDriver')}" if node.get("gpuDriver") else ""
-        detail = f"no node pool runs its origin version {node.get('version')}{driver} any more"
-        return "unrunnable", detail, since.get((view.namespace, view.name), now) + grace
-    key, used_at = snapshot_use(view), last_used(view)
-    if key is None or used_at is None or usage.used(key) or not _kind_listed(view):
-        return None
-    if view.namespace not in usage.listed:
-        return None
-    due = used_at + timedelta(days=settings.unused_days)
-    if due > now:
-        return None
-    detail = (
-        f"no live pod or workload template of {view.policy} has its fingerprint, unused since "
-        f"{view.last_used_text} (lifecycle.unused_days {settings.unused_days:g})"
-    )
-    return "unused", detail, due
+def _unused(
+    digest: PruneDigest, usage: Usage, keep: set[str], now: datetime, settings: LifecycleSettings
+) -> list[Prunable]:
+    """The ``unused`` prunes of one policy whose templates were listed: snapshots of a use key
+    no live pod or template has, unused for ``unused_days`` (not yet due: not a candidate)."""
+    days = timedelta(days=settings.unused_days)
+    out = []
+    for key, views in digest.unused.items():
+        if usage.used(key):
+            continue
+        for view, used_at in views:
+            due = used_at + days
+            if due > now or view.name in keep:
+                continue
+            detail = (
+                f"no live pod or workload template of {view.policy} has its fingerprint, unused "
+                f"since {view.last_used_text} (lifecycle.unused_days {settings.unused_days:g})"
+            )
+            out.append(_prunable(view, "unused", detail, due))
+    return out
+
+
+def _prunable(view: SnapshotView, reason: str, detail: str, due: datetime) -> Prunable:
+    return Prunable(view.namespace, view.name, view.policy, view.uid, reason, detail, due)

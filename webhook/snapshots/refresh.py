@@ -12,7 +12,7 @@ change, never on a restored copy (its memory holds the old value too).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import orjson
@@ -21,6 +21,7 @@ from webhook.kube.gke import GPU_DRIVER_VERSION
 from webhook.kube.matching import Policy
 from webhook.snapshots.config_refs import config_changes
 from webhook.snapshots.outcomes import RESTORED_OUTCOMES, stale_reason
+from webhook.snapshots.per_policy import PerPolicy, digests
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.usage import group_of
@@ -83,28 +84,35 @@ def _policies(state: ClusterState) -> dict[tuple[str, str], Policy]:
     return {(p.namespace, p.name): p for ps in state.policies.by_namespace.values() for p in ps}
 
 
-def refresh_plan(
-    state: ClusterState,
-    mine: Callable[[str], bool] = lambda _: True,
-    *,
-    source_label: str | None = None,
-) -> list[Refresh]:
-    """Every stale group of a live policy (manual and workload triggers), with the pod to
-    trigger for manual ones; empty while the caches are not synced. ``source_label``: a label
-    the pod must carry as ``"true"`` (``rules.manual_trigger.require_source_label``: snapready's
-    own ``manual-trigger`` rule would deny a trigger on any other pod).
+StaleKey = tuple[str, str, Group, str, str, str, str]
+"""``(namespace, policy, group, pool, what, old, new)``: one refresh (``Refresh``)."""
+BusyKey = tuple[str, str, Group | None]
+"""``(namespace, policy, group)`` with a usable Ready snapshot or a checkpoint uploading (group
+None: a snapshot without a record yet)."""
 
-    A group is skipped while it has a Ready snapshot that is not stale (already refreshed) or
-    a checkpoint uploading (``awaiting``) in it or with an unknown group (no record yet).
+
+@dataclass(frozen=True)
+class RefreshDigest:
+    """One policy's stale groups and busy groups (``refresh_digest``; ``snapshots.per_policy``
+    keeps it while its snapshots, the node pools and the configuration index are the same).
+
+    Attributes:
+        stale: the stale snapshots of each refresh, in no particular order.
+        busy: the groups not to refresh.
     """
-    if not (state.synced and state.snapshots_known and state.pods_known):
-        return []
-    live = _policies(state)
-    stale: dict[tuple[str, str, Group, str, str, str, str], list[SnapshotView]] = {}
-    busy: set[tuple[str, str, Group | None]] = set()
-    for view in state.snapshots.by_name.values():
+
+    stale: Mapping[StaleKey, tuple[SnapshotView, ...]]
+    busy: frozenset[BusyKey]
+
+
+def refresh_digest(views: tuple[SnapshotView, ...], state: ClusterState) -> RefreshDigest:
+    """The ``RefreshDigest`` of one policy's ``views`` (snapshots being deleted left out) on
+    ``state``'s node pools and configuration index (reads nothing else of ``state``)."""
+    stale: dict[StaleKey, list[SnapshotView]] = {}
+    busy: set[BusyKey] = set()
+    for view in views:
         group = view.group
-        if view.deleting_since or not mine(view.namespace):
+        if view.deleting_since:
             continue
         reason = stale_reason(view, state.node_pools)
         if view.checkpoint == "awaiting" or (view.ready and reason is None):
@@ -112,9 +120,39 @@ def refresh_plan(
         if reason is not None and view.origin is not None and group is not None:
             pool = view.origin.node.get("pool") or ""
             stale.setdefault((view.namespace, view.policy, group, pool, *reason), []).append(view)
-    _config_stale(state, mine, stale, busy)
+    _config_stale(views, state, stale, busy)
+    return RefreshDigest({k: tuple(v) for k, v in stale.items()}, frozenset(busy))
+
+
+def refresh_plan(
+    state: ClusterState,
+    mine: Callable[[str], bool] = lambda _: True,
+    *,
+    source_label: str | None = None,
+    memo: PerPolicy[RefreshDigest] | None = None,
+) -> list[Refresh]:
+    """Every stale group of a live policy (manual and workload triggers), with the pod to
+    trigger for manual ones; empty while the caches are not synced. ``source_label``: a label
+    the pod must carry as ``"true"`` (``rules.manual_trigger.require_source_label``: snapready's
+    own ``manual-trigger`` rule would deny a trigger on any other pod). ``memo``: the caller's
+    digests, kept between passes (None: computed now).
+
+    A group is skipped while it has a Ready snapshot that is not stale (already refreshed) or
+    a checkpoint uploading (``awaiting``) in it or with an unknown group (no record yet).
+    """
+    if not (state.synced and state.snapshots_known and state.pods_known):
+        return []
+    stale: dict[StaleKey, tuple[SnapshotView, ...]] = {}
+    busy: set[BusyKey] = set()
+    for (namespace, _), digest in digests(state, refresh_digest, memo):
+        if digest.stale and mine(namespace):
+            stale.update(digest.stale)
+            busy |= digest.busy
+    if not stale:
+        return []
+    live = _policies(state)
     out = []
-    by_namespace = ready_pods(state) if stale else {}
+    by_namespace = ready_pods(state)
     for key in sorted(stale):
         namespace, name, group, pool, what, old, new = key
         policy = live.get((namespace, name))
@@ -138,19 +176,19 @@ def refresh_plan(
 
 
 def _config_stale(
+    views: tuple[SnapshotView, ...],
     state: ClusterState,
-    mine: Callable[[str], bool],
-    stale: dict[tuple[str, str, Group, str, str, str, str], list[SnapshotView]],
-    busy: set[tuple[str, str, Group | None]],
+    stale: dict[StaleKey, list[SnapshotView]],
+    busy: set[BusyKey],
 ) -> None:
     """Add to ``stale`` the groups whose usable Ready snapshots all hold rotated configuration,
     keyed ``(namespace, policy, group, "", "config", "<Kind>/<name>", <change time>)`` (the
     newest snapshot's first change), and drop them from ``busy``."""
     clean: set[tuple[str, str, Group]] = set()
     rotated: dict[tuple[str, str, Group], list[tuple[SnapshotView, str, str]]] = {}
-    for view in state.snapshots.by_name.values():
+    for view in views:
         group = view.group  # None: no record
-        if group is None or view.deleting_since or not view.ready or not mine(view.namespace):
+        if group is None or view.deleting_since or not view.ready:
             continue
         if stale_reason(view, state.node_pools) is not None:
             continue

@@ -45,8 +45,9 @@ from webhook.cluster.controllers.base import Bucket, Reconciler
 from webhook.kube.custom_views import matching_labels, workload_views
 from webhook.mutation import as_admitted
 from webhook.pod.distill import fingerprint
-from webhook.snapshots.prune import Prunable, Usage, prune_plan, unrunnable, unused_candidates
-from webhook.snapshots.refresh import Refresh, refresh_plan
+from webhook.snapshots.per_policy import PerPolicy
+from webhook.snapshots.prune import Prunable, Usage, prune_digest, prune_plan, unused_candidates
+from webhook.snapshots.refresh import Refresh, refresh_digest, refresh_plan
 from webhook.snapshots.selection import bounded_labels
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.usage import PodUses, use_keys
@@ -121,6 +122,10 @@ class LifecycleWorker(Reconciler):
         self._triggered: set[str] = set()
         self.pod_uses = PodUses()
         """The live pods' use keys; the caches' pod hooks call its ``changed``."""
+        self.prune_digests = PerPolicy(prune_digest)
+        self.refresh_digests = PerPolicy(refresh_digest)
+        """Each policy's snapshots digested for prunes and refreshes, kept between passes
+        (``snapshots.per_policy``): a pass reads the policies whose snapshots changed."""
 
     def mine(self, namespace: str) -> bool:
         """Whether this replica tracks ``namespace`` (``outcomes.namespaces``; empty: all)."""
@@ -139,7 +144,9 @@ class LifecycleWorker(Reconciler):
             self._decide_prunes(state, now)
         else:
             self.pod_uses.forget()  # nothing asks: keep no marks
-        self.refreshes = refresh_plan(state, self.mine, source_label=self._source_label())
+        self.refreshes = refresh_plan(
+            state, self.mine, source_label=self._source_label(), memo=self.refresh_digests
+        )
         if not self.is_leader():
             self._announced.clear()  # a later take-over announces again (deduplicated by name)
             self._triggered.clear()
@@ -157,14 +164,16 @@ class LifecycleWorker(Reconciler):
 
     def _decide_prunes(self, state: ClusterState, now: datetime) -> None:
         seen = {}
-        for key, view in state.snapshots.by_name.items():
-            if view.ready and unrunnable(view, state.node_pools):
+        for digest in self.prune_digests.of(state).values():
+            for view in digest.unrunnable:
+                key = (view.namespace, view.name)
                 seen[key] = self._since.get(key, now)
         self._since = seen  # runnable again, or gone: the clock starts over
         pods = self.pod_uses.uses(state)
         listed: set[str] = set()
         templates: set[UseKey] = set()
-        for namespace in sorted(unused_candidates(state, now, self.config, pods)):
+        candidates = unused_candidates(state, now, self.config, pods, self.prune_digests)
+        for namespace in sorted(candidates):
             if not self.mine(namespace):
                 continue
             keys = self._namespace_templates(namespace, state)
@@ -173,8 +182,9 @@ class LifecycleWorker(Reconciler):
                 templates |= keys
         usage = Usage(pods, frozenset(templates), frozenset(listed))
         plan = prune_plan(
-            state, now, self.config, usage=usage, unrunnable_since=seen, mine=self.mine
-        )
+            state, now, self.config, usage=usage, unrunnable_since=seen, mine=self.mine,
+            memo=self.prune_digests,
+        )  # fmt: skip
         self.prunable = {(p.namespace, p.name): p for p in plan if p.ready(now)}
 
     def _namespace_templates(self, namespace: str, state: ClusterState) -> frozenset[UseKey] | None:
