@@ -122,7 +122,9 @@ def _metrics() -> Metrics:
     never = {"uid": NeverJudged("ns", "p", "Pod", True)}
     report = ReportView("ns", "uid", "r", "d", (0, 1, 0, 0, 0))
     writer = SimpleNamespace(actions={}, api=OPENREPORTS, reports=lambda: [report])
-    audit = SimpleNamespace(writer=writer, passes=1, never=never, last_pass=1.0, state=ClusterState)
+    audit = SimpleNamespace(
+        writer=writer, full_passes=1, never=never, last_pass=1.0, state=ClusterState
+    )
     metrics.registry.register(ReportCollector(cast(Any, audit)))  # leader with reports on
     lifecycle = SimpleNamespace(
         name="lifecycle", pass_count=3, failures=1, pass_seconds=0.3, pass_cpu_seconds=0.2

@@ -33,7 +33,7 @@ def audit(api: Any = OPENREPORTS, passes: int = 1) -> Any:
         "u4": NeverJudged("llm", "made-up-by-a-tenant", "Pod", True),
     }
     return SimpleNamespace(
-        writer=writer, passes=passes, never=never, last_pass=1796535653.0, state=lambda: STATE
+        writer=writer, full_passes=passes, never=never, last_pass=1796535653.0, state=lambda: STATE
     )
 
 

@@ -41,7 +41,7 @@ class ReportCollector:
         for action in REPORT_ACTIONS:
             writes.add_metric([action], float(writer.actions.get(action, 0)))
         yield writes
-        if writer.api is None or not self.audit.passes:
+        if writer.api is None or not self.audit.full_passes:
             return
         reports = writer.reports()
         objects = GaugeMetricFamily(

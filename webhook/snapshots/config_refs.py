@@ -29,8 +29,6 @@ from webhook.base.types import RawObject, mapping
 from webhook.kube.token_volume import is_service_account_volume
 from webhook.snapshots.views import ConfigRef, SnapshotView
 
-ROOT_CA = "kube-root-ca.crt"
-"""The ConfigMap every namespace gets from kube-controller-manager's root-ca-cert-publisher."""
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 

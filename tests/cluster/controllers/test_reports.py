@@ -69,8 +69,8 @@ def audit_of(env: Env) -> AuditWorker:
 def passes_after(env: Env, extra: int = 1) -> None:
     """Wait until ``extra`` more full audit passes have ended."""
     audit = audit_of(env)
-    target = audit.passes + extra
-    wait_for(f"{extra} more audit pass(es)", lambda: audit.passes >= target, timeout=30)
+    target = audit.full_passes + extra
+    wait_for(f"{extra} more audit pass(es)", lambda: audit.full_passes >= target, timeout=30)
 
 
 def create(env: Env, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:

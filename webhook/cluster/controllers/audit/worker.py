@@ -120,8 +120,9 @@ class AuditWorker(Reconciler):
         )
         rate = self.config.audit_objects_per_second
         self.bucket = Bucket(self.config.audit_page_size, rate, clock)
-        self.passes = 0
-        """Full passes completed while leading (tests, ``/readyz``)."""
+        self.full_passes = 0
+        """Full audit passes completed while leading (tests, ``server.report_metrics``); the base
+        class's ``pass_count`` counts every reconcile."""
         self.last_pass: float | None = None
         """Unix time the last full pass ended (``snapready_audit_last_pass_timestamp_seconds``)."""
         self.never: dict[str, NeverJudged] = {}
@@ -241,13 +242,13 @@ class AuditWorker(Reconciler):
         self._due_namespaces.clear()
         if not self._term_passes:
             self._catch_up(state)
-        self.passes += 1
+        self.full_passes += 1
         self._term_passes += 1
         self.last_pass = time.time()
         self._next_full = started + self.config.audit_period_seconds
         log.info(
             "audit pass %d done in %.0f s: %d reports, %d never-judged object(s)",
-            self.passes,
+            self.full_passes,
             self.clock() - started,
             len(self.writer.reports()),
             len(self.never),
