@@ -168,7 +168,10 @@ def pass_millis(state: ClusterState, passes: int, changes: int = 0) -> Passes:
         for change in range(changes):
             old = current[0].snapshots.by_name[names[(number * changes + change) % len(names)]]
             index = current[0].snapshots.updated(old, dataclasses.replace(old))
-            current[0] = dataclasses.replace(current[0], snapshots=index)
+            # a new state, as the caches publish one: an equal new configuration index too
+            # (``caches.ClusterSource`` makes an empty one per state without the config watch)
+            configs = dict(current[0].configs)
+            current[0] = dataclasses.replace(current[0], snapshots=index, configs=configs)
         out.append(_timed(worker.reconcile))
     return Passes(first, out, worker)
 

@@ -1,6 +1,7 @@
-"""``snapshots.per_policy``: digests kept between passes decide what digests computed afresh
-decide, whatever changes between two passes (a snapshot replaced, added or deleted, the node
-pools or the configuration index replaced), and only the changed policies are digested again."""
+"""``snapshots.per_policy``: the lifecycle decisions from per-policy digests, kept between
+passes or computed afresh, are those of one walk over every snapshot (``plans_reference``),
+whatever changes between two passes (a snapshot replaced, added or deleted, the node pools or
+the configuration replaced); and only the policies whose inputs changed are digested again."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from webhook.snapshots.config_refs import ConfigMeta
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.per_policy import PerPolicy
 from webhook.snapshots.pod_records import PodRecord
-from webhook.snapshots.prune import Usage, prune_digest, prune_plan, unused_candidates
-from webhook.snapshots.refresh import refresh_digest, refresh_plan
+from webhook.snapshots.prune import Usage, prune_memo, prune_plan, unused_candidates
+from webhook.snapshots.refresh import refresh_memo, refresh_plan
 from webhook.snapshots.state import ClusterState, NodePoolFacts, NodeView
 from webhook.snapshots.usage import pod_uses
 from webhook.snapshots.views import ConfigRef, OriginRecord, SnapshotView, WorkloadRef
+
+from . import plans_reference as reference
 
 NOW = datetime(2026, 12, 20, 12, 0, tzinfo=UTC)
 SETTINGS = LifecycleSettings(prune_grace_seconds=3600, unused_days=7)
@@ -93,30 +96,54 @@ def decisions(
     prune: PerPolicy[Any] | None,
     refresh: PerPolicy[Any] | None,
     rng: random.Random,
+    *,
+    walk: bool = False,
 ) -> tuple[Any, ...]:
-    """Everything the lifecycle pass decides on ``state`` with these memos (None: afresh)."""
+    """Everything the lifecycle pass decides on ``state`` with these memos (None: afresh), or
+    by the reference walk (``walk``); ``rng`` picks the live templates, listed namespaces, the
+    unrunnable clock, the tracked namespaces and the source label."""
     live = pod_uses(state)
     listed = frozenset(n for n in NAMESPACES if rng.random() < 0.7)
-    templates = frozenset({("b", "p1", (("model", "m2"),), HASHES[1])})
+    templates = frozenset(
+        {("b", "p1", (("model", "m2"),), HASHES[1])} if rng.random() < 0.5 else ()
+    )
     usage = Usage(live, templates, listed)
     since = {key: NOW.replace(hour=3) for key in list(state.snapshots.by_name)[::3]}
     mine = rng.choice((lambda _: True, lambda namespace: namespace != "b"))
+    label = rng.choice((None, "app"))
+    if walk:
+        return (
+            reference.prune_plan(
+                state, NOW, SETTINGS, usage=usage, unrunnable_since=since, mine=mine
+            ),
+            sorted(reference.unused_candidates(state, NOW, SETTINGS, live)),
+            reference.refresh_plan(state, mine, source_label=label),
+        )
     return (
         prune_plan(
             state, NOW, SETTINGS, usage=usage, unrunnable_since=since, mine=mine, memo=prune
         ),
-        sorted(unused_candidates(state, NOW, SETTINGS, live, prune)),
-        refresh_plan(state, mine, memo=refresh),
+        sorted(unused_candidates(state, NOW, SETTINGS, live, memo=prune)),
+        refresh_plan(state, mine, source_label=label, memo=refresh),
     )
 
 
-def test_kept_digests_decide_as_fresh_ones_through_every_kind_of_change() -> None:
-    rng = random.Random(20261207)
-    prune, refresh = PerPolicy(prune_digest), PerPolicy(refresh_digest)
+def walk(seed: int) -> set[str]:
+    """400 random changes from a random state, comparing the decisions after each; the kinds
+    of decision reached."""
+    rng = random.Random(seed)
+    prune, refresh = prune_memo(), refresh_memo()
     views = {(ns, f"s{n}"): random_view(rng, ns, f"s{n}") for ns in NAMESPACES for n in range(6)}
     state = ClusterState(
         policies=PolicyIndex.build(
-            Policy(name, ns, SELECTOR, "storage", trigger_type="manual", grouping_labels=("model",))
+            Policy(
+                name,
+                ns,
+                SELECTOR,
+                "storage",
+                trigger_type=rng.choice(("manual", "workload")),
+                grouping_labels=("model",),
+            )
             for ns in NAMESPACES
             for name in POLICIES
         ),
@@ -146,30 +173,55 @@ def test_kept_digests_decide_as_fresh_ones_through_every_kind_of_change() -> Non
         elif move == "configs":
             state = replace(state, configs=random_configs(rng))
         state = replace(state, snapshots=index)
-        seed = rng.random()
-        kept = decisions(state, prune, refresh, random.Random(seed))
-        fresh = decisions(state, None, None, random.Random(seed))
-        assert kept == fresh, f"step {step} ({move})"
+        draw = rng.random()
+        walked = decisions(state, None, None, random.Random(draw), walk=True)
+        kept = decisions(state, prune, refresh, random.Random(draw))
+        assert kept == walked, f"step {step} ({move}), digests kept"
+        assert decisions(state, None, None, random.Random(draw)) == walked, f"step {step} afresh"
         decided |= {p.reason for p in kept[0]} | {r.what for r in kept[2]}
-    # the walk reached every kind of decision, so each was compared
-    assert decided >= {"checkpoint-failed", "unrunnable", "unused", "version", "config"}
+        decided |= {"candidates"} if kept[1] else set()
+        decided |= {"refresh pod"} if any(r.pod for r in kept[2]) else set()
+    return decided
 
 
-def test_only_the_changed_policys_snapshots_are_digested_again() -> None:
+def test_digests_decide_as_the_walk_over_every_snapshot_through_every_change() -> None:
+    decided = set().union(*(walk(seed) for seed in range(4)))
+    # every kind of decision was reached, so each was compared
+    assert decided >= {
+        "checkpoint-failed", "unrunnable", "unused", "version", "config", "candidates",
+        "refresh pod",
+    }  # fmt: skip
+
+
+def test_only_the_policies_whose_inputs_changed_are_digested_again() -> None:
     views = [
         SnapshotView(ns, f"s-{ns}", "p1", "origin", True, "", TIMES[2], uid=ns) for ns in NAMESPACES
     ]
-    state = ClusterState(snapshots=SnapshotIndex.build(views), synced=True)
-    memo = PerPolicy(prune_digest)
-    memo.of(state)
-    assert memo.computed == 3
-    assert memo.of(state) is memo.of(state) and memo.computed == 3, "nothing changed"
+    configs = {ns: {("Secret", "token"): ConfigMeta("1", TIMES[2])} for ns in NAMESPACES}
+    state = ClusterState(snapshots=SnapshotIndex.build(views), synced=True, configs=configs)
+    prune, refresh = prune_memo(), refresh_memo()
+    for memo in (prune, refresh):
+        memo.of(state)
+    assert (prune.computed, refresh.computed) == (3, 3)
+    assert prune.of(state) is prune.of(state) and prune.computed == 3, "nothing changed"
     old = state.snapshots.by_name[("b", "s-b")]
     state = replace(state, snapshots=state.snapshots.updated(old, replace(old)))
-    memo.of(state)
-    assert memo.computed == 4, "one policy changed"
-    state = replace(state, node_pools={})
-    memo.of(state)
-    assert memo.computed == 7, "new node pools: every policy again"
+    for memo in (prune, refresh):
+        memo.of(state)
+    assert (prune.computed, refresh.computed) == (4, 4), "one policy's snapshots changed"
+    # the caches rebuild equal objects: an empty index per state when configs are not watched
+    state = replace(state, node_pools=dict(state.node_pools), configs=dict(configs))
+    for memo in (prune, refresh):
+        memo.of(state)
+    assert (prune.computed, refresh.computed) == (4, 4), "equal pools and configuration"
+    rotated = {**configs, "c": {("Secret", "token"): ConfigMeta("2", TIMES[2])}}
+    state = replace(state, configs=rotated)
+    for memo in (prune, refresh):
+        memo.of(state)
+    assert (prune.computed, refresh.computed) == (4, 5), "a Secret of c: only c's refresh"
+    state = replace(state, node_pools={"l4": NodePoolFacts("l4", 1)})
+    for memo in (prune, refresh):
+        memo.of(state)
+    assert (prune.computed, refresh.computed) == (7, 8), "other node pools: every policy"
     state = replace(state, snapshots=state.snapshots.updated(old, None))
-    assert set(memo.of(state)) == {("a", "p1"), ("c", "p1")}, "a policy without snapshots"
+    assert set(prune.of(state)) == {("a", "p1"), ("c", "p1")}, "a policy without snapshots"

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
+from webhook.snapshots import usage
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.usage import PodUses, pod_uses
@@ -175,3 +176,37 @@ def test_a_read_that_raises_is_read_again_whole() -> None:
         == {("ml", "llm", (("model", "m1"),), HASH_B)}
     )
     assert uses.full_reads == reads + 1
+
+
+def test_replicas_share_one_selection_and_label_sets_stay_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full read selects once per namespace, label set and fingerprint (the replicas of a
+    template), and pods with labels of their own (a StatefulSet's) keep at most ``LABEL_SETS``
+    of them, with the same keys as a walk."""
+    monkeypatch.setattr(usage, "LABEL_SETS", 50)
+    selects = 0
+    index = PolicyIndex.build([policy()])
+    real = index.select
+
+    def counting(namespace: str, labels: Mapping[str, str]) -> tuple[Policy, ...]:
+        nonlocal selects
+        selects += 1
+        return real(namespace, labels)
+
+    monkeypatch.setattr(index, "select", counting)
+    uses = PodUses()
+    cache = Cache(uses, index)
+    for number in range(300):  # 3 templates (group and fingerprint), 100 replicas each
+        template = number % 3
+        cache.put(pod(f"r{number}", model=f"m{template}", spec_hash=(HASH_A, HASH_B)[template % 2]))
+    kept = uses.uses(cache.state())
+    assert selects == 3
+    assert kept == pod_uses(cache.state())
+    for number in range(200):  # a StatefulSet's pods: a label of their own each
+        own = replace(
+            pod(f"s{number}"), labels={"app": "llm", "model": "m1", "pod-name": f"s{number}"}
+        )
+        cache.put(own)
+    assert uses.uses(cache.state()) == pod_uses(cache.state())
+    assert len(uses._by_labels) <= 50

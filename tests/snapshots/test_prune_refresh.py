@@ -213,7 +213,7 @@ def test_deleting_and_untracked_snapshots_are_left_alone() -> None:
         pytest.param(snap("s", version=NEW, created=UNUSED_CREATED), "unused", id="unused"),
     ],
 )  # fmt: skip
-def test_a_snapshot_being_deleted_is_pruned_for_no_reason(view: SnapshotView, reason: str) -> None:
+def test_no_reason_prunes_a_snapshot_being_deleted(view: SnapshotView, reason: str) -> None:
     """Each reason prunes the snapshot, and none once it is being deleted (GKE deletes it)."""
     for deleting, expected in ((None, {"s": reason}), ("2026-12-20T11:00:00Z", {})):
         current = state([replace(view, deleting_since=deleting)], [pod("p", spec_hash=OTHER_HASH)])

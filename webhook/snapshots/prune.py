@@ -119,8 +119,8 @@ def _newest(newest: dict[UseKey, SnapshotView], view: SnapshotView) -> None:
 @dataclass(frozen=True)
 class PruneDigest:
     """One policy's snapshots as the prune decisions read them apart from the clock, the
-    settings, the live use keys and the tracked namespaces (``prune_digest``;
-    ``snapshots.per_policy`` keeps it while the snapshots and the node pools are the same).
+    settings, the live use keys and the tracked namespaces (``prune_digest``; ``prune_memo``
+    keeps it while the policy's snapshots are the same objects and the node pools are equal).
 
     Attributes:
         newest: the newest Ready snapshot of each use key (never pruned while a live pod or
@@ -145,7 +145,7 @@ class PruneDigest:
 
 def prune_digest(views: tuple[SnapshotView, ...], state: ClusterState) -> PruneDigest:
     """The ``PruneDigest`` of one policy's ``views`` on ``state``'s node pools (reads nothing
-    else of ``state``)."""
+    else of ``state``: ``prune_memo``)."""
     newest: dict[UseKey, SnapshotView] = {}
     failed: list[tuple[SnapshotView, datetime | None]] = []
     stuck: list[SnapshotView] = []
@@ -171,11 +171,18 @@ def prune_digest(views: tuple[SnapshotView, ...], state: ClusterState) -> PruneD
     )
 
 
+def prune_memo() -> PerPolicy[PruneDigest]:
+    """Prune digests kept between passes (``snapshots.per_policy``): they read the policy's
+    snapshots and the node pools only."""
+    return PerPolicy(prune_digest)
+
+
 def unused_candidates(
     state: ClusterState,
     now: datetime,
     settings: LifecycleSettings,
     pods: frozenset[UseKey],
+    *,
     memo: PerPolicy[PruneDigest] | None = None,
 ) -> set[str]:
     """Namespaces with a Ready snapshot that no live pod uses and whose unused clock ran out:
@@ -267,4 +274,5 @@ def _unused(
 
 
 def _prunable(view: SnapshotView, reason: str, detail: str, due: datetime) -> Prunable:
+    """``view`` as a ``Prunable`` for ``reason``."""
     return Prunable(view.namespace, view.name, view.policy, view.uid, reason, detail, due)

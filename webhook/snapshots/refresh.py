@@ -93,8 +93,9 @@ None: a snapshot without a record yet)."""
 
 @dataclass(frozen=True)
 class RefreshDigest:
-    """One policy's stale groups and busy groups (``refresh_digest``; ``snapshots.per_policy``
-    keeps it while its snapshots, the node pools and the configuration index are the same).
+    """One policy's stale groups and busy groups (``refresh_digest``; ``refresh_memo`` keeps it
+    while the policy's snapshots are the same objects and the node pools and its namespace's
+    configuration are equal).
 
     Attributes:
         stale: the stale snapshots of each refresh, in no particular order.
@@ -107,7 +108,8 @@ class RefreshDigest:
 
 def refresh_digest(views: tuple[SnapshotView, ...], state: ClusterState) -> RefreshDigest:
     """The ``RefreshDigest`` of one policy's ``views`` (snapshots being deleted left out) on
-    ``state``'s node pools and configuration index (reads nothing else of ``state``)."""
+    ``state``'s node pools and the configuration of the policy's namespace (reads nothing else
+    of ``state``: ``refresh_memo``)."""
     stale: dict[StaleKey, list[SnapshotView]] = {}
     busy: set[BusyKey] = set()
     for view in views:
@@ -122,6 +124,17 @@ def refresh_digest(views: tuple[SnapshotView, ...], state: ClusterState) -> Refr
             stale.setdefault((view.namespace, view.policy, group, pool, *reason), []).append(view)
     _config_stale(views, state, stale, busy)
     return RefreshDigest({k: tuple(v) for k, v in stale.items()}, frozenset(busy))
+
+
+def refresh_memo() -> PerPolicy[RefreshDigest]:
+    """Refresh digests kept between passes (``snapshots.per_policy``): they read the policy's
+    snapshots, the node pools and its namespace's Secret/ConfigMap metadata."""
+    return PerPolicy(refresh_digest, _namespace_configs)
+
+
+def _namespace_configs(state: ClusterState, key: tuple[str, str]) -> object:
+    """What ``refresh_digest`` reads of ``state.configs`` for the policy ``key``."""
+    return state.configs.get(key[0])
 
 
 def refresh_plan(

@@ -45,9 +45,8 @@ from webhook.cluster.controllers.base import Bucket, Reconciler
 from webhook.kube.custom_views import matching_labels, workload_views
 from webhook.mutation import as_admitted
 from webhook.pod.distill import fingerprint
-from webhook.snapshots.per_policy import PerPolicy
-from webhook.snapshots.prune import Prunable, Usage, prune_digest, prune_plan, unused_candidates
-from webhook.snapshots.refresh import Refresh, refresh_digest, refresh_plan
+from webhook.snapshots.prune import Prunable, Usage, prune_memo, prune_plan, unused_candidates
+from webhook.snapshots.refresh import Refresh, refresh_memo, refresh_plan
 from webhook.snapshots.selection import bounded_labels
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.usage import PodUses, use_keys
@@ -122,8 +121,8 @@ class LifecycleWorker(Reconciler):
         self._triggered: set[str] = set()
         self.pod_uses = PodUses()
         """The live pods' use keys; the caches' pod hooks call its ``changed``."""
-        self.prune_digests = PerPolicy(prune_digest)
-        self.refresh_digests = PerPolicy(refresh_digest)
+        self.prune_digests = prune_memo()
+        self.refresh_digests = refresh_memo()
         """Each policy's snapshots digested for prunes and refreshes, kept between passes
         (``snapshots.per_policy``): a pass reads the policies whose snapshots changed."""
 
@@ -172,7 +171,7 @@ class LifecycleWorker(Reconciler):
         pods = self.pod_uses.uses(state)
         listed: set[str] = set()
         templates: set[UseKey] = set()
-        candidates = unused_candidates(state, now, self.config, pods, self.prune_digests)
+        candidates = unused_candidates(state, now, self.config, pods, memo=self.prune_digests)
         for namespace in sorted(candidates):
             if not self.mine(namespace):
                 continue
