@@ -5,21 +5,22 @@ with.
 This is how ``snapshots.prune`` and ``snapshots.refresh`` decided before the digests (commit
 ``e475042``), the module table read snapshot by snapshot: first reason wins, the newest Ready
 snapshot of each used key kept, stale and busy groups gathered over every snapshot. It shares
-the per-snapshot facts (``unrunnable``, ``stale_reason``, ``config_changes``) and the output
-types with the code under test, not the way the decisions are put together.
+the per-snapshot facts (``unrunnable``, ``stale_reason``), the output
+types, rotated configuration of a set of snapshots (``refresh.config_stale``, given every
+tracked snapshot at once) and the step from stale and busy groups to refreshes
+(``refresh.refreshes``) with the code under test, not the way the snapshots are gathered into
+decisions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from webhook.base.tracking import LifecycleSettings
-from webhook.snapshots.config_refs import config_changes
 from webhook.snapshots.outcomes import stale_reason
 from webhook.snapshots.prune import Prunable, Usage, last_used, unrunnable
-from webhook.snapshots.refresh import Refresh, ready_pods, refresh_pod, trigger_name
+from webhook.snapshots.refresh import Refresh, config_stale, refreshes
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.usage import LISTED_KINDS, snapshot_use
 from webhook.snapshots.views import Group, SnapshotView, parse_time
@@ -132,7 +133,6 @@ def refresh_plan(
 ) -> list[Refresh]:
     if not (state.synced and state.snapshots_known and state.pods_known):
         return []
-    live = {(p.namespace, p.name): p for ps in state.policies.by_namespace.values() for p in ps}
     stale: dict[StaleKey, list[SnapshotView]] = {}
     busy: set[tuple[str, str, Group | None]] = set()
     for view in state.snapshots.by_name.values():
@@ -145,58 +145,6 @@ def refresh_plan(
         if reason is not None and view.origin is not None and group is not None:
             pool = view.origin.node.get("pool") or ""
             stale.setdefault((view.namespace, view.policy, group, pool, *reason), []).append(view)
-    _config_stale(state, mine, stale, busy)
-    out = []
-    by_namespace = ready_pods(state) if stale else {}
-    for key in sorted(stale):
-        namespace, name, group, pool, what, old, new = key
-        policy = live.get((namespace, name))
-        if policy is None or {(namespace, name, group), (namespace, name, None)} & busy:
-            continue
-        views = sorted(stale[key], key=lambda v: (v.created, v.name), reverse=True)
-        refresh = Refresh(
-            namespace, name, group, pool, what, old, new,
-            snapshots=tuple(v.name for v in views),
-            trigger=trigger_name(namespace, name, group, (pool, what, old, new)),
-            manual=policy.trigger_type == "manual",
-            fingerprints=frozenset(
-                v.origin.spec_hash for v in views if v.origin is not None and v.origin.spec_hash
-            ),
-        )  # fmt: skip
-        pod = refresh_pod(state, policy, refresh, by_namespace.get(namespace, ()), source_label)
-        if pod is not None:
-            refresh = replace(refresh, pod=pod.name, pod_uid=pod.uid)
-        out.append(refresh)
-    return out
-
-
-def _config_stale(
-    state: ClusterState,
-    mine: Callable[[str], bool],
-    stale: dict[StaleKey, list[SnapshotView]],
-    busy: set[tuple[str, str, Group | None]],
-) -> None:
-    clean: set[tuple[str, str, Group]] = set()
-    rotated: dict[tuple[str, str, Group], list[tuple[SnapshotView, str, str]]] = {}
-    for view in state.snapshots.by_name.values():
-        group = view.group
-        if group is None or view.deleting_since or not view.ready or not mine(view.namespace):
-            continue
-        if stale_reason(view, state.node_pools) is not None:
-            continue
-        key = (view.namespace, view.policy, group)
-        changes = config_changes(view, state.configs)
-        if not changes:
-            clean.add(key)
-            continue
-        first = changes[0]
-        rotated.setdefault(key, []).append(
-            (view, f"{first.kind}/{first.name}", first.at or first.what)
-        )
-    for key, items in rotated.items():
-        if key in clean:
-            continue
-        items.sort(key=lambda item: (item[0].created, item[0].name), reverse=True)
-        _, changed, at = items[0]
-        busy.discard(key)
-        stale[(*key, "", "config", changed, at)] = [view for view, _, _ in items]
+    tracked = tuple(v for v in state.snapshots.by_name.values() if mine(v.namespace))
+    config_stale(tracked, state, stale, busy)  # all tracked snapshots at once, not per policy
+    return refreshes(state, stale, busy, source_label=source_label)

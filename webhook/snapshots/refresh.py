@@ -12,7 +12,7 @@ change, never on a restored copy (its memory holds the old value too).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import orjson
@@ -122,7 +122,7 @@ def refresh_digest(views: tuple[SnapshotView, ...], state: ClusterState) -> Refr
         if reason is not None and view.origin is not None and group is not None:
             pool = view.origin.node.get("pool") or ""
             stale.setdefault((view.namespace, view.policy, group, pool, *reason), []).append(view)
-    _config_stale(views, state, stale, busy)
+    config_stale(views, state, stale, busy)
     return RefreshDigest({k: tuple(v) for k, v in stale.items()}, frozenset(busy))
 
 
@@ -161,6 +161,18 @@ def refresh_plan(
         if digest.stale and mine(namespace):
             stale.update(digest.stale)
             busy |= digest.busy
+    return refreshes(state, stale, busy, source_label=source_label)
+
+
+def refreshes(
+    state: ClusterState,
+    stale: Mapping[StaleKey, Iterable[SnapshotView]],
+    busy: Collection[BusyKey],
+    *,
+    source_label: str | None = None,
+) -> list[Refresh]:
+    """The ``Refresh`` of each ``stale`` group of a live policy that is not ``busy``, sorted by
+    key, with the pod to trigger (``refresh_pod``; ``source_label`` as ``refresh_plan``)."""
     if not stale:
         return []
     live = _policies(state)
@@ -169,7 +181,7 @@ def refresh_plan(
     for key in sorted(stale):
         namespace, name, group, pool, what, old, new = key
         policy = live.get((namespace, name))
-        if policy is None or {(namespace, name, group), (namespace, name, None)} & busy:
+        if policy is None or (namespace, name, group) in busy or (namespace, name, None) in busy:
             continue
         views = sorted(stale[key], key=lambda v: (v.created, v.name), reverse=True)
         refresh = Refresh(
@@ -188,15 +200,16 @@ def refresh_plan(
     return out
 
 
-def _config_stale(
+def config_stale(
     views: tuple[SnapshotView, ...],
     state: ClusterState,
     stale: dict[StaleKey, list[SnapshotView]],
     busy: set[BusyKey],
 ) -> None:
-    """Add to ``stale`` the groups whose usable Ready snapshots all hold rotated configuration,
-    keyed ``(namespace, policy, group, "", "config", "<Kind>/<name>", <change time>)`` (the
-    newest snapshot's first change), and drop them from ``busy``."""
+    """Add to ``stale`` the groups of ``views`` (one policy's snapshots, or any set of whole
+    groups) whose usable Ready snapshots all hold rotated configuration, keyed ``(namespace,
+    policy, group, "", "config", "<Kind>/<name>", <change time>)`` (the newest snapshot's
+    first change), and drop them from ``busy``."""
     clean: set[tuple[str, str, Group]] = set()
     rotated: dict[tuple[str, str, Group], list[tuple[SnapshotView, str, str]]] = {}
     for view in views:
