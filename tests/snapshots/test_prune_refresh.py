@@ -18,7 +18,7 @@ from webhook.snapshots.outcomes import snapshot_state
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.prune import Usage, prune_plan, unused_candidates
 from webhook.snapshots.refresh import refresh_plan, trigger_name
-from webhook.snapshots.state import ClusterState, NodePoolFacts, NodeView
+from webhook.snapshots.state import ClusterState, NodePoolFacts, NodeView, parse_policy
 from webhook.snapshots.usage import pod_uses
 from webhook.snapshots.views import ConfigRef, OriginRecord, SnapshotView, WorkloadRef
 
@@ -363,3 +363,29 @@ def test_a_snapshots_use_key_and_last_use_read_its_record_and_gke_clock() -> Non
     assert replace(view, last_access=None, created="").last_used is None
     assert replace(view, origin=OriginRecord("origin", None)).use_key is None
     assert replace(view, origin=None).use_key is None
+
+
+def test_a_grouping_label_named_twice_groups_as_once() -> None:
+    """The CRD accepts ``labels: [model, model]``; the snapshot's recorded group holds each
+    label once (a mapping), so the live pod's use key must too, or a snapshot in use would look
+    unused (and ``prune: on`` would delete it) and no refresh pod would ever be found."""
+    twice = replace(policy(), grouping_labels=("model", "model"))
+    parsed = parse_policy(
+        {
+            "metadata": {"name": "llm", "namespace": "ml"},
+            "spec": {
+                "storageConfigName": "storage",
+                "selector": {"matchLabels": {"app": "llm"}},
+                "snapshotGroupingRules": {"groupByLabelValue": {"labels": ["model", "model"]}},
+            },
+        },
+        prefix="snapready.io/",
+    )
+    assert parsed.grouping_labels == ("model",)
+    old = snap("u", version=NEW, created=UNUSED_CREATED)
+    current = replace(state([old], [pod("p")]), policies=PolicyIndex.build([twice]))
+    usage = Usage(pod_uses(current), listed=frozenset({"ml"}))
+    assert plan(current, usage, unrunnable_since={}) == {}, "its pod still uses it"
+    upgraded = replace(state([snap("s")], [pod("p")]), policies=PolicyIndex.build([twice]))
+    [refresh] = refresh_plan(upgraded)
+    assert refresh.pod == "p"

@@ -233,7 +233,8 @@ def parse_policy(
         enforcement=annotations.get(prefix + ENFORCEMENT)
         if isinstance(annotations, dict)
         else None,
-        grouping_labels=tuple(str(label) for label in grouping if isinstance(label, str)),
+        # each label once: the CRD accepts [model, model], and a group is a mapping
+        grouping_labels=tuple(dict.fromkeys(label for label in grouping if isinstance(label, str))),
         has_retention=bool(spec.get("retentionConfig")),
         post_checkpoint=str(trigger.get("postCheckpoint") or "resume")
         if isinstance(trigger, dict)

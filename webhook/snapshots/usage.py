@@ -19,12 +19,18 @@ ENDED_PHASES = ("Succeeded", "Failed")
 LABEL_SETS = 4096
 """Label sets ``PodUses`` remembers the use keys of (a template's replicas share one; a
 StatefulSet's or a Job's pods each have their own)."""
+LABEL_CHARS = 1 << 20
+"""Characters of label keys and values ``PodUses`` remembers in all (a pod may carry
+megabytes of labels: 400 such pods created and deleted had kept 623 MiB in a hostile trial;
+the chart's memory limit is 256 MiB); a label set over 1/64 of it is not remembered."""
 
 
 def group_of(policy: Policy, labels: Mapping[str, str]) -> Group:
     """The group of a pod or template with ``labels`` under ``policy`` (its grouping labels'
-    values; a missing label is absent), as ``pod.restore.group_of`` records it."""
-    return tuple(sorted((k, labels[k]) for k in policy.grouping_labels if k in labels))
+    values; a missing label is absent), as ``pod.restore.group_of`` records it: each label
+    once, however often the policy names it (else a pod's key would never equal its snapshot's
+    recorded group, and a snapshot in use would look unused)."""
+    return tuple(sorted({k: labels[k] for k in policy.grouping_labels if k in labels}.items()))
 
 
 def use_keys(
@@ -77,6 +83,7 @@ class PodUses:
         self._frozen: frozenset[UseKey] = frozenset()
         self._by_labels: dict[tuple[str, tuple[tuple[str, str], ...], str], tuple[UseKey, ...]]
         self._by_labels = {}
+        self._label_chars = 0
         self.full_reads = 0
         """How many calls read every pod (tests; the first call is one)."""
 
@@ -98,7 +105,7 @@ class PodUses:
         self._pods = None
         self._marked.clear()
         self._by_pod, self._counts, self._frozen = {}, {}, frozenset()
-        self._by_labels = {}
+        self._by_labels, self._label_chars = {}, 0
 
     def uses(self, state: ClusterState) -> frozenset[UseKey]:
         """``pod_uses(state)``, from the marks since the last call (or a full read). Should a
@@ -125,7 +132,7 @@ class PodUses:
         # hook runs after the cache holds a change, so the copy below has every earlier one.
         self._marked.clear()
         self._by_pod, self._counts = {}, {}
-        self._pods, self._policies, self._by_labels = pods, policies, {}
+        self._pods, self._policies, self._by_labels, self._label_chars = pods, policies, {}, 0
         self.full_reads += 1
         for key, record in tuple(pods.items()):  # the live dict: a copy
             self._set(key, self._record_uses(record, policies))
@@ -136,16 +143,22 @@ class PodUses:
         """``_record_uses``, remembered by namespace, labels and fingerprint for this policy
         index (``_read_all`` starts afresh with each index): the replicas of one template share
         them, so a full read selects once per template instead of once per pod (20,000 pods:
-        ~60% of the first pass, ``make bench-lifecycle``). At most ``LABEL_SETS`` are kept."""
+        ~60% of the first pass, ``make bench-lifecycle``). At most ``LABEL_SETS`` label sets and
+        ``LABEL_CHARS`` characters of them are kept."""
         if record is None or record.spec_hash is None or record.phase in ENDED_PHASES:
             return ()
         key = (record.namespace, tuple(record.labels.items()), record.spec_hash)
         found = self._by_labels.get(key)
         if found is None:
             found = _record_uses(record, policies)
-            if len(self._by_labels) >= LABEL_SETS:
+            size = sum(len(k) + len(v) for k, v in key[1])
+            if size > LABEL_CHARS // 64:
+                return found  # a tenant's megabyte labels: answered, never kept
+            if len(self._by_labels) >= LABEL_SETS or self._label_chars + size > LABEL_CHARS:
                 self._by_labels.clear()  # pods with labels of their own: bounded, not kept
+                self._label_chars = 0
             self._by_labels[key] = found
+            self._label_chars += size
         return found
 
     def _set(self, key: str, found: tuple[UseKey, ...]) -> bool:

@@ -118,7 +118,7 @@ class LifecycleWorker(Reconciler):
         self.created = self.pruned = 0
         self._since: dict[tuple[str, str], datetime] = {}
         self._templates: dict[str, tuple[float, frozenset[UseKey] | None]] = {}
-        self._announced: set[str] = set()
+        self._announced: set[tuple[str, str, str]] = set()
         self._triggered: set[str] = set()
         self.pod_uses = PodUses()
         """The live pods' use keys; the caches' pod hooks call its ``changed``."""
@@ -227,10 +227,13 @@ class LifecycleWorker(Reconciler):
         return keys
 
     def _announce(self, now: datetime) -> None:
-        """``SnapshotsPrunable`` once per policy and set (dry-run)."""
+        """``SnapshotsPrunable`` once per policy and set (dry-run): a set is announced again
+        only after it stopped being the policy's prunable set (``_announced`` holds the sets of
+        this pass, so it stays as small as they are)."""
         sets: dict[tuple[str, str], list[Prunable]] = {}
         for item in self.prunable.values():
             sets.setdefault((item.namespace, item.policy), []).append(item)
+        announced: set[tuple[str, str, str]] = set()
         for (namespace, policy), items in sorted(sets.items()):
             items.sort(key=lambda p: p.name)
             shown = ", ".join(f"{p.name} ({p.reason})" for p in items[:10])
@@ -240,11 +243,14 @@ class LifecycleWorker(Reconciler):
                 "lifecycle.prune is dry-run, set it to on to delete them (snapready status "
                 "lists the reasons)"
             )
-            if note in self._announced:
+            key = (namespace, policy, note)  # another namespace's policy may say the same
+            if key in self._announced:
+                announced.add(key)
                 continue
             regarding = Regarding(POLICY_API, "PodSnapshotPolicy", namespace, policy)
             if self.events.emit(Event(regarding, "Normal", "SnapshotsPrunable", "Prune", note)):
-                self._announced.add(note)
+                announced.add(key)
+        self._announced = announced
 
     def _delete(self, state: ClusterState) -> None:
         """Delete the prunable snapshots (leader, ``prune: on``), rate-limited."""
