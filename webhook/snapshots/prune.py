@@ -157,14 +157,15 @@ def prune_digest(views: tuple[SnapshotView, ...], state: ClusterState) -> PruneD
             if view.checkpoint == "failed" and not view.deleting_since:
                 failed.append((view, parse_time(view.checkpoint_at) or parse_time(view.created)))
             continue
-        key, used_at = snapshot_use(view), last_used(view)
-        listed = key is not None and used_at is not None and _kind_listed(view)
-        if key is not None and used_at is not None and listed:
-            before = oldest.get(key)
-            oldest[key] = used_at if before is None else min(before, used_at)
-        if unrunnable(view, state.node_pools):
+        runs = not unrunnable(view, state.node_pools)
+        if not runs:
             stuck.append(view)
-        elif key is not None and used_at is not None and listed and not view.deleting_since:
+        key, used_at = snapshot_use(view), last_used(view)
+        if key is None or used_at is None or not _kind_listed(view):
+            continue
+        before = oldest.get(key)
+        oldest[key] = used_at if before is None else min(before, used_at)
+        if runs and not view.deleting_since:
             unused.setdefault(key, []).append((view, used_at))
     return PruneDigest(
         newest, tuple(failed), tuple(stuck), {k: tuple(v) for k, v in unused.items()}, oldest
@@ -231,14 +232,12 @@ def prune_plan(
     for (namespace, _), digest in digests(state, prune_digest, memo):
         if not mine(namespace):
             continue
-        keep = {view.name for key, view in digest.newest.items() if usage.used(key)}
-        for view, failed in digest.failed:
-            if view.name not in keep:
-                message = view.checkpoint_message or "no message"
-                detail = f"checkpoint failed ({message})"
-                out.append(_prunable(view, "checkpoint-failed", detail, (failed or now) + grace))
+        for view, failed in digest.failed:  # never Ready, so never kept
+            message = view.checkpoint_message or "no message"
+            detail = f"checkpoint failed ({message})"
+            out.append(_prunable(view, "checkpoint-failed", detail, (failed or now) + grace))
         for view in digest.unrunnable:
-            if view.deleting_since or view.name in keep:
+            if view.deleting_since or _kept(digest, view, usage):
                 continue
             node = view.origin.node if view.origin is not None else {}
             driver = f", driver {node.get('gpuDriver')}" if node.get("gpuDriver") else ""
@@ -246,16 +245,23 @@ def prune_plan(
             since = unrunnable_since.get((view.namespace, view.name), now)
             out.append(_prunable(view, "unrunnable", detail, since + grace))
         if namespace in usage.listed:
-            out.extend(_unused(digest, usage, keep, now, settings))
+            out.extend(_unused(digest, usage, now, settings))
     out.sort(key=lambda item: (item.namespace, item.name))
     return out
 
 
+def _kept(digest: PruneDigest, view: SnapshotView, usage: Usage) -> bool:
+    """Whether ``view`` is the newest Ready snapshot of a use key a live pod or template has."""
+    key = snapshot_use(view)
+    return key is not None and digest.newest.get(key) is view and usage.used(key)
+
+
 def _unused(
-    digest: PruneDigest, usage: Usage, keep: set[str], now: datetime, settings: LifecycleSettings
+    digest: PruneDigest, usage: Usage, now: datetime, settings: LifecycleSettings
 ) -> list[Prunable]:
     """The ``unused`` prunes of one policy whose templates were listed: snapshots of a use key
-    no live pod or template has, unused for ``unused_days`` (not yet due: not a candidate)."""
+    no live pod or template has (so none is kept as its newest), unused for ``unused_days``
+    (not yet due: not a candidate)."""
     days = timedelta(days=settings.unused_days)
     out = []
     for key, views in digest.unused.items():
@@ -263,7 +269,7 @@ def _unused(
             continue
         for view, used_at in views:
             due = used_at + days
-            if due > now or view.name in keep:
+            if due > now:
                 continue
             detail = (
                 f"no live pod or workload template of {view.policy} has its fingerprint, unused "

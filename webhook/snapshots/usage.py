@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from webhook.kube.matching import Policy, PolicyIndex
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.views import Group, SnapshotView, UseKey
+from webhook.snapshots.views import Group, SnapshotView, UseKey, group_key
 
 LISTED_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
 """Workload kinds whose templates the leader lists on demand
@@ -30,7 +30,7 @@ def group_of(policy: Policy, labels: Mapping[str, str]) -> Group:
     values; a missing label is absent), as ``pod.restore.group_of`` records it: each label
     once, however often the policy names it (else a pod's key would never equal its snapshot's
     recorded group, and a snapshot in use would look unused)."""
-    return tuple(sorted({k: labels[k] for k in policy.grouping_labels if k in labels}.items()))
+    return group_key({k: labels[k] for k in policy.grouping_labels if k in labels})
 
 
 def use_keys(
