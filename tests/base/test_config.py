@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+import yaml
+from pydantic import BaseModel, ValidationError
 
 from webhook.base.config import Settings, load_settings
 
@@ -69,3 +70,62 @@ def test_the_chart_points_at_its_file_through_the_env(
     config.write_text("enforcement: warn\n")
     monkeypatch.setenv("SNAPREADY_CONFIG_FILE", str(config))
     assert Settings().enforcement == "warn"
+
+
+def _sections(model: type[BaseModel], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The dotted paths of every settings section nested (as a model, not in a list) in
+    ``model``, found from the annotations, so a section added later is covered too."""
+    found = []
+    for name, field in model.model_fields.items():
+        kind = field.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            found.append((*path, name))
+            found.extend(_sections(kind, (*path, name)))
+    return found
+
+
+def _nested(path: tuple[str, ...], leaf: dict[str, object]) -> dict[str, object]:
+    for key in reversed(path):
+        leaf = {key: leaf}
+    return leaf
+
+
+SECTIONS = _sections(Settings)
+
+
+def test_every_section_is_found() -> None:
+    # The walk reaches the sections of every settings module, two levels deep included.
+    for path in [("server",), ("lifecycle",), ("outcomes",), ("rules",), ("rules", "gpu_driver"),
+                 ("injection",), ("storage",), ("workloads",), ("reports",)]:  # fmt: skip
+        assert path in SECTIONS
+
+
+@pytest.mark.parametrize("path", SECTIONS, ids=".".join)
+def test_an_unknown_key_in_any_section_is_refused_from_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: tuple[str, ...]
+) -> None:
+    # A typo (or a key of a newer chart) must stop the process, naming the key, never fall
+    # back to the default without a word.
+    monkeypatch.delenv("SNAPREADY_CONFIG_FILE", raising=False)
+    config = tmp_path / "settings.yaml"
+    config.write_text(yaml.safe_dump(_nested(path, {"pruneAfterTypo": 1})))
+    with pytest.raises(ValidationError) as raised:
+        load_settings(config)
+    [error] = raised.value.errors()
+    assert error["type"] == "extra_forbidden"
+    assert error["loc"] == (*path, "pruneAfterTypo")
+
+
+def test_an_unknown_nested_key_is_refused_from_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SNAPREADY_CONFIG_FILE", raising=False)
+    monkeypatch.setenv("SNAPREADY_RULES__GPU_DRIVER__TYPO", "5")
+    with pytest.raises(ValidationError, match=r"rules\.gpu_driver\.typo"):
+        Settings()
+
+
+def test_an_unknown_key_in_an_extra_workload_is_refused() -> None:
+    workload = {"group": "example.com", "kind": "Pool", "resource": "pools",
+                "templates": ["spec.template"]}  # fmt: skip
+    assert Settings(workloads={"extra": [workload]}).workloads.extra[0].kind == "Pool"
+    with pytest.raises(ValidationError, match="extra_forbidden"):
+        Settings(workloads={"extra": [{**workload, "template": "spec.template"}]})

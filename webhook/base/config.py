@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from webhook.base.reporting import ReportSettings
+from webhook.base.section import Section
 from webhook.base.sections import (
     InjectionSettings,
     RestoreSettings,
@@ -43,7 +44,7 @@ DEFAULT_POLICY_DIR = PACKAGE_DIR / "assets" / "examples"
 """Embedded default policy directory (a copy of ``manifests/examples`` policies), for local runs."""
 
 
-class ServerSettings(BaseModel):
+class ServerSettings(Section):
     """HTTPS listener and request limits."""
 
     host: str = Field("127.0.0.1", description="Listen address; the chart sets 0.0.0.0.")
@@ -117,7 +118,7 @@ class ServerSettings(BaseModel):
     )
 
 
-class SourceSettings(BaseModel):
+class SourceSettings(Section):
     """Where policies (and cluster facts) come from."""
 
     kind: Literal["files", "kube"] = Field(
@@ -150,7 +151,7 @@ class SourceSettings(BaseModel):
     )
 
 
-class ScopeSettings(BaseModel):
+class ScopeSettings(Section):
     """Which requests the API server sends (docs/operations/webhook-scope.md).
 
     ``dynamic``: in cluster mode the leader writes a CEL ``matchConditions`` entry
@@ -187,7 +188,7 @@ class ScopeSettings(BaseModel):
     )
 
 
-class LeaderSettings(BaseModel):
+class LeaderSettings(Section):
     """Leader election on a ``coordination.k8s.io/v1`` Lease: only the leader writes to the cluster
     (webhook scope, origin records, events). Timings are client-go's defaults."""
 

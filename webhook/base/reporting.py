@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from webhook.base.section import Section
 
 ReportApiChoice = Literal["auto", "openreports", "wgpolicyk8s", "off"]
 ResultStatus = Literal["pass", "fail", "warn", "error", "skip"]
@@ -21,7 +23,7 @@ KEPT_BY_DEFAULT: tuple[ResultStatus, ...] = ("fail", "warn", "error")
 """``reports.results`` by default: what needs fixing, nothing about objects that pass."""
 
 
-class ReportSettings(BaseModel):
+class ReportSettings(Section):
     """Which report API, which results are kept, and how fast the leader reads and writes."""
 
     api: ReportApiChoice = Field(

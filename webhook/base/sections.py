@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from webhook.base.section import Section
 from webhook.base.types import Mode, Severity
 
 GKE_VERSION_PATTERN = r"^v?(\d+)\.(\d+)\.(\d+)(?:-gke\.(\d+))?"
@@ -57,7 +58,7 @@ VALIDATED_GPU_ACCELERATORS: dict[str, tuple[str, ...]] = {
 """Accelerators validated in the field and the machine families carrying them."""
 
 
-class GpuDriverSettings(BaseModel):
+class GpuDriverSettings(Section):
     """``gpu-driver``: GPU checkpointing needs NVIDIA driver 570+ (docs/gke-facts.md#section-9)."""
 
     model_config = ConfigDict(frozen=True)
@@ -76,7 +77,7 @@ class GpuDriverSettings(BaseModel):
     )
 
 
-class ManualTriggerSettings(BaseModel):
+class ManualTriggerSettings(Section):
     """``manual-trigger``: whose memory a PodSnapshotManualTrigger makes every replica restore."""
 
     model_config = ConfigDict(frozen=True)
@@ -88,7 +89,7 @@ class ManualTriggerSettings(BaseModel):
     )
 
 
-class RuleSettings(BaseModel):
+class RuleSettings(Section):
     """Facts and switches of the readiness rules (defaults from docs/gke-facts.md#section-4,
     #section-5 and #section-6).
 
@@ -214,7 +215,7 @@ DIGEST_PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
 """An image reference pinned by digest (the tag, if any, is then only informative)."""
 
 
-class InjectionSettings(BaseModel):
+class InjectionSettings(Section):
     """Rehydration helper injection (design.md, "Rehydration helpers")."""
 
     enabled: bool = Field(
@@ -255,7 +256,7 @@ SNAPSHOT_PREFIX_DEFAULT = "{path}/{namespace}/{name}/"
 """Assumed object layout of one PodSnapshot in its bucket (not documented by GKE)."""
 
 
-class StorageSettings(BaseModel):
+class StorageSettings(Section):
     """Bucket governance checks for PodSnapshotStorageConfig (through google-cloud-storage)."""
 
     enabled: bool = Field(
@@ -324,7 +325,7 @@ class StorageSettings(BaseModel):
         return value
 
 
-class RestoreSettings(BaseModel):
+class RestoreSettings(Section):
     """Restore prediction at admission (cluster mode; docs/concepts/snapshots.md)."""
 
     on_miss: Literal["warn", "deny", "off"] = Field(

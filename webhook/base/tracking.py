@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from webhook.base.section import Section
 
 
-class OutcomeSettings(BaseModel):
+class OutcomeSettings(Section):
     """How the leader decides restore outcomes (docs/concepts/snapshots.md, evidence table)."""
 
     settle_seconds: float = Field(
@@ -50,7 +52,7 @@ class OutcomeSettings(BaseModel):
         return not self.namespaces or namespace in self.namespaces
 
 
-class CheckpointSettings(BaseModel):
+class CheckpointSettings(Section):
     """Checkpoint lifecycle Events from the PodSnapshot conditions (docs/concepts/snapshots.md)."""
 
     stall_seconds: float = Field(
@@ -63,7 +65,7 @@ class CheckpointSettings(BaseModel):
     )
 
 
-class OwnershipSettings(BaseModel):
+class OwnershipSettings(Section):
     """Who may change snapready's metadata on a running pod (``admission.guard``)."""
 
     service_account: str = Field(
@@ -76,7 +78,7 @@ class OwnershipSettings(BaseModel):
     )
 
 
-class OriginSettings(BaseModel):
+class OriginSettings(Section):
     """What origin records hold (``cluster.controllers.origins``; docs/concepts/snapshots.md)."""
 
     record_config: bool = Field(
@@ -89,7 +91,7 @@ class OriginSettings(BaseModel):
     )
 
 
-class LifecycleSettings(BaseModel):
+class LifecycleSettings(Section):
     """Snapshot lifecycle: refresh after a node-pool upgrade and pruning
     (docs/concepts/lifecycle.md).
 

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from webhook.base.section import Section
 
 TEMPLATE_PATH_PATTERN = r"^[A-Za-z0-9_-]+(\[\*\])?(\.[A-Za-z0-9_-]+(\[\*\])?)*$"
 """A template path: dot-separated keys, each optionally followed by ``[*]`` (every list item)."""
 
 
-class ExtraWorkload(BaseModel):
+class ExtraWorkload(Section):
     """One more custom resource whose objects embed pod templates (``workloads.extra``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     group: str = Field(..., min_length=1, description="API group, e.g. `example.com`.")
     kind: str = Field(..., min_length=1, description="Kind, e.g. `InferencePool`.")
@@ -42,7 +42,7 @@ class ExtraWorkload(BaseModel):
         return value
 
 
-class WorkloadSettings(BaseModel):
+class WorkloadSettings(Section):
     """Custom resources judged like pod controllers (design.md, dispatch)."""
 
     extra: list[ExtraWorkload] = Field(
