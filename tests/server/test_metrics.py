@@ -11,11 +11,13 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 from cryptography import x509
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from scripts.docsgen import metrics as docs_metrics
@@ -23,13 +25,14 @@ from tests.conftest import ROOT, RunningServer, load_review, make_settings
 from tests.support.ports import free_port
 from webhook.admission.engine import Engine
 from webhook.base.types import Finding
+from webhook.cluster.api.events import Event, EventRecorder, Regarding
 from webhook.kube.responses import allowed, patched
 from webhook.kube.review import parse_review
 from webhook.pod.context import PodContext
 from webhook.server import certs
 from webhook.server.app import create_app
 from webhook.server.metrics import Metrics
-from webhook.server.runner import build_engine
+from webhook.server.runner import build_engine, watch_cluster
 from webhook.snapshots.state import ClusterState
 
 FAMILIES = (
@@ -240,3 +243,33 @@ def test_the_docs_document_every_metric() -> None:
     for family in Metrics().registry.collect():
         name = family.name + ("_total" if family.type == "counter" else "")
         assert documented.get(name), f"{name} is not documented"
+
+
+def test_cluster_mode_exports_what_became_of_the_leaders_events() -> None:
+    # watch_cluster wires the Event recorder's counts into /metrics (a dropped Event is logged
+    # one by one; the counter is what an alert can see).
+    class Refusing:
+        def create(self, path: str, body: Any) -> Any:
+            raise AssertionError("every Event here is over the limit")
+
+    events = EventRecorder(Refusing(), "leader-0", burst=0)  # type: ignore[arg-type]
+    regarding = Regarding("v1", "Pod", "team-a", "pod-0")
+    for _ in range(3):
+        events.emit(Event(regarding, "Warning", "SnapshotRestoreMissed", "Restore", "cold"))
+    lifecycle = SimpleNamespace(prunable=lambda: {}, on_refresh=[], on_prune=[])
+    writer = SimpleNamespace(actions={}, api=None, reports=lambda: [])
+    cluster = SimpleNamespace(
+        lifecycle=lifecycle,
+        restores=SimpleNamespace(listeners=[]),
+        checkpoints=SimpleNamespace(listeners=[]),
+        origins=SimpleNamespace(actions={}),
+        audit=SimpleNamespace(writer=writer, full_passes=0, never={}, last_pass=0.0),
+        controllers=[],
+        events=events,
+    )
+    source = SimpleNamespace(cluster=cluster, engine=SimpleNamespace(state=ClusterState))
+    metrics = Metrics(CollectorRegistry())
+    watch_cluster(metrics, source)  # type: ignore[arg-type]
+    value = metrics.registry.get_sample_value
+    assert value("snapready_events_total", {"result": "dropped"}) == 3.0
+    assert value("snapready_events_total", {"result": "written"}) == 0.0

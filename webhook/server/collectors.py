@@ -125,6 +125,29 @@ class RecordWritesCollector:
         yield family
 
 
+class EventCollector:
+    """``snapready_events_total{result}``: Kubernetes Events this replica wrote as leader, by
+    what became of them (``cluster.api.events.EVENT_RESULTS``: written, already written by an
+    earlier leader, dropped by a rate limit, refused by the API server; read at scrape time from
+    ``EventRecorder.results``). A fixed label set: dropped Events are logged one by one and
+    counted here, so an operator sees a flood without reading logs."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        """One sample per result, zeros included."""
+        family = CounterMetricFamily(
+            "snapready_events",
+            "Kubernetes Events this replica wrote as leader, by result (written, already "
+            "written by an earlier leader, dropped by a rate limit, failed).",
+            labels=["result"],
+        )
+        for result, count in self.counts().items():
+            family.add_metric([result], float(count))
+        yield family
+
+
 class PassCounts(Protocol):
     """What ``ControllerCollector`` reads of a controller (``controllers.base.Reconciler``)."""
 

@@ -31,7 +31,7 @@ from webhook.kube.responses import Decision
 from webhook.kube.review import AdmissionReviewRequest
 from webhook.server import certs
 from webhook.server.app import Observer, RejectHook, create_app
-from webhook.server.collectors import ControllerCollector, RecordWritesCollector
+from webhook.server.collectors import ControllerCollector, EventCollector, RecordWritesCollector
 from webhook.server.logs import log_admission
 from webhook.server.metrics import Metrics, default_metrics, serve_metrics
 from webhook.server.protocol import protocol_class
@@ -242,6 +242,8 @@ def watch_cluster(metrics: Metrics, source: PolicySource) -> None:
     metrics.registry.register(RecordWritesCollector(lambda: origins.actions))
     metrics.registry.register(ReportCollector(cluster.audit))
     metrics.registry.register(ControllerCollector(lambda: cluster.controllers))
+    events = cluster.events
+    metrics.registry.register(EventCollector(lambda: events.results))
 
 
 def start_metrics(settings: Settings, source: PolicySource, metrics: Metrics) -> Any:

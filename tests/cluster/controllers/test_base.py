@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from webhook.base.bucket import Bucket
 from webhook.cluster.api.syncing import Timing
 from webhook.cluster.controllers import base
-from webhook.cluster.controllers.base import FAILED, Bucket, Reconciler
+from webhook.cluster.controllers.base import FAILED, Reconciler
 from webhook.server.collectors import ControllerCollector
 
 LONG = 60.0

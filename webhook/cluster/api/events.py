@@ -2,11 +2,18 @@
 
 Like client-go's event recorder with the ``events.k8s.io`` API: the first occurrence of an event
 (same object, type, reason, action and note) is created; repeats update its ``series``
-(``count``, ``lastObservedTime``) instead of creating new objects. A token bucket bounds the
-write rate (``burst`` events, refilled at ``per_second``); an event over the limit is dropped and
-counted (``dropped``), never queued without bound. Only the leader writes: the caller checks
-``is_leader`` (this module never decides it) and the transport is lease-fenced
-(``cluster.api.fence``).
+(``count``, ``lastObservedTime``) instead of creating new objects. Token buckets bound the write
+rate, one per namespace (``burst`` events, refilled at ``per_second``) within one for the whole
+process (``total_burst``, ``total_per_second``); an event over either limit is dropped and counted
+(``dropped``, ``snapready_events_total{result="dropped"}``), never queued without bound. The
+namespace's bucket is asked first, so one namespace's flood (a tenant's thousand failing pods) is
+refused by its own bucket and takes at most its own share of the process's: the Warnings of
+every other namespace still get through, whatever order a pass reports namespaces in. client-go
+bounds each object's events alike (``EventSourceObjectSpamFilter``, k8s.io/client-go
+tools/record/events_cache.go: burst 25 per source and object), and the API server's
+EventRateLimit admission plugin offers ``server`` and ``namespace`` limits for the same reason.
+Only the leader writes: the caller checks ``is_leader`` (this module never decides it) and the
+transport is lease-fenced (``cluster.api.fence``).
 
 Names and hand-overs (docs/operations/leader-election.md): the first write of an event uses the
 deterministic name ``<regarding>.<key[:16]>``, so a new leader reporting the same occurrence meets
@@ -30,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from webhook.base.bucket import Bucket
 from webhook.base.types import RawObject
 from webhook.cluster.api.syncing import Conflict, NotServed, TransportError, describe
 
@@ -39,6 +47,15 @@ MAX_NOTE_BYTES = 1024
 """events.k8s.io/v1 ``note`` limit (k8s.io/kubernetes pkg/apis/events validation)."""
 MAX_TRACKED = 4096
 """Aggregation keys remembered (oldest forgotten first)."""
+MAX_NAMESPACE_BUCKETS = 4096
+"""Namespaces whose buckets are remembered; beyond that the least recently used full one is
+forgotten (a full bucket is what a new one is), else the least recently used (it then starts
+full again: bounded by the process's bucket all the same)."""
+DROP_LOG_SECONDS = 10.0
+"""At most one log line about dropped Events per this many seconds."""
+EVENT_RESULTS = ("written", "already", "dropped", "failed")
+"""What became of an event (``EventRecorder.results``): created or counted in its series, found
+already written by an earlier leader, dropped by a rate limit, or refused by the API server."""
 
 
 class EventTransport(Protocol):
@@ -146,8 +163,14 @@ class EventRecorder:
     Args:
         transport: the API (``KubeTransport``).
         instance: ``reportingInstance`` (this replica's identity).
-        burst, per_second: token bucket (default 25 events at once, then 1 every 2 s).
+        burst, per_second: each namespace's token bucket (default 25 events at once, then 1
+            every 2 s).
+        total_burst, total_per_second: the process's (default 100 at once, then 5 a second:
+            ten namespaces at their limit).
         clock: seconds since the epoch (tests pass their own).
+
+    ``written``, ``already``, ``dropped``, ``failed`` count ``EVENT_RESULTS``; ``renamed`` the
+    written events whose name was taken (see the module docstring).
     """
 
     def __init__(
@@ -157,40 +180,70 @@ class EventRecorder:
         *,
         burst: int = 25,
         per_second: float = 0.5,
+        total_burst: int = 100,
+        total_per_second: float = 5.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.transport, self.instance, self.clock = transport, instance[:128], clock
         self.burst, self.per_second = burst, per_second
-        self._tokens, self._last = float(burst), clock()
+        self._total = Bucket(total_burst, total_per_second, clock)
+        self._buckets: OrderedDict[str, Bucket] = OrderedDict()
         self._sent: OrderedDict[str, _Sent] = OrderedDict()
         self._lock = threading.Lock()
-        self.written = self.dropped = self.already = self.renamed = 0
+        self.written = self.dropped = self.already = self.renamed = self.failed = 0
+        self._unlogged, self._logged_at = 0, float("-inf")
 
-    def _take(self) -> bool:
-        now = self.clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.per_second)
-        self._last = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
+    @property
+    def results(self) -> dict[str, int]:
+        """Events by ``EVENT_RESULTS`` since the process started."""
+        return {result: getattr(self, result) for result in EVENT_RESULTS}
+
+    def _take(self, namespace: str) -> bool:
+        """A token of ``namespace``'s bucket, then one of the process's (lock held); the
+        namespace's is asked first, so a refused namespace never drains the process's."""
+        bucket = self._buckets.get(namespace)
+        if bucket is None:
+            if len(self._buckets) >= MAX_NAMESPACE_BUCKETS:
+                full = next((ns for ns, b in self._buckets.items() if b.full()), None)
+                if full is not None:
+                    del self._buckets[full]
+                else:
+                    self._buckets.popitem(last=False)
+            bucket = self._buckets[namespace] = Bucket(self.burst, self.per_second, self.clock)
+        else:
+            self._buckets.move_to_end(namespace)
+        return bucket.take() and self._total.take()
 
     def emit(self, event: Event) -> bool:
         """Record one occurrence; True when it was written (created or counted in a series).
 
-        Errors are logged, never raised: an event is best effort.
+        Errors are logged, never raised: an event is best effort. Drops are logged at most once
+        per ``DROP_LOG_SECONDS``, with how many there were (a flood is one line, not one per
+        Event).
         """
         where = f"{event.regarding.namespace}/{event.regarding.name}"
         with self._lock:
-            if not self._take():
+            if not self._take(event.regarding.namespace):
                 self.dropped += 1
-                log.warning("event %s on %s dropped (rate limit)", event.reason, where)
+                self._unlogged += 1
+                now = self.clock()
+                if now - self._logged_at >= DROP_LOG_SECONDS:
+                    log.warning(
+                        "%d event(s) dropped by the rate limit since the last such line; "
+                        "the latest: %s on %s",
+                        self._unlogged,
+                        event.reason,
+                        where,
+                    )
+                    self._unlogged, self._logged_at = 0, now
                 return False
             sent = self._sent.get(event.key)
         try:
             sent, wrote = self._write(event, sent)
         except (TransportError, NotServed) as exc:
             log.warning("event %s on %s not written: %s", event.reason, where, describe(exc))
+            with self._lock:
+                self.failed += 1
             return False
         with self._lock:
             self._sent[event.key] = sent

@@ -121,21 +121,3 @@ class Reconciler(Worker):
         if self.status == FAILED:
             self.set_status(self.initial_status or "recovered")
         return self.period if requested is None else max(0.0, requested)
-
-
-class Bucket:
-    """Token bucket: ``burst`` at once, refilled at ``per_second`` (seconds from ``clock``)."""
-
-    def __init__(self, burst: int, per_second: float, clock: Callable[[], float]) -> None:
-        self.burst, self.per_second, self.clock = burst, per_second, clock
-        self.tokens, self.last = float(burst), clock()
-
-    def take(self) -> bool:
-        """One token if there is one."""
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.per_second)
-        self.last = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True

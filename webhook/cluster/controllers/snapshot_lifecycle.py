@@ -35,13 +35,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from webhook.base.bucket import Bucket
 from webhook.base.config import Settings
 from webhook.base.keys import REFRESH, REFRESH_OF, SNAPSHOT_SOURCE
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.api.events import Event, EventRecorder, Regarding
 from webhook.cluster.api.syncing import Conflict, NotServed, TransportError, describe
 from webhook.cluster.api.template_lists import TEMPLATE_LISTS
-from webhook.cluster.controllers.base import Bucket, Reconciler
+from webhook.cluster.controllers.base import Reconciler
 from webhook.kube.custom_views import matching_labels, workload_views
 from webhook.mutation import as_admitted
 from webhook.pod.distill import fingerprint

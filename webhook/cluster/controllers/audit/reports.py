@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from webhook.base.bucket import Bucket
 from webhook.base.reporting import ReportSettings
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.api.reflector import Reflector
@@ -41,7 +42,6 @@ from webhook.cluster.api.syncing import (
     TransportError,
     describe,
 )
-from webhook.cluster.controllers.base import Bucket
 from webhook.kube.policy_reports import (
     ReportApi,
     ReportView,

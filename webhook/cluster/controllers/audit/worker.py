@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from webhook.admission.audit import Judgement
 from webhook.admission.decision import namespace_ignored
 from webhook.admission.engine import Engine
+from webhook.base.bucket import Bucket
 from webhook.base.config import Settings
 from webhook.base.keys import REPORT_DIGEST, RESTORE_OUTCOME
 from webhook.base.types import RawObject, mapping
@@ -54,7 +55,7 @@ from webhook.cluster.api.template_lists import TEMPLATE_LISTS
 from webhook.cluster.controllers.audit.passes import Found, judge_quietly, never_judged, summary
 from webhook.cluster.controllers.audit.queue import StampedQueue
 from webhook.cluster.controllers.audit.reports import ReportWriter, WriteTransport
-from webhook.cluster.controllers.base import Bucket, Reconciler
+from webhook.cluster.controllers.base import Reconciler
 from webhook.kube.matching import Policy
 from webhook.snapshots.audit import (
     TERMINAL_PHASES,
