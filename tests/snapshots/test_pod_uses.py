@@ -231,3 +231,60 @@ def test_a_tenants_megabyte_labels_are_answered_and_never_kept() -> None:
     assert kept <= usage.LABEL_CHARS
     assert all(len(labels) < 1_000 and max(map(len, dict(labels).values())) < 16_384
                for _, labels, _ in uses._by_labels)  # fmt: skip
+
+
+def test_the_ready_pods_kept_are_what_a_walk_of_the_cache_gives() -> None:
+    # ``PodUses.ready`` replaces the refresh plan's walk of every pod: after any sequence of
+    # pod events, relists and policy changes it holds what ``ready_pods`` finds, by
+    # namespace and fingerprint (readiness, a restored copy and its outcome all change).
+    rng = random.Random(36)
+    policies = [PolicyIndex.build([policy()]), PolicyIndex.build([policy("all", selector={})])]
+    uses = PodUses()
+    cache = Cache(uses, policies[0])
+
+    def random_pod(name: str) -> PodRecord:
+        return replace(
+            pod(name, spec_hash=rng.choice((HASH_A, HASH_B, None)), model=rng.choice(("m1", "m2"))),
+            namespace=rng.choice(("ml", "ops")),
+            phase=rng.choice(("Running", "Running", "Pending", "Succeeded")),
+            ready_at=rng.choice(("2026-12-01T10:00:00Z", None)),
+            restored=rng.random() < 0.2,
+            outcome=rng.choice((None, None, "restored", "cold_first", "restored_unexpected")),
+        )
+
+    seen = {"ready": 0, "restored": 0, "moved": 0}
+    for step in range(3000):
+        roll = rng.random()
+        if roll < 0.6:
+            record = random_pod(f"p{rng.randrange(30)}")
+            key = f"{record.namespace}/{record.name}"
+            old = cache.pods.get(key)
+            if old is not None and old.spec_hash != record.spec_hash:
+                seen["moved"] += 1
+            cache.put(record)
+        elif roll < 0.85 and cache.pods:
+            key = rng.choice(sorted(cache.pods))
+            uses.changed(cache.pods.pop(key))
+        elif roll < 0.9:
+            cache.relist([random_pod(f"p{i}") for i in rng.sample(range(30), 10)])
+        elif roll < 0.93:
+            cache.policies = rng.choice(policies)
+        if rng.random() < 0.3:
+            current = cache.state()
+            uses.uses(current)
+            expected = usage.ready_pods(current)
+            assert uses.ready == expected, step
+            seen["ready"] += sum(len(p) for by_hash in expected.values() for p in by_hash.values())
+            seen["restored"] += sum(r.restored for r in current.pods.values())
+    assert all(seen.values()), seen  # the walk met ready pods, restored copies and moves
+
+
+def test_checkpointable_is_running_ready_and_not_a_restored_copy() -> None:
+    ready = replace(pod("a"), ready_at="2026-12-01T10:00:00Z")
+    assert usage.checkpointable(ready)
+    assert not usage.checkpointable(replace(ready, ready_at=None))
+    assert not usage.checkpointable(replace(ready, phase="Pending"))
+    assert not usage.checkpointable(replace(ready, restored=True))
+    assert not usage.checkpointable(replace(ready, outcome="restored"))
+    assert not usage.checkpointable(replace(ready, outcome="restored_unexpected"))
+    assert usage.checkpointable(replace(ready, outcome="cold_first"))

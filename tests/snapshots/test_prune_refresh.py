@@ -16,7 +16,7 @@ from webhook.snapshots.config_refs import ConfigMeta
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.outcomes import snapshot_state
 from webhook.snapshots.pod_records import PodRecord
-from webhook.snapshots.prune import Usage, prune_plan, unused_candidates
+from webhook.snapshots.prune import Usage, prune_memo, prune_plan, unused_candidates
 from webhook.snapshots.refresh import refresh_plan, trigger_name
 from webhook.snapshots.state import ClusterState, NodePoolFacts, NodeView, parse_policy
 from webhook.snapshots.usage import pod_uses
@@ -389,3 +389,29 @@ def test_a_grouping_label_named_twice_groups_as_once() -> None:
     upgraded = replace(state([snap("s")], [pod("p")]), policies=PolicyIndex.build([twice]))
     [refresh] = refresh_plan(upgraded)
     assert refresh.pod == "p"
+
+
+def test_a_kept_digest_prunes_as_unused_days_says_now() -> None:
+    # The leader's digests keep their ``unused`` Prunables between passes: a changed
+    # lifecycle.unused_days must change the dues and the detail, and changing it back too.
+    current = state(
+        [snap("u", version=NEW, created=UNUSED_CREATED)], [pod("p", spec_hash=OTHER_HASH)]
+    )
+    usage = Usage(pod_uses(current), listed=frozenset({"ml"}))
+    memo = prune_memo()
+
+    def unused(days: float) -> list[tuple[str, datetime, str]]:
+        found = prune_plan(
+            current, NOW, LifecycleSettings(unused_days=days), usage=usage,
+            unrunnable_since={}, memo=memo,
+        )  # fmt: skip
+        return [(p.name, p.due, p.detail) for p in found if p.reason == "unused"]
+
+    created = datetime(2026, 12, 1, 10, tzinfo=UTC)
+    [(name, due, detail)] = unused(7)
+    assert (name, due) == ("u", created + timedelta(days=7)) and "unused_days 7)" in detail
+    [(_, due, detail)] = unused(2)
+    assert due == created + timedelta(days=2) and "unused_days 2)" in detail
+    assert unused(30) == []  # used 19 days ago: not a candidate under 30 days
+    [(_, due, detail)] = unused(7)
+    assert due == created + timedelta(days=7) and "unused_days 7)" in detail

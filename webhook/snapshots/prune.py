@@ -30,8 +30,9 @@ of each (namespace, policy, group, fingerprint) that a live pod or template stil
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from webhook.base.tracking import LifecycleSettings
 from webhook.snapshots.outcomes import stale_reason
@@ -134,6 +135,9 @@ class PruneDigest:
             last use.
         oldest: per use key, the oldest last use of its Ready snapshots of a listed kind
             (``unused_candidates``: being deleted or unrunnable ones count there).
+
+    ``unused_prunables`` makes the ``unused`` ``Prunable`` of each once per digest: after an
+    upgrade thousands are prunable pass after pass (``make bench-lifecycle``).
     """
 
     newest: Mapping[UseKey, SnapshotView]
@@ -141,6 +145,32 @@ class PruneDigest:
     unrunnable: tuple[SnapshotView, ...]
     unused: Mapping[UseKey, tuple[tuple[SnapshotView, datetime], ...]]
     oldest: Mapping[UseKey, datetime]
+    _made: dict[float, Mapping[UseKey, tuple[Prunable, ...]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def unused_prunables(self, days: float) -> Mapping[UseKey, tuple[Prunable, ...]]:
+        """Per use key, the ``unused`` ``Prunable`` of each of its snapshots under
+        ``lifecycle.unused_days`` ``days``, due or not (made on the first call for ``days``;
+        any thread may call: two making the same value at once is harmless)."""
+        made = self._made.get(days)
+        if made is None:
+            limit = timedelta(days=days)
+            made = {
+                key: tuple(
+                    _prunable(
+                        view, "unused",
+                        f"no live pod or workload template of {view.policy} has its fingerprint, "
+                        f"unused since {view.last_used_text} (lifecycle.unused_days {days:g})",
+                        used_at + limit,
+                    )
+                    for view, used_at in views
+                )
+                for key, views in self.unused.items()
+            }  # fmt: skip
+            self._made.clear()  # the setting changed: only the current one is kept
+            self._made[days] = made
+        return made
 
 
 def prune_digest(views: tuple[SnapshotView, ...], state: ClusterState) -> PruneDigest:
@@ -246,7 +276,7 @@ def prune_plan(
             out.append(_prunable(view, "unrunnable", detail, since + grace))
         if namespace in usage.listed:
             out.extend(_unused(digest, usage, now, settings))
-    out.sort(key=lambda item: (item.namespace, item.name))
+    out.sort(key=attrgetter("namespace", "name"))  # C-level keys: thousands per pass
     return out
 
 
@@ -262,20 +292,10 @@ def _unused(
     """The ``unused`` prunes of one policy whose templates were listed: snapshots of a use key
     no live pod or template has (so none is kept as its newest), unused for ``unused_days``
     (not yet due: not a candidate)."""
-    days = timedelta(days=settings.unused_days)
-    out = []
-    for key, views in digest.unused.items():
-        if usage.used(key):
-            continue
-        for view, used_at in views:
-            due = used_at + days
-            if due > now:
-                continue
-            detail = (
-                f"no live pod or workload template of {view.policy} has its fingerprint, unused "
-                f"since {view.last_used_text} (lifecycle.unused_days {settings.unused_days:g})"
-            )
-            out.append(_prunable(view, "unused", detail, due))
+    out: list[Prunable] = []
+    for key, prunables in digest.unused_prunables(settings.unused_days).items():
+        if not usage.used(key):
+            out.extend(p for p in prunables if p.due <= now)
     return out
 
 

@@ -20,11 +20,11 @@ import orjson
 from webhook.kube.gke import GPU_DRIVER_VERSION
 from webhook.kube.matching import Policy
 from webhook.snapshots.config_refs import config_changes
-from webhook.snapshots.outcomes import RESTORED_OUTCOMES, stale_reason
+from webhook.snapshots.outcomes import stale_reason
 from webhook.snapshots.per_policy import PerPolicy, digests
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.usage import group_of
+from webhook.snapshots.usage import ReadyPods, group_of, ready_pods
 from webhook.snapshots.views import Group, SnapshotView, parse_time
 
 
@@ -143,12 +143,14 @@ def refresh_plan(
     *,
     source_label: str | None = None,
     memo: PerPolicy[RefreshDigest] | None = None,
+    ready: ReadyPods | None = None,
 ) -> list[Refresh]:
     """Every stale group of a live policy (manual and workload triggers), with the pod to
     trigger for manual ones; empty while the caches are not synced. ``source_label``: a label
     the pod must carry as ``"true"`` (``rules.manual_trigger.require_source_label``: snapready's
     own ``manual-trigger`` rule would deny a trigger on any other pod). ``memo``: the caller's
-    digests, kept between passes (None: computed now).
+    digests, kept between passes (None: computed now). ``ready``: the pods a refresh may
+    checkpoint, as of ``state`` (``PodUses.ready``; None: ``ready_pods(state)``, one walk).
 
     A group is skipped while it has a Ready snapshot that is not stale (already refreshed) or
     a checkpoint uploading (``awaiting``) in it or with an unknown group (no record yet).
@@ -161,7 +163,7 @@ def refresh_plan(
         if digest.stale and mine(namespace):
             stale.update(digest.stale)
             busy |= digest.busy
-    return refreshes(state, stale, busy, source_label=source_label)
+    return refreshes(state, stale, busy, source_label=source_label, ready=ready)
 
 
 def refreshes(
@@ -170,14 +172,16 @@ def refreshes(
     busy: Collection[BusyKey],
     *,
     source_label: str | None = None,
+    ready: ReadyPods | None = None,
 ) -> list[Refresh]:
     """The ``Refresh`` of each ``stale`` group of a live policy that is not ``busy``, sorted by
-    key, with the pod to trigger (``refresh_pod``; ``source_label`` as ``refresh_plan``)."""
+    key, with the pod to trigger (``refresh_pod``; ``source_label`` and ``ready`` as
+    ``refresh_plan``)."""
     if not stale:
         return []
     live = _policies(state)
     out = []
-    by_namespace = ready_pods(state)
+    by_namespace = ready_pods(state) if ready is None else ready
     for key in sorted(stale):
         namespace, name, group, pool, what, old, new = key
         policy = live.get((namespace, name))
@@ -193,7 +197,7 @@ def refreshes(
                 v.origin.spec_hash for v in views if v.origin is not None and v.origin.spec_hash
             ),
         )  # fmt: skip
-        pod = refresh_pod(state, policy, refresh, by_namespace.get(namespace, ()), source_label)
+        pod = refresh_pod(state, policy, refresh, by_namespace.get(namespace, {}), source_label)
         if pod is not None:
             refresh = replace(refresh, pod=pod.name, pod_uid=pod.uid)
         out.append(refresh)
@@ -236,37 +240,29 @@ def config_stale(
         stale[(*key, "", "config", changed, at)] = [view for view, _, _ in items]
 
 
-def ready_pods(state: ClusterState) -> dict[str, list[PodRecord]]:
-    """The stamped pods that could be checkpointed (``Running`` and Ready, not a restored copy:
-    ``PodRestored`` or a restored outcome), by namespace: one walk of the pods per pass, however
-    many groups are stale (after a node-pool upgrade, every group of every policy on the
-    pool)."""
-    out: dict[str, list[PodRecord]] = {}
-    for record in tuple(state.pods.values()):  # the live dict: a copy (ClusterState.pods)
-        if record.ready_at is None or record.phase != "Running" or record.restored:
-            continue
-        if record.outcome not in RESTORED_OUTCOMES:
-            out.setdefault(record.namespace, []).append(record)
-    return out
-
-
 def refresh_pod(
     state: ClusterState,
     policy: Policy,
     refresh: Refresh,
-    ready: Iterable[PodRecord],
+    ready: Mapping[str | None, Mapping[str, PodRecord]],
     source_label: str | None = None,
 ) -> PodRecord | None:
-    """The pod to checkpoint among ``ready`` (``ready_pods`` of ``refresh``'s namespace):
-    selected by ``policy`` by its labels now (the policy cache, not its annotations), of the
-    group, on a node of the upgraded pool that runs the new version (or driver). The earliest
-    Ready first, then by name (stable across passes)."""
+    """The pod to checkpoint among ``ready`` (``ReadyPods`` of ``refresh``'s namespace, by
+    fingerprint): one of the stale snapshots' fingerprints when they have any (another template
+    of the group: its checkpoint refreshes nothing stale), selected by ``policy`` by its labels
+    now (the policy cache, not its annotations), of the group, on a node of the upgraded pool
+    that runs the new version (or driver). The earliest Ready first, then by name (stable
+    across passes)."""
+    if refresh.fingerprints:
+        candidates: Iterable[Mapping[str, PodRecord]] = [
+            ready[spec_hash] for spec_hash in refresh.fingerprints if spec_hash in ready
+        ]
+    else:
+        candidates = ready.values()
     found = []
-    for record in ready:
+    for record in (record for pods in candidates for record in pods.values()):
         if source_label is not None and record.labels.get(source_label) != "true":
             continue
-        if refresh.fingerprints and record.spec_hash not in refresh.fingerprints:
-            continue  # another template of the group: its checkpoint refreshes nothing stale
         if group_of(policy, record.labels) != refresh.group:
             continue
         if policy not in state.policies.select(record.namespace, record.labels):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from webhook.kube.matching import Policy, PolicyIndex
+from webhook.snapshots.outcomes import RESTORED_OUTCOMES
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
 from webhook.snapshots.views import Group, SnapshotView, UseKey, group_key
@@ -51,6 +52,34 @@ def pod_uses(state: ClusterState) -> frozenset[UseKey]:
     return frozenset(keys)
 
 
+ReadyPods = Mapping[str, Mapping[str | None, Mapping[str, PodRecord]]]
+"""The pods a refresh may checkpoint (``checkpointable``), by namespace, then fingerprint (None:
+not stamped with one), then ``namespace/name``."""
+
+
+def checkpointable(record: PodRecord) -> bool:
+    """Whether a stamped pod could be checkpointed for a refresh: ``Running`` and Ready, not a
+    restored copy (``PodRestored`` or a restored outcome: GKE checkpoints the pod's own run,
+    and a restored copy holds the old snapshot's memory)."""
+    return (
+        record.ready_at is not None
+        and record.phase == "Running"
+        and not record.restored
+        and record.outcome not in RESTORED_OUTCOMES
+    )
+
+
+def ready_pods(state: ClusterState) -> dict[str, dict[str | None, dict[str, PodRecord]]]:
+    """``ReadyPods`` from one walk of ``state.pods`` (``snapready status``; the leader keeps
+    ``PodUses.ready`` instead)."""
+    out: dict[str, dict[str | None, dict[str, PodRecord]]] = {}
+    for key, record in tuple(state.pods.items()):  # the live dict: a copy (ClusterState.pods)
+        if checkpointable(record):
+            by_hash = out.setdefault(record.namespace, {})
+            by_hash.setdefault(record.spec_hash, {})[key] = record
+    return out
+
+
 def _record_uses(record: PodRecord | None, policies: PolicyIndex) -> tuple[UseKey, ...]:
     if record is None or record.spec_hash is None or record.phase in ENDED_PHASES:
         return ()
@@ -72,7 +101,9 @@ class PodUses:
 
     An unchanged pod costs a pass nothing: walking 20,000 of them was ~12 ms of each pass
     (``make bench-scale``'s busy rounds, where the pass shares the interpreter with admission;
-    docs/performance.md)."""
+    docs/performance.md). ``ready`` keeps the pods a refresh may checkpoint the same way (the
+    walk it replaces was most of a pass while groups are stale, ``make bench-lifecycle``'s
+    upgrade)."""
 
     def __init__(self) -> None:
         self._marked: set[str] = set()
@@ -81,11 +112,20 @@ class PodUses:
         self._pods: Mapping[str, PodRecord] | None = None
         self._policies: object = None
         self._frozen: frozenset[UseKey] = frozenset()
+        self._ready: dict[str, dict[str | None, dict[str, PodRecord]]] = {}
+        self._filed: dict[str, tuple[str, str | None]] = {}
+        """Each pod in ``_ready`` by key: the namespace and fingerprint it is filed under."""
         self._by_labels: dict[tuple[str, tuple[tuple[str, str], ...], str], tuple[UseKey, ...]]
         self._by_labels = {}
         self._label_chars = 0
         self.full_reads = 0
         """How many calls read every pod (tests; the first call is one)."""
+
+    @property
+    def ready(self) -> ReadyPods:
+        """``ready_pods(state)`` as of the last ``uses`` (one caller at a time, as ``uses``:
+        the next call changes it)."""
+        return self._ready
 
     @property
     def last(self) -> frozenset[UseKey]:
@@ -95,7 +135,7 @@ class PodUses:
     def changed(self, record: PodRecord) -> None:
         """A stamped pod's record changed or left the cache (any thread; never blocks). Not
         kept before the first ``uses`` or after ``forget``: the next ``uses`` reads every pod
-        (so the marks stay bounded where no pass asks, e.g. ``lifecycle.prune: off``)."""
+        (so the marks stay bounded where no pass asks)."""
         if self._pods is not None:
             self._marked.add(f"{record.namespace}/{record.name}")
 
@@ -105,7 +145,7 @@ class PodUses:
         self._pods = None
         self._marked.clear()
         self._by_pod, self._counts, self._frozen = {}, {}, frozenset()
-        self._by_labels, self._label_chars = {}, 0
+        self._by_labels, self._label_chars, self._ready, self._filed = {}, 0, {}, {}
 
     def uses(self, state: ClusterState) -> frozenset[UseKey]:
         """``pod_uses(state)``, from the marks since the last call (or a full read). Should a
@@ -113,13 +153,17 @@ class PodUses:
         marked = self._marked
         pods, policies = state.pods, state.policies
         try:
-            if pods is not self._pods or policies is not self._policies:
+            if pods is not self._pods:
                 return self._read_all(pods, policies)
+            if policies is not self._policies:
+                self._read_uses(pods, policies)  # the marks are read below, for ``ready``
             before = len(self._counts)
             added = False
             while marked:
                 key = marked.pop()  # one at a time: the watch thread may add meanwhile
-                added |= self._set(key, self._record_uses(pods.get(key), policies))
+                record = pods.get(key)
+                added |= self._set(key, self._record_uses(record, policies))
+                self._set_ready(key, record)
         except BaseException:
             self.forget()
             raise
@@ -128,16 +172,28 @@ class PodUses:
         return self._frozen
 
     def _read_all(self, pods: Mapping[str, PodRecord], policies: PolicyIndex) -> frozenset[UseKey]:
+        """Read every pod of a new pod dict (the first call, a relist): its uses and ``ready``."""
         # Marks from here on are kept (``_pods`` is set first) and read again next time; the
         # hook runs after the cache holds a change, so the copy below has every earlier one.
         self._marked.clear()
+        self._ready, self._filed, self._pods = {}, {}, pods
+        for key, record in self._read_uses(pods, policies):
+            self._set_ready(key, record)
+        return self._frozen
+
+    def _read_uses(
+        self, pods: Mapping[str, PodRecord], policies: PolicyIndex
+    ) -> tuple[tuple[str, PodRecord], ...]:
+        """Every pod's uses read again under ``policies`` (a new policy index selects anew;
+        ``ready`` does not depend on it); the pods read."""
         self._by_pod, self._counts = {}, {}
-        self._pods, self._policies, self._by_labels, self._label_chars = pods, policies, {}, 0
+        self._policies, self._by_labels, self._label_chars = policies, {}, 0
         self.full_reads += 1
-        for key, record in tuple(pods.items()):  # the live dict: a copy
+        items = tuple(pods.items())  # the live dict: a copy
+        for key, record in items:
             self._set(key, self._record_uses(record, policies))
         self._frozen = frozenset(self._counts)
-        return self._frozen
+        return items
 
     def _record_uses(self, record: PodRecord | None, policies: PolicyIndex) -> tuple[UseKey, ...]:
         """``_record_uses``, remembered by namespace, labels and fingerprint for this policy
@@ -160,6 +216,23 @@ class PodUses:
             self._by_labels[key] = found
             self._label_chars += size
         return found
+
+    def _set_ready(self, key: str, record: PodRecord | None) -> None:
+        """File the pod under ``ready`` if it is ``checkpointable`` now, and only there (its
+        earlier place, under another fingerprint or none, is emptied)."""
+        if key in self._filed:
+            namespace, filed = self._filed.pop(key)
+            by_hash = self._ready[namespace]
+            pods = by_hash[filed]
+            del pods[key]
+            if not pods:
+                del by_hash[filed]
+                if not by_hash:
+                    del self._ready[namespace]
+        if record is not None and checkpointable(record):
+            by_hash = self._ready.setdefault(record.namespace, {})
+            by_hash.setdefault(record.spec_hash, {})[key] = record
+            self._filed[key] = (record.namespace, record.spec_hash)
 
     def _set(self, key: str, found: tuple[UseKey, ...]) -> bool:
         """The pod's keys are now ``found``; whether a key nobody had before appeared."""

@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, Protocol
 
 from webhook.base.bucket import Bucket
@@ -141,13 +142,13 @@ class LifecycleWorker(Reconciler):
             self.pod_uses.forget()
             return  # nothing is judged, let alone written, before the caches are synced
         now = datetime.fromtimestamp(self.clock(), UTC)
+        pods = self.pod_uses.uses(state)  # the refresh plan reads its ready pods too
         if self.config.prune != "off":
-            self._decide_prunes(state, now)
-        else:
-            self.pod_uses.forget()  # nothing asks: keep no marks
+            self._decide_prunes(state, now, pods)
         self.refreshes = refresh_plan(
-            state, self.mine, source_label=self._source_label(), memo=self.refresh_digests
-        )
+            state, self.mine, source_label=self._source_label(), memo=self.refresh_digests,
+            ready=self.pod_uses.ready,
+        )  # fmt: skip
         if not self.is_leader():
             self._announced.clear()  # a later take-over announces again (deduplicated by name)
             self._triggered.clear()
@@ -163,14 +164,13 @@ class LifecycleWorker(Reconciler):
         required = self.settings.rules.manual_trigger.require_source_label
         return self.settings.prefix + SNAPSHOT_SOURCE if required else None
 
-    def _decide_prunes(self, state: ClusterState, now: datetime) -> None:
+    def _decide_prunes(self, state: ClusterState, now: datetime, pods: frozenset[UseKey]) -> None:
         seen = {}
         for digest in self.prune_digests.of(state).values():
             for view in digest.unrunnable:
                 key = (view.namespace, view.name)
                 seen[key] = self._since.get(key, now)
         self._since = seen  # runnable again, or gone: the clock starts over
-        pods = self.pod_uses.uses(state)
         listed: set[str] = set()
         templates: set[UseKey] = set()
         candidates = unused_candidates(state, now, self.config, pods, memo=self.prune_digests)
@@ -186,7 +186,7 @@ class LifecycleWorker(Reconciler):
             state, now, self.config, usage=usage, unrunnable_since=seen, mine=self.mine,
             memo=self.prune_digests,
         )  # fmt: skip
-        self.prunable = {(p.namespace, p.name): p for p in plan if p.ready(now)}
+        self.prunable = {(p.namespace, p.name): p for p in plan if p.due <= now}  # ready(now)
 
     def _namespace_templates(self, namespace: str, state: ClusterState) -> frozenset[UseKey] | None:
         """Use keys of the namespace's workload templates (cached ``template_recheck_seconds``);
@@ -236,7 +236,7 @@ class LifecycleWorker(Reconciler):
             sets.setdefault((item.namespace, item.policy), []).append(item)
         announced: set[tuple[str, str, str]] = set()
         for (namespace, policy), items in sorted(sets.items()):
-            items.sort(key=lambda p: p.name)
+            items.sort(key=attrgetter("name"))
             shown = ", ".join(f"{p.name} ({p.reason})" for p in items[:10])
             more = f" and {len(items) - 10} more" if len(items) > 10 else ""
             note = (
