@@ -12,7 +12,7 @@ SERVE_STAMP := $(VENV)/.installed-runtime
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools envtest runsc serve test lint typecheck docs unit fuzz bench bench-admit bench-cluster bench-scale bench-lifecycle bench-cli manifests clean
+.PHONY: help install tools envtest runsc serve test lint typecheck docs unit fuzz bench bench-admit bench-cluster bench-scale bench-lifecycle bench-cli manifests chart-schema clean
 
 help: ## show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -105,6 +105,9 @@ bench-cli: $(STAMP) ## the CLI on hostile and large input: YAML alias bombs, che
 
 manifests: $(STAMP) ## regenerate manifests/install.yaml from the chart
 	$(BIN)/python scripts/render_manifests.py
+
+chart-schema: $(STAMP) ## regenerate values.settings' schema in chart/values.schema.json from the settings models
+	$(BIN)/python -m scripts.settings_schema
 
 clean: ## remove the virtualenv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

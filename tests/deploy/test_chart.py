@@ -18,7 +18,9 @@ import pytest
 import yaml
 from cryptography import x509
 from kubernetes_validate.utils import SchemaNotFoundError
+from pydantic import ValidationError
 
+from scripts import settings_schema
 from tests.support.helm_support import (
     CHART,
     RBAC,
@@ -191,6 +193,50 @@ def test_schema_rejects_bad_values(values: dict[str, Any], message: str) -> None
     with helm_python.Chart.load(CHART) as chart, pytest.raises(helm_python.HelmError) as caught:
         chart.validate_schema(values)
     assert message in str(caught.value)
+
+
+def test_the_settings_schema_is_generated_from_the_settings_models() -> None:
+    assert settings_schema.main(["--check"]) == 0, "run make chart-schema"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        pytest.param({"lifecycle": {"unused_day": 3}}, "unused_day", id="a-typo-in-a-section"),
+        pytest.param({"rules": {"gpu_driver": {"mode": "warn"}}}, "mode", id="two-levels-down"),
+        pytest.param({"lifecycles": {}}, "lifecycles", id="an-unknown-section"),
+        pytest.param({"workloads": {"extra": [{"group": "x", "kind": "Y", "resource": "ys",
+                      "templates": ["spec.template"], "template": "x"}]}}, "template",
+                     id="in-a-list-of-sections"),
+    ],
+)  # fmt: skip
+def test_helm_refuses_a_settings_key_the_server_would_refuse(
+    settings: dict[str, Any], message: str
+) -> None:
+    # The server refuses an unknown settings key at start (webhook.base.section); the chart's
+    # schema refuses it at helm install/upgrade, before any pod restarts on it.
+    with pytest.raises(ValidationError):
+        Settings.model_validate(settings)
+    with helm_python.Chart.load(CHART) as chart, pytest.raises(helm_python.HelmError) as caught:
+        chart.validate_schema({"settings": settings})
+    assert message in str(caught.value)
+
+
+def test_helm_accepts_the_settings_the_server_accepts() -> None:
+    settings = {
+        "lifecycle": {"unused_days": 3, "prune": "on"},
+        "rules": {"gpu_driver": {"pin": True}, "modes": {"mig": "warn"}},
+        "workloads": {"extra": [{"group": "x", "kind": "Y", "resource": "ys",
+                                 "templates": ["spec.template"]}]},
+        "storage": {"cluster_location": "europe-west4"},
+        "enforcement": "audit",
+    }  # fmt: skip
+    Settings.model_validate(settings)
+    with helm_python.Chart.load(CHART) as chart:
+        chart.validate_schema({"settings": settings})
+    # (lifecycle and workloads are also chart values, merged over these: not asserted here)
+    rendered = Settings.model_validate(settings_of(objects(render({"settings": settings}))))
+    assert rendered.storage.cluster_location == "europe-west4"
 
 
 @pytest.mark.parametrize(
