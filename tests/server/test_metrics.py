@@ -247,7 +247,7 @@ def test_the_docs_document_every_metric() -> None:
 
 def test_cluster_mode_exports_what_became_of_the_leaders_events() -> None:
     # watch_cluster wires the Event recorder's counts into /metrics (a dropped Event is logged
-    # one by one; the counter is what an alert can see).
+    # with a count at most every 10 s; the counter is what an alert can see).
     class Refusing:
         def create(self, path: str, body: Any) -> Any:
             raise AssertionError("every Event here is over the limit")

@@ -129,8 +129,9 @@ def test_any_sequence_of_events_gives_what_a_walk_of_the_cache_gives() -> None:
 
 
 def test_no_marks_are_kept_while_nothing_asks() -> None:
-    """``lifecycle.prune: off`` (or caches not synced): ``uses`` is never called, so 10,000 pod
-    events must not grow the leader's memory; once asked, every pod is read."""
+    """``lifecycle.prune: off`` with nothing stale (or caches not synced): ``uses`` is never
+    called, so 10,000 pod events must not grow the leader's memory; once asked, every pod is
+    read."""
     uses = PodUses()
     cache = Cache(uses, PolicyIndex.build([policy()]))
     for n in range(10_000):

@@ -244,6 +244,16 @@ def test_refresh_picks_the_ready_cold_pod_on_the_upgraded_pool() -> None:
     assert [(r.pod, r.manual, r.old, r.new) for r in found] == [("cold", True, OLD, NEW)]
 
 
+def test_refresh_picks_a_pod_of_the_stale_snapshots_fingerprint() -> None:
+    # Another template of the group was Ready first: its checkpoint would refresh nothing stale.
+    pods = [pod("other-template", spec_hash=OTHER_HASH, ready_at="2026-12-20T09:00:00Z"),
+            pod("cold")]  # fmt: skip
+    assert [r.pod for r in refresh_plan(state([snap("old")], pods))] == ["cold"]
+    # Without a recorded fingerprint any template of the group will do: the earliest Ready.
+    unknown = snap("old", spec_hash=None)
+    assert [r.pod for r in refresh_plan(state([unknown], pods))] == ["other-template"]
+
+
 def test_a_snapshot_is_judged_again_against_each_new_set_of_node_pools() -> None:
     view = snap("old")
     upgraded = state([view]).node_pools

@@ -18,12 +18,17 @@ class Bucket:
         self.burst, self.per_second, self.clock = burst, per_second, clock
         self.tokens, self.last = float(burst), clock()
 
-    def take(self) -> bool:
-        """One token if there is one (True), else False and nothing taken."""
+    def available(self) -> bool:
+        """Whether a token is there now (nothing taken): a caller asking two buckets takes
+        from neither unless both have one."""
         now = self.clock()
         self.tokens = min(self.burst, self.tokens + (now - self.last) * self.per_second)
         self.last = now
-        if self.tokens < 1:
+        return self.tokens >= 1
+
+    def take(self) -> bool:
+        """One token if there is one (True), else False and nothing taken."""
+        if not self.available():
             return False
         self.tokens -= 1
         return True

@@ -129,8 +129,8 @@ class EventCollector:
     """``snapready_events_total{result}``: Kubernetes Events this replica wrote as leader, by
     what became of them (``cluster.api.events.EVENT_RESULTS``: written, already written by an
     earlier leader, dropped by a rate limit, refused by the API server; read at scrape time from
-    ``EventRecorder.results``). A fixed label set: dropped Events are logged one by one and
-    counted here, so an operator sees a flood without reading logs."""
+    ``EventRecorder.results``). A fixed label set: dropped Events are logged with a count at
+    most every 10 s and counted here one by one, so an alert sees every drop."""
 
     def __init__(self, counts: Callable[[], Mapping[str, int]]) -> None:
         self.counts = counts

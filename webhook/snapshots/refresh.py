@@ -143,14 +143,15 @@ def refresh_plan(
     *,
     source_label: str | None = None,
     memo: PerPolicy[RefreshDigest] | None = None,
-    ready: ReadyPods | None = None,
+    ready: Callable[[], ReadyPods] | None = None,
 ) -> list[Refresh]:
     """Every stale group of a live policy (manual and workload triggers), with the pod to
     trigger for manual ones; empty while the caches are not synced. ``source_label``: a label
     the pod must carry as ``"true"`` (``rules.manual_trigger.require_source_label``: snapready's
     own ``manual-trigger`` rule would deny a trigger on any other pod). ``memo``: the caller's
-    digests, kept between passes (None: computed now). ``ready``: the pods a refresh may
-    checkpoint, as of ``state`` (``PodUses.ready``; None: ``ready_pods(state)``, one walk).
+    digests, kept between passes (None: computed now). ``ready``: gives the pods a refresh may
+    checkpoint, as of ``state``, called only when a group is stale (``PodUses.ready``; None:
+    ``ready_pods(state)``, one walk).
 
     A group is skipped while it has a Ready snapshot that is not stale (already refreshed) or
     a checkpoint uploading (``awaiting``) in it or with an unknown group (no record yet).
@@ -172,7 +173,7 @@ def refreshes(
     busy: Collection[BusyKey],
     *,
     source_label: str | None = None,
-    ready: ReadyPods | None = None,
+    ready: Callable[[], ReadyPods] | None = None,
 ) -> list[Refresh]:
     """The ``Refresh`` of each ``stale`` group of a live policy that is not ``busy``, sorted by
     key, with the pod to trigger (``refresh_pod``; ``source_label`` and ``ready`` as
@@ -181,7 +182,7 @@ def refreshes(
         return []
     live = _policies(state)
     out = []
-    by_namespace = ready_pods(state) if ready is None else ready
+    by_namespace = ready_pods(state) if ready is None else ready()
     for key in sorted(stale):
         namespace, name, group, pool, what, old, new = key
         policy = live.get((namespace, name))

@@ -93,9 +93,10 @@ class PodUses:
 
     ``changed(record)`` (the caches' ``pods`` and ``pods_gone`` hooks, any thread, O(1)) marks
     the pod's key; ``uses(state)`` (one caller at a time) reads each marked pod again from
-    ``state.pods`` and counts every use key by pod. Everything is read again when ``state.pods``
-    or ``state.policies`` is another object than last time: a relist swaps in a new pod dict
-    (and calls no hook for pods gone meanwhile), a policy change replaces the index. A mark
+    ``state.pods`` and counts every use key by pod. Every pod is read again when ``state.pods``
+    is another object than last time (a relist swaps in a new pod dict and calls no hook for
+    pods gone meanwhile), and every pod's use keys when ``state.policies`` is (a policy change
+    replaces the index; ``ready`` does not depend on it and stays). A mark
     made while a pass reads is kept for the next one, so no change is lost; a pod read twice
     costs one ``select``.
 
@@ -197,7 +198,7 @@ class PodUses:
 
     def _record_uses(self, record: PodRecord | None, policies: PolicyIndex) -> tuple[UseKey, ...]:
         """``_record_uses``, remembered by namespace, labels and fingerprint for this policy
-        index (``_read_all`` starts afresh with each index): the replicas of one template share
+        index (``_read_uses`` starts afresh with each index): the replicas of one template share
         them, so a full read selects once per template instead of once per pod (20,000 pods:
         ~60% of the first pass, ``make bench-lifecycle``). At most ``LABEL_SETS`` label sets and
         ``LABEL_CHARS`` characters of them are kept."""

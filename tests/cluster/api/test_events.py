@@ -21,7 +21,7 @@ from webhook.cluster.api.events import (
     EventRecorder,
     Regarding,
 )
-from webhook.cluster.api.syncing import TransportError
+from webhook.cluster.api.syncing import NotServed, TransportError
 from webhook.server.collectors import EventCollector
 
 
@@ -146,6 +146,59 @@ def test_a_flood_is_one_log_line_not_one_per_event(caplog: pytest.LogCaptureFixt
             events.emit(warning("team-a", f"later-{n}"))
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2
-    assert lines[0].startswith("1 event(s) dropped") and "team-a/pod-25" in lines[0]
-    # the second counts the 974 dropped after the first line and later-5, 10 s later
-    assert lines[1].startswith("975 event(s) dropped") and "team-a/later-5" in lines[1]
+    assert lines[0].startswith("1 event(s) dropped") and "team-a/pod-25 (dropped)" in lines[0]
+    # The next Event after 10 s, written or not, says how many were dropped since: the last
+    # drops of a flood that stopped are not left unsaid.
+    assert lines[1].startswith("974 event(s) dropped") and "team-a/later-0 (written)" in lines[1]
+    assert events.dropped == 975 + 5
+
+
+def test_a_quiet_namespace_keeps_its_tokens_while_the_process_refuses() -> None:
+    api, clock = Api(), Clock()
+    events = recorder(api, clock)
+    for x in range(4):  # four namespaces spend the process's 100 at once
+        for n in range(25):
+            assert events.emit(warning(f"flood-{x}", f"pod-{n}"))
+    # team-b asks 30 times while the process is empty: dropped, but its own 25 are still there.
+    assert not any(events.emit(warning("team-b", f"early-{n}")) for n in range(30))
+    clock.now += 5  # the process refills 25; team-b's bucket was full all along
+    assert sum(events.emit(warning("team-b", f"pod-{n}")) for n in range(30)) == 25
+
+
+def test_an_expired_event_is_created_again() -> None:
+    # The API server deletes Events after --event-ttl (1 h by default): the next repeat's
+    # series update gets a 404 and must create a new Event, not fail from then on.
+    class Expiring(Api):
+        def __init__(self) -> None:
+            super().__init__()
+            self.patches = 0
+
+        def merge_patch(self, path: str, patch: RawObject, *, field_manager: str) -> RawObject:
+            self.patches += 1
+            if self.patches > 1:
+                raise NotServed(path)
+            return patch
+
+    api, clock = Expiring(), Clock()
+    events = recorder(api, clock)
+    event = warning("team-a", "pod-0")
+    assert events.emit(event) and events.emit(event)  # created, then counted in its series
+    assert len(api.created) == 1
+    clock.now += 3600
+    assert events.emit(event)  # expired: created again under the same name
+    assert [b["metadata"]["name"] for b in api.created] == [api.created[0]["metadata"]["name"]] * 2
+    assert events.results["failed"] == 0
+
+
+def test_a_full_bucket_is_forgotten_before_a_recent_one() -> None:
+    api, clock = Api(), Clock()
+    events = EventRecorder(api, "leader-0", clock=clock, total_burst=10**6, total_per_second=1e6)
+    for n in range(25):
+        events.emit(warning("ns-0", f"pod-{n}"))  # ns-0: empty, the least recently used
+    clock.now += 10  # ns-0 back to 5 tokens
+    for x in range(1, MAX_NAMESPACE_BUCKETS):
+        events.emit(warning(f"ns-{x}", "pod"))  # 24 tokens left each
+    clock.now += 3  # every other bucket is full again; ns-0 is not (6.5)
+    events.emit(warning("ns-new", "pod"))
+    assert "ns-0" in events._buckets, "forgetting ns-0 would hand it a full bucket"
+    assert "ns-1" not in events._buckets and "ns-new" in events._buckets

@@ -6,9 +6,12 @@ Like client-go's event recorder with the ``events.k8s.io`` API: the first occurr
 rate, one per namespace (``burst`` events, refilled at ``per_second``) within one for the whole
 process (``total_burst``, ``total_per_second``); an event over either limit is dropped and counted
 (``dropped``, ``snapready_events_total{result="dropped"}``), never queued without bound. The
-namespace's bucket is asked first, so one namespace's flood (a tenant's thousand failing pods) is
-refused by its own bucket and takes at most its own share of the process's: the Warnings of
-every other namespace still get through, whatever order a pass reports namespaces in. client-go
+token is taken from both or from neither, so one namespace's flood (a tenant's thousand failing
+pods) is refused by its own bucket and takes at most its own share of the process's (25 at once,
+then one every 2 s of the process's 5 a second): the Warnings of other namespaces still get
+through, whatever order a pass reports namespaces in. Several namespaces flooding at once share
+the process's limit with everyone (its purpose: the API server's load), as Events of a cluster
+do under the API server's own EventRateLimit. client-go
 bounds each object's events alike (``EventSourceObjectSpamFilter``, k8s.io/client-go
 tools/record/events_cache.go: burst 25 per source and object), and the API server's
 EventRateLimit admission plugin offers ``server`` and ``namespace`` limits for the same reason.
@@ -199,8 +202,8 @@ class EventRecorder:
         return {result: getattr(self, result) for result in EVENT_RESULTS}
 
     def _take(self, namespace: str) -> bool:
-        """A token of ``namespace``'s bucket, then one of the process's (lock held); the
-        namespace's is asked first, so a refused namespace never drains the process's."""
+        """A token of ``namespace``'s bucket and one of the process's, or neither (lock held):
+        a refused namespace never drains the process's, nor a full process its namespaces'."""
         bucket = self._buckets.get(namespace)
         if bucket is None:
             if len(self._buckets) >= MAX_NAMESPACE_BUCKETS:
@@ -212,6 +215,8 @@ class EventRecorder:
             bucket = self._buckets[namespace] = Bucket(self.burst, self.per_second, self.clock)
         else:
             self._buckets.move_to_end(namespace)
+        if not (bucket.available() and self._total.available()):
+            return False
         return bucket.take() and self._total.take()
 
     def emit(self, event: Event) -> bool:
@@ -223,19 +228,23 @@ class EventRecorder:
         """
         where = f"{event.regarding.namespace}/{event.regarding.name}"
         with self._lock:
-            if not self._take(event.regarding.namespace):
+            taken = self._take(event.regarding.namespace)
+            if not taken:
                 self.dropped += 1
                 self._unlogged += 1
-                now = self.clock()
-                if now - self._logged_at >= DROP_LOG_SECONDS:
-                    log.warning(
-                        "%d event(s) dropped by the rate limit since the last such line; "
-                        "the latest: %s on %s",
-                        self._unlogged,
-                        event.reason,
-                        where,
-                    )
-                    self._unlogged, self._logged_at = 0, now
+            if self._unlogged and self.clock() - self._logged_at >= DROP_LOG_SECONDS:
+                # a flood's first drop, then its count every 10 s (the last ones with the next
+                # Event, dropped or not)
+                log.warning(
+                    "%d event(s) dropped by the rate limit since the last such line; "
+                    "the latest now: %s on %s (%s)",
+                    self._unlogged,
+                    event.reason,
+                    where,
+                    "dropped" if not taken else "written",
+                )
+                self._unlogged, self._logged_at = 0, self.clock()
+            if not taken:
                 return False
             sent = self._sent.get(event.key)
         try:
@@ -257,8 +266,9 @@ class EventRecorder:
         return True
 
     def _write(self, event: Event, sent: _Sent | None) -> tuple[_Sent, bool]:
-        """Create the event, or count one more occurrence in its series; ``(sent, written)``,
-        written False when an earlier leader had written this very occurrence."""
+        """Create the event, or count one more occurrence in its series (created again when
+        it expired meanwhile: a 404); ``(sent, written)``, written False when an earlier leader
+        had written this very occurrence."""
         now = micro_time(self.clock())
         base = f"/apis/events.k8s.io/v1/namespaces/{event.regarding.namespace}/events"
         if sent is None:
@@ -286,7 +296,10 @@ class EventRecorder:
             )
             actual = str((created.get("metadata") or {}).get("name") or name)
             return _Sent(actual, 1), True
+        series = {"series": {"count": sent.count + 1, "lastObservedTime": now}}
+        try:
+            self.transport.merge_patch(f"{base}/{sent.name}", series, field_manager="snapready")
+        except NotServed:  # it expired (the API server's --event-ttl, 1 h by default)
+            return self._write(event, None)  # a new Event (the same name is free again)
         sent.count += 1
-        series = {"series": {"count": sent.count, "lastObservedTime": now}}
-        self.transport.merge_patch(f"{base}/{sent.name}", series, field_manager="snapready")
         return sent, True

@@ -51,7 +51,7 @@ from webhook.snapshots.prune import Prunable, Usage, prune_memo, prune_plan, unu
 from webhook.snapshots.refresh import Refresh, refresh_memo, refresh_plan
 from webhook.snapshots.selection import bounded_labels
 from webhook.snapshots.state import ClusterState
-from webhook.snapshots.usage import PodUses, use_keys
+from webhook.snapshots.usage import PodUses, ReadyPods, use_keys
 from webhook.snapshots.views import UseKey
 
 log = logging.getLogger("snapready.lifecycle")
@@ -142,13 +142,23 @@ class LifecycleWorker(Reconciler):
             self.pod_uses.forget()
             return  # nothing is judged, let alone written, before the caches are synced
         now = datetime.fromtimestamp(self.clock(), UTC)
-        pods = self.pod_uses.uses(state)  # the refresh plan reads its ready pods too
-        if self.config.prune != "off":
-            self._decide_prunes(state, now, pods)
+        read = self.config.prune != "off"
+        if read:
+            self._decide_prunes(state, now, self.pod_uses.uses(state))
+
+        def ready() -> ReadyPods:  # only asked while a group is stale
+            nonlocal read
+            if not read:
+                self.pod_uses.uses(state)
+                read = True
+            return self.pod_uses.ready
+
         self.refreshes = refresh_plan(
             state, self.mine, source_label=self._source_label(), memo=self.refresh_digests,
-            ready=self.pod_uses.ready,
+            ready=ready,
         )  # fmt: skip
+        if not read:
+            self.pod_uses.forget()  # nothing asked: keep no marks, do no pod work
         if not self.is_leader():
             self._announced.clear()  # a later take-over announces again (deduplicated by name)
             self._triggered.clear()
