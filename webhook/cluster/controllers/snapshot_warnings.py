@@ -34,7 +34,10 @@ SNAPSHOT_API = "podsnapshot.gke.io/v1"
 
 
 class SnapshotWarnings(Reconciler):
-    """Reports each stale group and each stuck deletion once per process (leader only).
+    """Reports each stale group and each stuck deletion once per process (leader only): logged
+    when first seen, and its Event again on each pass until one is written (an Event over its
+    namespace's rate limit is dropped, ``cluster.api.events``; this one Warning per upgrade or
+    deletion must not be lost with it).
 
     Args:
         events: the leader's recorder; ``state``: the caches; ``is_leader``: whether this
@@ -61,8 +64,9 @@ class SnapshotWarnings(Reconciler):
         super().__init__("snapshotWarnings", lock, on_change, period=recheck_seconds)
         self.events, self.state, self.is_leader, self.mine = events, state, is_leader, mine
         self.deletion_stuck, self.clock = deletion_stuck_seconds, clock
-        self._stale_sent: set[tuple[str, ...]] = set()
-        self._stuck_sent: set[tuple[str, str, str]] = set()
+        self._stale_sent: dict[tuple[str, ...], bool] = {}
+        self._stuck_sent: dict[tuple[str, str, str], bool] = {}
+        """Each key seen (logged), and whether its Event was written."""
 
     def reconcile(self) -> None:
         """One pass on the leader (followers report nothing)."""
@@ -84,26 +88,30 @@ class SnapshotWarnings(Reconciler):
                 since is None
                 or not self.mine(view.namespace)
                 or (now - since).total_seconds() < self.deletion_stuck
-                or key in self._stuck_sent
+                or self._stuck_sent.get(key)
             ):
                 continue
-            self._stuck_sent.add(key)
             minutes = int((now - since).total_seconds() // 60)
             note = f"PodSnapshot {view.name} has been Deleting for {minutes} min: " + _stuck_cause(
                 view, state
             )
+            if key not in self._stuck_sent:
+                log.warning("snapshot deletion stuck: %s/%s: %s", view.namespace, view.name, note)
             regarding = Regarding(SNAPSHOT_API, "PodSnapshot", view.namespace, view.name)
-            self.events.emit(Event(regarding, "Warning", "SnapshotDeletionStuck", "Delete", note))
-            log.warning("snapshot deletion stuck: %s/%s: %s", view.namespace, view.name, note)
+            self._stuck_sent[key] = self.events.emit(
+                Event(regarding, "Warning", "SnapshotDeletionStuck", "Delete", note)
+            )
 
     def _stale(self, state: ClusterState) -> None:
         for group in stale_groups(state.snapshots.by_name.values(), state.node_pools):
-            if group.key in self._stale_sent or not self.mine(group.namespace):
+            if self._stale_sent.get(group.key) or not self.mine(group.namespace):
                 continue
-            self._stale_sent.add(group.key)
+            if group.key not in self._stale_sent:
+                log.warning("stale snapshots: %s", group.note())
             regarding = Regarding(SNAPSHOT_API, "PodSnapshotPolicy", group.namespace, group.policy)
-            self.events.emit(Event(regarding, "Warning", "SnapshotsStale", "Upgrade", group.note()))
-            log.warning("stale snapshots: %s", group.note())
+            self._stale_sent[group.key] = self.events.emit(
+                Event(regarding, "Warning", "SnapshotsStale", "Upgrade", group.note())
+            )
 
 
 def _stuck_cause(view: SnapshotView, state: ClusterState) -> str:
