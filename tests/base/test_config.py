@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from webhook.base.config import Settings, load_settings
+from webhook.base.errors import ConfigError
 
 
 def test_defaults_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,3 +131,49 @@ def test_an_unknown_key_in_an_extra_workload_is_refused() -> None:
     assert Settings(workloads={"extra": [workload]}).workloads.extra[0].kind == "Pool"
     with pytest.raises(ValidationError, match="extra_forbidden"):
         Settings(workloads={"extra": [{**workload, "template": "spec.template"}]})
+
+
+def test_a_missing_settings_file_is_refused_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pydantic-settings skips a missing YAML file: `--config ci.yml` for ci.yaml ran on the
+    # defaults (a CI job then judged manifests with rules its settings had turned off).
+    with pytest.raises(ConfigError, match=r"ci\.yml: not found"):
+        load_settings(tmp_path / "ci.yml")
+    monkeypatch.setenv("SNAPREADY_CONFIG_FILE", str(tmp_path / "gone.yaml"))
+    with pytest.raises(ConfigError, match=r"gone\.yaml: not found"):
+        Settings()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("a: [1\n", "expected ',' or ']'", id="not-yaml"),
+        pytest.param("- enforcement: audit\n", "a mapping of settings is expected, not a list",
+                     id="a-list"),
+        pytest.param("audit\n", "not a str", id="a-string"),
+    ],
+)  # fmt: skip
+def test_a_settings_file_that_is_no_mapping_is_refused_clearly(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    config = tmp_path / "settings.yaml"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_settings(config)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert load_settings(empty).enforcement == "enforce"  # an empty file: the defaults
+
+
+def test_an_env_variable_naming_no_section_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SNAPREADY_CONFIG_FILE", raising=False)
+    monkeypatch.setenv("SNAPREADY_LIFECYCLES__PRUNE", "on")
+    with pytest.raises(ConfigError, match="SNAPREADY_LIFECYCLES__PRUNE"):
+        Settings()
+    monkeypatch.delenv("SNAPREADY_LIFECYCLES__PRUNE")
+    # What Kubernetes sets for a Service named snapready is no setting and is left alone.
+    for name in ("SNAPREADY_PORT", "SNAPREADY_SERVICE_HOST", "SNAPREADY_PORT_443_TCP_ADDR"):
+        monkeypatch.setenv(name, "10.0.0.1")
+    monkeypatch.setenv("SNAPREADY_LIFECYCLE__PRUNE", "on")
+    assert Settings().lifecycle.prune == "on"

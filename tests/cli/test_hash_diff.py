@@ -575,3 +575,9 @@ def test_hash_follows_the_settings_file_when_one_is_given(
     config.write_text("injection:\n  enabled: false\n")
     _, out, _ = run(capsys, "hash", "--config", str(config), LLM_POD)
     assert out.split()[1] == webhook_hash("03", injection={"enabled": False})
+
+
+def test_a_missing_config_file_stops_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    # It used to be skipped: the command then ran on the defaults.
+    code, _, err = run(capsys, "hash", "--config", "/nonexistent/ci.yml", LLM_POD)
+    assert code == 2 and err == "snapready: settings file /nonexistent/ci.yml: not found\n"

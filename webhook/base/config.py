@@ -9,9 +9,12 @@ Every field documents its unit and why its default was chosen; the Helm chart's 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
@@ -20,6 +23,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from webhook.base.errors import ConfigError
 from webhook.base.reporting import ReportSettings
 from webhook.base.section import Section
 from webhook.base.sections import (
@@ -275,14 +279,71 @@ class Settings(BaseSettings):
         config_file = settings_cls.model_config.get("yaml_file") or os.environ.get(
             "SNAPREADY_CONFIG_FILE"
         )
+        unknown_env_sections(settings_cls, os.environ)
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if config_file:
-            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+            sources.append(SettingsFile(settings_cls, yaml_file=str(config_file)))
         return tuple(sources)
 
     def annotation(self, name: str) -> str:
         """Full annotation key for ``name``, e.g. ``annotation(SPEC_HASH)`` (``base.keys``)."""
         return self.prefix + name
+
+
+ENV_PREFIX = "SNAPREADY_"
+
+
+def unknown_env_sections(settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+    """Refuse ``SNAPREADY_<NAME>__...`` variables whose ``<NAME>`` is no settings field
+    (``SNAPREADY_LIFECYCLES__PRUNE``): pydantic-settings reads only the names it knows and
+    would drop the rest without a word. Names without ``__`` are not judged: Kubernetes gives
+    every container ``SNAPREADY_PORT``, ``SNAPREADY_SERVICE_HOST``... for a Service named
+    ``snapready`` (docs: "Discovering services", environment variables), which must be left
+    alone.
+
+    Raises:
+        ConfigError: naming each unknown variable (its value is never shown).
+    """
+    fields = set(settings_cls.model_fields)
+    unknown = sorted(
+        name
+        for name in environ
+        if name.upper().startswith(ENV_PREFIX)
+        and "__" in name
+        and name[len(ENV_PREFIX) :].split("__", 1)[0].lower() not in fields
+    )
+    if unknown:
+        raise ConfigError(
+            f"unknown settings variable(s) {', '.join(unknown)}: no settings section is named "
+            "so (docs/reference/configuration.md)"
+        )
+
+
+class SettingsFile(YamlConfigSettingsSource):
+    """The YAML settings file, which must exist and hold a mapping: pydantic-settings skips a
+    missing file, so ``--config ci.yml`` for ``ci.yaml`` ran on the defaults without a word.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, is not YAML, or is not a mapping.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], yaml_file: str) -> None:
+        path = Path(yaml_file).expanduser()
+        if not path.exists() or path.is_dir():  # /dev/null is a file of no settings
+            raise ConfigError(f"settings file {yaml_file}: not found")
+        super().__init__(settings_cls, yaml_file=yaml_file)
+
+    def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
+        try:
+            found = super()._read_file(file_path)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError(f"settings file {file_path}: {exc}") from None
+        if not isinstance(found, dict):
+            raise ConfigError(
+                f"settings file {file_path}: a mapping of settings is expected, "
+                f"not a {type(found).__name__}"
+            )
+        return found
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
@@ -294,6 +355,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
 
     Raises:
         pydantic.ValidationError: any value is invalid (names the field).
+        ConfigError: the file is missing or no YAML mapping, or a ``SNAPREADY_<NAME>__``
+            variable names no section (``SettingsFile``, ``unknown_env_sections``).
     """
     clean = {key: value for key, value in overrides.items() if value is not None}
     if config_file is None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from webhook.base.config import Settings, load_settings
 from webhook.base.errors import ConfigError
@@ -42,4 +43,6 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     try:
         return load_settings(getattr(args, "config", None), **overrides)
     except ValidationError as exc:
+        raise ConfigError(f"invalid settings: {exc}") from None
+    except SettingsError as exc:  # an env value that is not the JSON its section needs
         raise ConfigError(f"invalid settings: {exc}") from None
