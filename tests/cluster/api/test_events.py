@@ -8,6 +8,7 @@ namespace now has its own bucket, asked first, inside the process's (``cluster.a
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from webhook.cluster.api.events import (
     Event,
     EventRecorder,
     Regarding,
+    event_name,
 )
 from webhook.cluster.api.syncing import NotServed, TransportError
 from webhook.server.collectors import EventCollector
@@ -202,3 +204,18 @@ def test_a_full_bucket_is_forgotten_before_a_recent_one() -> None:
     events.emit(warning("ns-new", "pod"))
     assert "ns-0" in events._buckets, "forgetting ns-0 would hand it a full bucket"
     assert "ns-1" not in events._buckets and "ns-new" in events._buckets
+
+
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@pytest.mark.parametrize("length", [5, 236, 237, 251, 252, 253])
+def test_event_names_are_valid_and_distinct_for_long_pod_names(length: int) -> None:
+    # A pod name may be 253 characters: cut to leave the key, never ending in "." or "-".
+    name = ("a" * 234 + "-." + "b" * 17)[:length] if length > 5 else "pod-1"
+    first = Event(Regarding("v1", "Pod", "ns", name), "Warning", "A", "Restore", "one")
+    second = Event(Regarding("v1", "Pod", "ns", name), "Warning", "B", "Restore", "two")
+    names = {event_name(first), event_name(second)}
+    assert len(names) == 2, "two occurrences of one pod: two names"
+    for found in names:
+        assert len(found) <= 253 and DNS_SUBDOMAIN.match(found), found

@@ -128,6 +128,14 @@ class Event:
         }
 
 
+def event_name(event: Event) -> str:
+    """``<regarding>.<key[:16]>``, a valid object name (a DNS subdomain, 253 characters at
+    most) for any object name: a long name is cut to leave the key whole (else the events of
+    one long-named pod shared a name, and a 252-character one ended in ``.``), without a ``.``
+    or ``-`` where the cut falls."""
+    return f"{event.regarding.name[:236].rstrip('.-')}.{event.key[:16]}"
+
+
 def micro_time(now: float) -> str:
     """A ``MicroTime`` (``2026-12-01T10:00:00.123456Z``)."""
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -272,7 +280,7 @@ class EventRecorder:
         now = micro_time(self.clock())
         base = f"/apis/events.k8s.io/v1/namespaces/{event.regarding.namespace}/events"
         if sent is None:
-            name = f"{event.regarding.name}.{event.key[:16]}"[:253]
+            name = event_name(event)
             try:
                 self.transport.create(base, event.body(name, now, self.instance))
                 return _Sent(name, 1), True
@@ -284,7 +292,8 @@ class EventRecorder:
             body = event.body(name, now, self.instance)
             metadata = body["metadata"]
             del metadata["name"]
-            metadata["generateName"] = f"{name[:200]}-"  # the API server appends 5 characters
+            # the API server appends 5 characters
+            metadata["generateName"] = f"{name[:200].rstrip('.-')}-"
             created = self.transport.create(base, body)
             self.renamed += 1
             log.warning(
