@@ -75,9 +75,15 @@ def ready_pods(state: ClusterState) -> dict[str, dict[str | None, dict[str, PodR
     out: dict[str, dict[str | None, dict[str, PodRecord]]] = {}
     for key, record in tuple(state.pods.items()):  # the live dict: a copy (ClusterState.pods)
         if checkpointable(record):
-            by_hash = out.setdefault(record.namespace, {})
-            by_hash.setdefault(record.spec_hash, {})[key] = record
+            _file(out, key, record)
     return out
+
+
+def _file(
+    ready: dict[str, dict[str | None, dict[str, PodRecord]]], key: str, record: PodRecord
+) -> None:
+    """Put ``record`` into ``ready`` under its namespace and fingerprint."""
+    ready.setdefault(record.namespace, {}).setdefault(record.spec_hash, {})[key] = record
 
 
 def _record_uses(record: PodRecord | None, policies: PolicyIndex) -> tuple[UseKey, ...]:
@@ -231,8 +237,7 @@ class PodUses:
                 if not by_hash:
                     del self._ready[namespace]
         if record is not None and checkpointable(record):
-            by_hash = self._ready.setdefault(record.namespace, {})
-            by_hash.setdefault(record.spec_hash, {})[key] = record
+            _file(self._ready, key, record)
             self._filed[key] = (record.namespace, record.spec_hash)
 
     def _set(self, key: str, found: tuple[UseKey, ...]) -> bool:

@@ -278,6 +278,17 @@ def test_the_leaders_writes_are_allowed_by_manifests_rbac(
     assert recorder.emit(event) and recorder.emit(event)
     (written,) = events(env, "SnapshotRestoreMissed")
     assert written["series"]["count"] == 2
+    # The API server deletes Events after --event-ttl: the next repeat's series update gets
+    # its 404 and creates the Event again (as the ServiceAccount, through the real API server).
+    client.EventsV1Api(env.api).delete_namespaced_event(written["metadata"]["name"], env.namespace)
+    assert recorder.emit(event)
+    (again,) = events(env, "SnapshotRestoreMissed")
+    assert again["metadata"]["name"] == written["metadata"]["name"] and not again.get("series")
+    assert recorder.results == {"written": 3, "already": 0, "dropped": 0, "failed": 0}
+    # A 250-character pod name (the longest valid ones): the Event's name is accepted.
+    long_name = "p" * 240 + "-" + "q" * 9
+    long = Event(Regarding("v1", "Pod", env.namespace, long_name), "Warning", "LongName", "R", "x")
+    assert recorder.emit(long) and len(events(env, "LongName")) == 1
     elector = LeaderElector(
         api_client(settings),
         LeaderSettings(lease_name="snapready", lease_namespace=env.namespace),

@@ -10,9 +10,8 @@ token is taken from both or from neither, so one namespace's flood (a tenant's t
 pods) is refused by its own bucket and takes at most its own share of the process's (25 at once,
 then one every 2 s of the process's 5 a second): the Warnings of other namespaces still get
 through, whatever order a pass reports namespaces in. Several namespaces flooding at once share
-the process's limit with everyone (its purpose: the API server's load), as Events of a cluster
-do under the API server's own EventRateLimit. client-go
-bounds each object's events alike (``EventSourceObjectSpamFilter``, k8s.io/client-go
+the process's limit with everyone (its purpose: the API server's load). client-go bounds each
+object's events alike (``EventSourceObjectSpamFilter``, k8s.io/client-go
 tools/record/events_cache.go: burst 25 per source and object), and the API server's
 EventRateLimit admission plugin offers ``server`` and ``namespace`` limits for the same reason.
 Only the leader writes: the caller checks ``is_leader`` (this module never decides it) and the

@@ -196,7 +196,7 @@ class LifecycleWorker(Reconciler):
             state, now, self.config, usage=usage, unrunnable_since=seen, mine=self.mine,
             memo=self.prune_digests,
         )  # fmt: skip
-        self.prunable = {(p.namespace, p.name): p for p in plan if p.due <= now}  # ready(now)
+        self.prunable = {(p.namespace, p.name): p for p in plan if p.ready(now)}
 
     def _namespace_templates(self, namespace: str, state: ClusterState) -> frozenset[UseKey] | None:
         """Use keys of the namespace's workload templates (cached ``template_recheck_seconds``);
