@@ -581,3 +581,24 @@ def test_a_missing_config_file_stops_the_command(capsys: pytest.CaptureFixture[s
     # It used to be skipped: the command then ran on the defaults.
     code, _, err = run(capsys, "hash", "--config", "/nonexistent/ci.yml", LLM_POD)
     assert code == 2 and err == "snapready: settings file /nonexistent/ci.yml: not found\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("lifecycle: {unused_day: 3}\n",
+                     "invalid settings: lifecycle.unused_day: Extra inputs are not permitted",
+                     id="a-typo"),
+        pytest.param("a: [\n", "while parsing a flow node expected the node content",
+                     id="not-yaml"),
+    ],
+)  # fmt: skip
+def test_a_bad_settings_file_is_one_line_naming_what_is_wrong(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, message: str
+) -> None:
+    config = tmp_path / "settings.yaml"
+    config.write_text(text)
+    code, _, err = run(capsys, "hash", "--config", str(config), LLM_POD)
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    code, _, err = run(capsys, "hash", "--config", str(tmp_path), LLM_POD)
+    assert code == 2 and err.endswith(": a directory, not a file\n")

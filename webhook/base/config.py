@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -329,21 +329,34 @@ class SettingsFile(YamlConfigSettingsSource):
 
     def __init__(self, settings_cls: type[BaseSettings], yaml_file: str) -> None:
         path = Path(yaml_file).expanduser()
-        if not path.exists() or path.is_dir():  # /dev/null is a file of no settings
+        if not path.exists():  # /dev/null is there: a file of no settings
             raise ConfigError(f"settings file {yaml_file}: not found")
+        if path.is_dir():
+            raise ConfigError(f"settings file {yaml_file}: a directory, not a file")
         super().__init__(settings_cls, yaml_file=yaml_file)
 
     def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
         try:
             found = super()._read_file(file_path)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"settings file {file_path}: {exc}") from None
+            message = " ".join(str(exc).split())  # PyYAML's marks span lines
+            raise ConfigError(f"settings file {file_path}: {message}") from None
         if not isinstance(found, dict):
             raise ConfigError(
                 f"settings file {file_path}: a mapping of settings is expected, "
                 f"not a {type(found).__name__}"
             )
         return found
+
+
+def invalid_settings(exc: ValidationError) -> str:
+    """One line for invalid settings, each error as ``<dotted key>: <message>``
+    (``lifecycle.unused_day: Extra inputs are not permitted``), pydantic's URLs left out."""
+    parts = [
+        f"{'.'.join(str(part) for part in error['loc']) or '(root)'}: {error['msg']}"
+        for error in exc.errors()
+    ]
+    return "invalid settings: " + "; ".join(parts)
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

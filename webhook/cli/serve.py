@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from webhook.base.config import Settings, SourceSettings
+from webhook.base.config import Settings, SourceSettings, invalid_settings
 from webhook.base.errors import ConfigError
 from webhook.cli.common.options import add_settings_arguments, settings_from
 from webhook.cli.common.output import fail
@@ -58,7 +58,7 @@ def with_source_flags(settings: Settings, args: argparse.Namespace) -> Settings:
     try:
         source = SourceSettings.model_validate({**settings.source.model_dump(), **updates})
     except ValidationError as exc:
-        raise ConfigError(f"invalid settings: {exc}") from None
+        raise ConfigError(invalid_settings(exc)) from None
     return settings.model_copy(update={"source": source})
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from webhook.base.config import Settings, load_settings
+from webhook.base.config import Settings, invalid_settings, load_settings
 from webhook.base.errors import ConfigError
 
 
@@ -43,6 +43,9 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     try:
         return load_settings(getattr(args, "config", None), **overrides)
     except ValidationError as exc:
-        raise ConfigError(f"invalid settings: {exc}") from None
+        raise ConfigError(invalid_settings(exc)) from None
     except SettingsError as exc:  # an env value that is not the JSON its section needs
-        raise ConfigError(f"invalid settings: {exc}") from None
+        raise ConfigError(
+            f"invalid settings: {exc} (a SNAPREADY_<SECTION> variable holds a JSON object; "
+            "or set one field: SNAPREADY_<SECTION>__<FIELD>)"
+        ) from None
