@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from webhook.base.config import Settings, load_settings
+from webhook.base import rule_ids
+from webhook.base.config import Settings, invalid_settings, load_settings
 from webhook.base.errors import ConfigError
 
 
@@ -131,6 +133,32 @@ def test_an_unknown_key_in_an_extra_workload_is_refused() -> None:
     assert Settings(workloads={"extra": [workload]}).workloads.extra[0].kind == "Pool"
     with pytest.raises(ValidationError, match="extra_forbidden"):
         Settings(workloads={"extra": [{**workload, "template": "spec.template"}]})
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        pytest.param({"modes": {"machine-familly": "audit"}},
+                     r"rules\.modes: 'machine-familly' is no rule id \(did you mean "
+                     r"'machine-family'\?\)", id="mode-typo"),
+        pytest.param({"disabled": ["gpu-driver", "gvisor-runtme"]},
+                     r"rules\.disabled: 'gvisor-runtme' is no rule id \(did you mean "
+                     r"'gvisor-runtime'\?\)", id="disabled-typo"),
+        pytest.param({"disabled": ["frobnicate"]}, r"rules\.disabled: 'frobnicate' is no rule id; ",
+                     id="no-near-id"),
+    ],
+)  # fmt: skip
+def test_a_rule_id_no_rule_raises_is_refused(rules: dict[str, Any], message: str) -> None:
+    # Such an id did nothing: `modes: {machine-familly: audit}` left machine-family enforcing.
+    with pytest.raises(ValidationError) as raised:
+        Settings(rules=rules)
+    assert re.search(message, invalid_settings(raised.value))
+
+
+def test_every_rule_id_is_accepted_in_disabled_and_modes() -> None:
+    ids = sorted(rule_ids.RULE_IDS)
+    settings = Settings(rules={"disabled": ids, "modes": dict.fromkeys(ids, "audit")})
+    assert settings.rules.disabled == ids and set(settings.rules.modes) == set(ids)
 
 
 def test_a_missing_settings_file_is_refused_not_skipped(

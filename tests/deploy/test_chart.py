@@ -208,6 +208,10 @@ def test_the_settings_schema_is_generated_from_the_settings_models() -> None:
         pytest.param({"workloads": {"extra": [{"group": "x", "kind": "Y", "resource": "ys",
                       "templates": ["spec.template"], "template": "x"}]}}, "template",
                      id="in-a-list-of-sections"),
+        pytest.param({"rules": {"modes": {"machine-familly": "audit"}}}, "machine-familly",
+                     id="a-rule-id-typo-in-modes"),
+        pytest.param({"rules": {"disabled": ["gpu-driver", "gpu-migg"]}},
+                     "/settings/rules/disabled/1", id="a-rule-id-typo-in-disabled"),
     ],
 )  # fmt: skip
 def test_helm_refuses_a_settings_key_the_server_would_refuse(
@@ -225,7 +229,8 @@ def test_helm_refuses_a_settings_key_the_server_would_refuse(
 def test_helm_accepts_the_settings_the_server_accepts() -> None:
     settings = {
         "lifecycle": {"unused_days": 3, "prune": "on"},
-        "rules": {"gpu_driver": {"pin": True}, "modes": {"mig": "warn"}},
+        "rules": {"gpu_driver": {"pin": True}, "modes": {"gpu-mig": "warn"},
+                  "disabled": ["gpu-driver"]},
         "workloads": {"extra": [{"group": "x", "kind": "Y", "resource": "ys",
                                  "templates": ["spec.template"]}]},
         "storage": {"cluster_location": "europe-west4"},

@@ -12,6 +12,7 @@ from scripts.docsgen import rules as docs_rules
 from webhook.admission import guard
 from webhook.admission.context import DEPENDS_RULE
 from webhook.admission.rollout import RULE as ROLLOUT_RULE
+from webhook.base.rule_ids import RULE_IDS as RULE_ID_LIST
 from webhook.mutation import WORDINGS as MUTATION_WORDINGS
 from webhook.rules import PREDICTION_RULES, RULES, WORDINGS
 
@@ -48,3 +49,12 @@ def test_every_finding_of_the_mutating_webhook_has_its_wording() -> None:
     ids = {rule_id for rule in PREDICTION_RULES for rule_id in rule.rule_ids}
     assert ids == set(WORDINGS)
     assert set(MUTATION_WORDINGS) == {"helper-collision", "too-many-containers"}
+
+
+def test_the_rule_ids_settings_are_checked_against_are_those_the_rules_raise() -> None:
+    """``rules.disabled``/``rules.modes`` are checked against ``webhook.base.rule_ids.RULE_IDS``;
+    a rule added without its id there would be refused in those settings, one removed would be
+    accepted and do nothing."""
+    raised = set(docs_rules.rule_ids(ROOT / "webhook"))
+    assert raised - RULE_ID_LIST == set(), "add these ids to webhook/base/rule_ids.py"
+    assert RULE_ID_LIST - raised == set(), "no rule raises these ids any more"

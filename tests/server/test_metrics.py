@@ -49,12 +49,12 @@ FAMILIES = (
 class KnownRule:
     """One deny finding and one advisory (warn) finding on every pod view."""
 
-    rule_ids: tuple[str, ...] = ("known-deny", "known-warn")
+    rule_ids: tuple[str, ...] = ("gvisor-runtime", "gpu-sharing")
 
     def __call__(self, pod: PodContext) -> list[Finding]:
         return [
-            Finding(pod.spec_field("containers"), "known-deny", "fix", "deny"),
-            Finding(pod.spec_field("volumes"), "known-warn", "consider", "warn"),
+            Finding(pod.spec_field("containers"), "gvisor-runtime", "fix", "deny"),
+            Finding(pod.spec_field("volumes"), "gpu-sharing", "consider", "warn"),
         ]
 
 
@@ -127,8 +127,8 @@ def test_requests_are_counted_by_endpoint_kind_operation_and_decision() -> None:
                  decision="allowed") == 1  # fmt: skip
     assert value(metrics, "snapready_rejected_requests_total", endpoint="validate", code="400") == 1
     findings = "snapready_rule_findings_total"
-    assert value(metrics, findings, rule="known-deny", mode="enforce") == 2
-    assert value(metrics, findings, rule="known-warn", mode="warn") == 2
+    assert value(metrics, findings, rule="gvisor-runtime", mode="enforce") == 2
+    assert value(metrics, findings, rule="gpu-sharing", mode="warn") == 2
     assert value(metrics, "snapready_internal_errors_total") == 0
     assert value(metrics, "snapready_admission_duration_seconds_count", endpoint="validate") == 3
 
@@ -141,7 +141,10 @@ def test_requests_are_counted_by_endpoint_kind_operation_and_decision() -> None:
         ),
         pytest.param({"enforcement": "audit"}, "audit", "audit", id="audit-mode-only-records"),
         pytest.param(
-            {"rules": {"modes": {"known-deny": "audit"}}}, "audit", "warn", id="per-rule-override"
+            {"rules": {"modes": {"gvisor-runtime": "audit"}}},
+            "audit",
+            "warn",
+            id="per-rule-override",
         ),
     ],
 )
@@ -151,8 +154,8 @@ def test_findings_are_labelled_with_the_mode_they_ended_in(
     metrics = Metrics()
     run_reviews(metrics, engine_with(KnownRule(), **settings), [("/validate", review_body("03"))])
     findings = "snapready_rule_findings_total"
-    assert value(metrics, findings, rule="known-deny", mode=deny_mode) == 1
-    assert value(metrics, findings, rule="known-warn", mode=warn_mode) == 1
+    assert value(metrics, findings, rule="gvisor-runtime", mode=deny_mode) == 1
+    assert value(metrics, findings, rule="gpu-sharing", mode=warn_mode) == 1
 
 
 def test_internal_errors_are_counted_and_labelled_error() -> None:

@@ -351,9 +351,11 @@ class SettingsFile(YamlConfigSettingsSource):
 
 def invalid_settings(exc: ValidationError) -> str:
     """One line for invalid settings, each error as ``<dotted key>: <message>``
-    (``lifecycle.unused_day: Extra inputs are not permitted``), pydantic's URLs left out."""
+    (``lifecycle.unused_day: Extra inputs are not permitted``), pydantic's URLs and the
+    ``Value error,`` before our validators' own messages left out."""
     parts = [
-        f"{'.'.join(str(part) for part in error['loc']) or '(root)'}: {error['msg']}"
+        f"{'.'.join(str(part) for part in error['loc']) or '(root)'}: "
+        f"{error['msg'].removeprefix('Value error, ')}"
         for error in exc.errors()
     ]
     return "invalid settings: " + "; ".join(parts)

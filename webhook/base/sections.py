@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from webhook.base.rule_ids import unknown_rule_ids
 from webhook.base.section import Section
 from webhook.base.types import Mode, Severity
 
@@ -191,9 +192,13 @@ class RuleSettings(Section):
         default_factory=ManualTriggerSettings,
         description="The `manual-trigger` rule for PodSnapshotManualTrigger objects.",
     )
-    disabled: list[str] = Field([], description="Rule ids to skip entirely.")
+    disabled: list[str] = Field(
+        [], description="Rule ids to skip entirely (an id no rule raises is refused)."
+    )
     modes: dict[str, Mode] = Field(
-        {}, description="Per-rule enforcement mode overriding the global/policy/namespace mode."
+        {},
+        description="Per-rule enforcement mode overriding the global/policy/namespace mode (an "
+        "id no rule raises is refused).",
     )
 
     @field_validator("sandbox_compat")
@@ -202,6 +207,12 @@ class RuleSettings(Section):
         cls, value: dict[SandboxFeature, Literal["deny", "warn", "off"]]
     ) -> dict[SandboxFeature, Literal["deny", "warn", "off"]]:
         return {**SANDBOX_COMPAT_DEFAULTS, **value}
+
+    @field_validator("disabled", "modes")
+    @classmethod
+    def _known_rule_ids(cls, value: list[str] | dict[str, Mode]) -> list[str] | dict[str, Mode]:
+        unknown_rule_ids(value)
+        return value
 
     @field_validator("gke_version", "gpu_subset_min_version")
     @classmethod
