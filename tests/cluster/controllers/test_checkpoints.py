@@ -7,11 +7,12 @@ the Events writer; the same reports on a real API server are in ``test_evidence`
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import cast
 
 from webhook.cluster.api.events import Event, EventRecorder
-from webhook.cluster.controllers.checkpoints import CheckpointReporter
+from webhook.cluster.controllers.checkpoints import MIN_RECHECK, CheckpointReporter
 from webhook.cluster.controllers.restores.gate import uploading_origins
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.pod_records import PodRecord
@@ -54,8 +55,11 @@ def state_of(*views: SnapshotView, pods: tuple[str, ...] = ("origin",)) -> Clust
     )
 
 
-def reporter(state: ClusterState, leader: list[bool]) -> tuple[CheckpointReporter, Recorded]:
+def reporter(
+    state: ClusterState, leader: list[bool], now: list[float] | None = None
+) -> tuple[CheckpointReporter, Recorded]:
     events = Recorded()
+    clock = now or [T0]
     found = CheckpointReporter(
         cast("EventRecorder", events),
         state=lambda: state,
@@ -64,7 +68,7 @@ def reporter(state: ClusterState, leader: list[bool]) -> tuple[CheckpointReporte
         on_change=lambda: None,
         stall_seconds=600,
         catch_up_seconds=3600,
-        clock=lambda: T0,
+        clock=lambda: clock[0],
     )
     return found, events
 
@@ -105,6 +109,25 @@ def test_a_stalled_upload_is_warned_about_after_the_stall_time() -> None:
         "SnapshotCheckpointStalled",
         "SnapshotCheckpointStalled",
     ]
+
+
+def test_the_next_pass_comes_when_the_first_stall_is_due_not_a_period_later() -> None:
+    # Created 09:00; stall_seconds 600: due at 09:10. The pass period is 30 s, so a stall was
+    # reported up to 30 s late; the pass now asks to come back when the first one is due.
+    created = datetime(2026, 12, 1, 9, 0, tzinfo=UTC).timestamp()
+    now = [created + 590.0]
+    later = replace(snapshot("s1", "awaiting"), created="2026-12-01T09:05:00Z")
+    found, events = reporter(state_of(later, snapshot("s2", "awaiting")), [True], now)
+    assert found.reconcile() == 10.0, "the first due of the two"
+    assert events.events == []
+    now[0] = created + 599.6
+    assert found.reconcile() == MIN_RECHECK, "never a busy loop"
+    now[0] = created + 600.0
+    assert found.reconcile() is None, "s2 reported; s1 due in 300 s, past the period"
+    assert [e.reason for e in events.events] == ["SnapshotCheckpointStalled"] * 2
+    now[0] = created + 400.0  # a stall 200 s away is no sooner than the period: the period
+    fresh, _ = reporter(state_of(snapshot("s3", "awaiting")), [True], now)
+    assert fresh.reconcile() is None
 
 
 def test_the_gate_sees_the_cached_origins_whose_checkpoint_is_uploading() -> None:

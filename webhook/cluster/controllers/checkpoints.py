@@ -10,7 +10,8 @@ handed to the listeners (metrics: checkpoints by outcome, seconds from creation 
 Each snapshot is reported once per process; a new leader reports transitions no older than
 ``outcomes.catch_up_seconds`` before it took over (older ones were an earlier leader's), and a
 replica that loses the Lease forgets what it reported (the next leader decides anew). Woken when
-snapshots or node pools change and when leadership is gained; else every ``recheck`` seconds.
+snapshots or node pools change and when leadership is gained; else when the first awaiting
+snapshot's stall is due, or every ``recheck`` seconds, whichever comes first.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ log = logging.getLogger("snapready.checkpoints")
 CheckpointListener = Callable[[SnapshotView, str, float | None], None]
 """``(snapshot, outcome succeeded|failed, seconds to Succeeded or None)``."""
 MAX_REMEMBERED = 100_000
+MIN_RECHECK = 1.0
+"""Seconds a pass waits at least for a stall that is due sooner (creation times are whole
+seconds; a pass reads every snapshot)."""
 
 
 def origin_facts(view: SnapshotView, state: ClusterState, seen_alive: bool) -> OriginFacts:
@@ -94,27 +98,33 @@ class CheckpointReporter(Reconciler):
         self._origin_seen: set[tuple[str, str]] = set()
         self._leading_since: datetime | None = None
 
-    def reconcile(self) -> None:
-        """One pass: on the leader, report what changed since the last; else forget."""
+    def reconcile(self) -> float | None:
+        """One pass: on the leader, report what changed since the last; else forget. Returns the
+        seconds until the next awaiting snapshot passes ``stall_seconds`` (at least
+        ``MIN_RECHECK``), None when none will before ``period``: a stall is reported when it
+        happens, not up to a period later (controller-runtime's ``RequeueAfter``)."""
         if not self.is_leader():
             if self._leading_since is not None:
                 self.reset()
             self._leading_since = None
-            return
+            return None
         now = datetime.fromtimestamp(self.clock(), UTC)
         if self._leading_since is None:
             self._leading_since = now
-        self.report(self.state(), now, self._leading_since)
+        due = self.report(self.state(), now, self._leading_since)
+        return None if due is None or due >= self.period else max(MIN_RECHECK, due)
 
     def reset(self) -> None:
         """Forget what was reported (leadership lost: the next leader decides anew)."""
         self._done.clear()
 
-    def report(self, state: ClusterState, now: datetime, leading_since: datetime) -> None:
-        """Report every snapshot's new failure, stall or success (caller: the leader)."""
+    def report(self, state: ClusterState, now: datetime, leading_since: datetime) -> float | None:
+        """Report every snapshot's new failure, stall or success (caller: the leader). Returns
+        the seconds until the first awaiting snapshot not yet reported stalls (None: none)."""
         if not state.snapshots_known:
-            return
+            return None
         horizon = leading_since - timedelta(seconds=self.catch_up)
+        due: float | None = None
         for view in state.snapshots.by_name.values():
             if not self.mine(view.namespace):
                 continue
@@ -122,12 +132,15 @@ class CheckpointReporter(Reconciler):
                 key = f"{view.namespace}/{view.origin_pod}"
                 if view.origin_pod and key in state.pods:
                     self._origin_seen.add((view.namespace, view.name))
-                self._stalled(view, state, now)
+                left = self._stalled(view, state, now)
+                if left is not None and (due is None or left < due):
+                    due = left
             elif view.checkpoint in ("failed", "succeeded"):
                 self._finished(view, state, horizon)
         if len(self._done) > MAX_REMEMBERED:
             self._done.clear()  # bounded; a repeat is aggregated by the EventRecorder
             self._origin_seen.clear()
+        return due
 
     def _once(self, view: SnapshotView, what: str) -> bool:
         key = (view.namespace, view.name, what)
@@ -155,13 +168,20 @@ class CheckpointReporter(Reconciler):
         log.warning("checkpoint failed: %s/%s: %s", view.namespace, view.name, note)
         self._emit(view, state, "SnapshotCheckpointFailed", note)
 
-    def _stalled(self, view: SnapshotView, state: ClusterState, now: datetime) -> None:
+    def _stalled(self, view: SnapshotView, state: ClusterState, now: datetime) -> float | None:
+        """Report ``view``'s stall once it is due; else the seconds until it is (None: no
+        creation time, or reported already)."""
         seconds = awaiting_seconds(view, now)
-        if seconds is None or seconds < self.stall_seconds or not self._once(view, "stalled"):
-            return
+        if seconds is None:
+            return None
+        if seconds < self.stall_seconds:
+            return self.stall_seconds - seconds
+        if not self._once(view, "stalled"):
+            return None
         note = stalled_note(view, seconds, self.stall_seconds)
         log.warning("checkpoint stalled: %s/%s: %s", view.namespace, view.name, note)
         self._emit(view, state, "SnapshotCheckpointStalled", note)
+        return None
 
     def _emit(self, view: SnapshotView, state: ClusterState, reason: str, note: str) -> None:
         kind = "PodSnapshotPolicy"
