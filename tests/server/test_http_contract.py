@@ -187,6 +187,26 @@ def test_malformed_embedded_object_is_answered_with_uid(https_server: RunningSer
     assert response["allowed"] is False
 
 
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+@pytest.mark.parametrize("path", ["/mutate", "/validate"])
+def test_a_create_or_update_without_its_object_is_a_bad_request(
+    https_server: RunningServer, path: str, operation: str
+) -> None:
+    # The API server always sends the object of a CREATE or UPDATE; one without is no pod to
+    # allow (it was answered allowed, unjudged).
+    request = load_review("03")
+    request["request"].update(object=None, operation=operation)
+    if operation == "UPDATE":
+        request["request"]["oldObject"] = load_review("03")["request"]["object"]
+    with https_server.client() as client:
+        answer = post(client, path, request)
+    assert answer.status_code == 200
+    response = assert_review_shape(answer.json(), request)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 400
+    assert response["status"]["message"].endswith(f"request.object is required for {operation}")
+
+
 def test_oversize_body_with_content_length_is_413(https_server: RunningServer) -> None:
     body = b'{"pad": "' + b"x" * (7 * 1024 * 1024 + 10) + b'"}'
     with https_server.client() as client:

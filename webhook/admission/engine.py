@@ -42,7 +42,8 @@ def admit(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Deci
     """Decide one AdmissionReview request for ``endpoint`` (``mutate`` or ``validate``).
 
     Steps: 1. dispatch on group/kind (``DISPATCH``, then ``engine.workloads``); 2. unknown
-    kinds, DELETE/CONNECT and null objects are allowed untouched; an object contradicting
+    kinds, DELETE/CONNECT and null objects are allowed untouched (``parse_review`` refuses a
+    CREATE/UPDATE without one, so over HTTP only DELETE has none); an object contradicting
     ``request.kind`` is a broken request (400); 3. the handler matches policies and mutates or
     validates.
     Exceptions propagate to the caller, which applies the failure policy.

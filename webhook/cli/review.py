@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     when the input cannot be read or parsed
     (a message on stderr), and also 2, after printing the answer, when the review is malformed
     but its uid is known, so the server answers with a 400 denial (``request.object`` not an
-    object or contradicting ``request.kind``, an unknown operation...): the printed answer is
+    object, missing from a CREATE or UPDATE or contradicting ``request.kind``, an unknown
+    operation...): the printed answer is
     the server's, and a CI step does not take a broken review for a checked one.
     """
     try:

@@ -96,8 +96,10 @@ def parse_review(body: bytes) -> AdmissionReviewRequest:
         The typed envelope; ``request.object`` is the raw dict from ``body``.
 
     Raises:
-        BadRequest: not JSON, not UTF-8, nested too deep, not an AdmissionReview, or missing
-            ``request``/``request.uid``; ``uid`` is set when it could be read.
+        BadRequest: not JSON, not UTF-8, nested too deep, not an AdmissionReview, missing
+            ``request``/``request.uid``, or a CREATE/UPDATE without ``request.object``
+            (``AdmissionRequest.object`` is set for both: k8s.io/api admission/v1 types.go);
+            ``uid`` is set when it could be read.
     """
     if not body:
         raise BadRequest("empty body: expected an AdmissionReview JSON document")
@@ -116,8 +118,15 @@ def parse_review(body: bytes) -> AdmissionReviewRequest:
             f"not a valid AdmissionReview: {where}: {first['msg']}", uid=_uid_of(document)
         ) from None
     object_ = review.request.object
-    if object_ is not None and not isinstance(object_, dict):
-        raise BadRequest("request.object must be a JSON object or null", uid=review.request.uid)
+    if object_ is None:
+        # DELETE carries none (CONNECT its options); CREATE and UPDATE always carry theirs.
+        if review.request.operation in ("CREATE", "UPDATE"):
+            raise BadRequest(
+                f"request.object is required for {review.request.operation}",
+                uid=review.request.uid,
+            )
+    elif not isinstance(object_, dict):
+        raise BadRequest("request.object must be a JSON object", uid=review.request.uid)
     return review
 
 
