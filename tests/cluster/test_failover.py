@@ -24,6 +24,7 @@ from tests.envtest.plugin import wait_for
 from tests.support.identity import IdentityFactory, require_token
 from tests.support.records import get_record
 from tests.support.snapready_proc import SnapreadyProcess, generate_certs, start_snapready
+from webhook.base.config import LeaderSettings
 
 __all__ = ["env"]
 LEASE_SECONDS = 15
@@ -130,17 +131,15 @@ def test_one_writer_and_the_follower_takes_over_after_a_kill(
             process.stop()
 
 
-FREEZE_SECONDS = 30
-
-
-def test_a_leader_frozen_30s_writes_nothing_after_it_wakes_and_nothing_is_written_twice(
+def test_a_frozen_leader_writes_nothing_after_it_wakes_and_nothing_is_written_twice(
     env: Env, snapready_identity: IdentityFactory, tmp_path: Path
 ) -> None:
-    """Issue 27: the leader is stopped (SIGSTOP) with four pods about to be decided (Ready, no
-    restore evidence: ``missed`` once the 6 s settle time ends, during the freeze) and two new
+    """The leader is stopped (SIGSTOP) with four pods about to be decided (Ready, no restore
+    evidence: ``missed`` once the 6 s settle time ends, during the freeze) and two new
     PodSnapshots to record. The follower takes over after the lease duration and writes it all;
-    the ex-leader wakes after 30 s believing it leads, and writes nothing (its writes are fenced
-    by monotonic time since its last renew). Every pod has one Event, from the new leader."""
+    the ex-leader wakes then (frozen ~15-20 s: past its renew deadline, so its last renew no
+    longer covers it) believing it leads, and writes nothing (its writes are fenced by monotonic
+    time since its last renew). Every pod has one Event, from the new leader."""
     lease = f"freeze-{env.namespace}"[:60]
     settings = {
         "SNAPREADY_LEADER__LEASE_NAME": lease,
@@ -190,7 +189,8 @@ def test_a_leader_frozen_30s_writes_nothing_after_it_wakes_and_nothing_is_writte
             for name in ("frozen-1", "frozen-2"):
                 wait_for(f"{name} recorded", lambda n=name: recorded(env, n), timeout=20)  # type: ignore[misc]
             wait_for("outcomes", lambda: all(recorded_outcome(env, p) for p in pods), timeout=20)
-            time.sleep(max(0.0, FREEZE_SECONDS - (time.monotonic() - frozen_at)))
+            renew_deadline = LeaderSettings().renew_deadline_seconds
+            assert time.monotonic() - frozen_at > renew_deadline, "it wakes past its fence"
         finally:
             os.kill(leader.process.pid, signal.SIGCONT)
         time.sleep(8)  # the ex-leader's loops run again, with what they had pending

@@ -51,6 +51,25 @@ def evidence(
         yield made
 
 
+QUICK_SETTLE = 10.0
+"""Seconds a Ready pod waits for evidence in tests that replay no PodRestored delay."""
+
+
+@pytest.fixture
+def quick_evidence(
+    control_plane: ControlPlane,
+    kube_admin: client.ApiClient,
+    namespace: str,
+    podsnapshot_crds: list[str],
+) -> Iterator[Env]:
+    """snapready with ``outcomes.settle_seconds`` 10 (no 30 s timeline to wait out)."""
+    with make_env(
+        control_plane, kube_admin, namespace, outcomes={"settle_seconds": QUICK_SETTLE}
+    ) as made:
+        wait_for("leader", lambda: made.source.state().details.get("leader") == "leader", 20)
+        yield made
+
+
 def admit_and_create(env: Env, name: str, **changes: Any) -> dict[str, Any]:
     """Admit a pod through snapready's engine and create it on the node (as the scheduler
     would bind it); the agent then marks it scheduled."""
@@ -192,7 +211,8 @@ def test_a_checkpoint_awaiting_too_long_is_stalled(evidence: Env) -> None:
     env, agent = evidence, GkeAgent(evidence.api, evidence.namespace, evidence.gke)
     admit_and_create(env, "origin-slow")
     agent.new_snapshot("snap-slow", "origin-slow")
-    stalled = wait_for("stalled", lambda: events(env, "SnapshotCheckpointStalled"), timeout=45)
+    # Stall time 3 s: reported when due, not at the next 30 s recheck.
+    stalled = wait_for("stalled", lambda: events(env, "SnapshotCheckpointStalled"), timeout=20)
     assert "snap-slow" in stalled[0]["note"] and "AwaitingCheckpoint" in stalled[0]["note"]
     agent.checkpoint("snap-slow", "succeeded")
 
@@ -301,15 +321,17 @@ def test_a_new_leader_reports_what_happened_while_nobody_led_and_nothing_twice(
             env.source.stop()
 
 
-def test_a_restore_event_without_podrestored_is_not_a_restore(evidence: Env) -> None:
+def test_a_restore_event_without_podrestored_is_not_a_restore(quick_evidence: Env) -> None:
     """An Event can be written by anyone who may create Events in the namespace (a fresh-user
     test forged one); PodRestored only through pods/status. A Normal "Successfully restored"
     without PodRestored, and a fallback Warning that names no uid, decide nothing."""
-    env, agent = evidence, GkeAgent(evidence.api, evidence.namespace, evidence.gke)
+    env = quick_evidence
+    agent = GkeAgent(env.api, env.namespace, env.gke)
     seen = listen(env)
     take_snapshot(env)
     admit_and_create(env, "claimed")
     agent.containers_ready("claimed")
+    ready_at = time.monotonic()
     agent.event("claimed", "Normal", f"Successfully restored the pod from PodSnapshot "
                 f"{env.namespace}/snap-1")  # fmt: skip
     body = client.CoreV1Event(
@@ -324,7 +346,8 @@ def test_a_restore_event_without_podrestored_is_not_a_restore(evidence: Env) -> 
     client.CoreV1Api(env.api).create_namespaced_event(env.namespace, body)
     time.sleep(5)
     assert "claimed" not in seen, "an Event alone decided"
-    decided = wait_for("settled", lambda: seen.get("claimed"), timeout=SETTLE + 10)
+    decided = wait_for("settled", lambda: seen.get("claimed"), timeout=QUICK_SETTLE + 10)
     assert decided is not None
+    assert time.monotonic() - ready_at >= QUICK_SETTLE - 1, "decided by the settle time only"
     verdict = decided[0]
     assert verdict.outcome == "missed" and verdict.evidence == "restore Event, no PodRestored"
