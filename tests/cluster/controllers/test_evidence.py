@@ -19,7 +19,7 @@ import jsonpatch
 import pytest
 from kubernetes import client
 
-from tests.cluster.controllers.test_snapshots import Env, make_env, take_snapshot
+from tests.cluster.controllers.test_snapshots import Env, leading_env, make_env, take_snapshot
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from tests.support.gke_agent import GkeAgent
@@ -40,14 +40,13 @@ def evidence(
     podsnapshot_crds: list[str],
 ) -> Iterator[Env]:
     """snapready with ``outcomes.settle_seconds`` 40 and a 3 s checkpoint stall."""
-    with make_env(
+    with leading_env(
         control_plane,
         kube_admin,
         namespace,
         outcomes={"settle_seconds": SETTLE},
         checkpoint={"stall_seconds": 3},
     ) as made:
-        wait_for("leader", lambda: made.source.state().details.get("leader") == "leader", 20)
         yield made
 
 
@@ -63,10 +62,9 @@ def quick_evidence(
     podsnapshot_crds: list[str],
 ) -> Iterator[Env]:
     """snapready with ``outcomes.settle_seconds`` 10 (no 30 s timeline to wait out)."""
-    with make_env(
+    with leading_env(
         control_plane, kube_admin, namespace, outcomes={"settle_seconds": QUICK_SETTLE}
     ) as made:
-        wait_for("leader", lambda: made.source.state().details.get("leader") == "leader", 20)
         yield made
 
 

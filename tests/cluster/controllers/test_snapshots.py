@@ -196,6 +196,16 @@ def make_env(
             core.delete_node(node)
 
 
+@contextlib.contextmanager
+def leading_env(
+    control_plane: ControlPlane, api: client.ApiClient, namespace: str, **overrides: Any
+) -> Iterator[Env]:
+    """``make_env``, once its snapready leads (it alone in the test: at most 20 s)."""
+    with make_env(control_plane, api, namespace, **overrides) as made:
+        wait_for("leader", lambda: made.source.state().details.get("leader") == "leader", 20)
+        yield made
+
+
 @pytest.fixture
 def env(
     control_plane: ControlPlane,

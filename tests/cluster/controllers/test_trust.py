@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from tests.cluster.controllers.test_evidence import events, recorded_outcome
 from tests.cluster.controllers.test_restores import create_admitted, turn_ready
-from tests.cluster.controllers.test_snapshots import GROUP, VERSION, Env, make_env, take_snapshot
+from tests.cluster.controllers.test_snapshots import GROUP, VERSION, Env, leading_env, take_snapshot
 from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import wait_for
 from webhook.cluster.api.events import Event, Regarding
@@ -39,10 +39,9 @@ def trust(
     podsnapshot_crds: list[str],
 ) -> Iterator[Env]:
     """snapready leading, pods GKE says nothing about decided 2 s after Ready, one snapshot."""
-    with make_env(
+    with leading_env(
         control_plane, kube_admin, namespace, outcomes={"settle_seconds": SETTLE}
     ) as made:
-        wait_for("leader", lambda: made.source.state().details.get("leader") == "leader", 20)
         take_snapshot(made)
         yield made
 
