@@ -242,6 +242,37 @@ def test_review_34_under_another_name_overlaps_llm_policy(engine: Engine) -> Non
     assert "policy-overlap" in warned
 
 
+@pytest.mark.parametrize(
+    ("value", "warned"),
+    [
+        pytest.param("audit", False, id="a-mode"),
+        pytest.param("audti", True, id="a-typo"),
+        pytest.param("Warn", True, id="modes-are-lower-case"),
+        pytest.param("", True, id="empty"),
+    ],
+)
+def test_an_enforcement_annotation_that_is_no_mode_is_warned(
+    engine: Engine, value: str, warned: bool
+) -> None:
+    # Admission ignores it (the pods fall back to the namespace's or the global mode): a typo
+    # meant to audit would leave them denied without a word.
+    review = load_review("34")
+    review["request"]["object"]["metadata"]["annotations"]["snapready.io/enforcement"] = value
+    decision = validate(review, engine)
+    assert decision.allowed
+    assert ("policy-enforcement" in rules_in(decision)[1]) is warned
+    if warned:
+        [line] = [w for w in decision.warnings if "policy-enforcement" in w]
+        assert f"{value!r} is not enforce, warn or audit" in line
+
+
+def test_an_enforcement_annotation_typo_is_not_warned_when_the_rule_is_disabled() -> None:
+    engine = build_engine(make_settings(rules={"disabled": ["policy-enforcement"]}))
+    review = load_review("34")
+    review["request"]["object"]["metadata"]["annotations"]["snapready.io/enforcement"] = "audti"
+    assert "policy-enforcement" not in rules_in(validate(review, engine))[1]
+
+
 def test_a_policy_cannot_relax_its_own_review(engine: Engine) -> None:
     review = review_34(storageConfigName="nope")
     review["request"]["object"]["metadata"]["annotations"]["snapready.io/enforcement"] = "audit"

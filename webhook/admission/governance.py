@@ -20,8 +20,9 @@ from webhook.admission.decision import (
     namespace_ignored,
     request_namespace,
 )
+from webhook.base.keys import ENFORCEMENT
 from webhook.base.types import Endpoint, Finding, Mode, RawObject
-from webhook.governance import policy_findings, storage_findings
+from webhook.governance import enforcement_annotation, policy_findings, storage_findings
 from webhook.governance.trigger import trigger_findings
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
@@ -56,6 +57,7 @@ def handle_snapshot_crd(request: AdmissionRequest, endpoint: Endpoint, engine: E
         if namespace_ignored(state, namespace, settings):
             return allowed()
         findings = policy_findings(obj, state, namespace=namespace, name=name)
+        findings += enforcement_annotation(obj, settings.prefix + ENFORCEMENT)
         mode = effective_mode((), namespace, state, settings)
         subject = f"PodSnapshotPolicy {namespace}/{name}"
     else:

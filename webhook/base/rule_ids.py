@@ -24,7 +24,8 @@ RULE_IDS: frozenset[str] = frozenset(
         "shared-fingerprint", "snapshot-ready", "stale-config", "stale-state",
         "too-many-containers", "tpu",
         # PodSnapshotPolicy, PodSnapshotManualTrigger and bucket governance (webhook/governance).
-        "manual-trigger", "policy-grouping-labels", "policy-overlap", "policy-retention",
+        "manual-trigger", "policy-enforcement", "policy-grouping-labels", "policy-overlap",
+        "policy-retention",
         "policy-retention-format", "policy-selector", "policy-selector-empty", "policy-spec",
         "policy-storage-config", "policy-trigger-type",
         "bucket-hierarchical-namespace", "bucket-location", "bucket-name",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import Any, Literal, get_args, overload
 
 RawObject = dict[str, Any]
 """A Kubernetes object exactly as decoded from JSON (``{"apiVersion": ..., "metadata": ...}``)."""
@@ -68,6 +68,8 @@ Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 Endpoint = Literal["mutate", "validate"]
 Mode = Literal["enforce", "warn", "audit"]
 """Enforcement mode: ``enforce`` denies, ``warn`` allows with warnings, ``audit`` only logs."""
+MODES: tuple[Mode, ...] = get_args(Mode)
+"""The modes, as a ``<prefix>enforcement`` label or annotation must spell one."""
 Severity = Literal["deny", "warn"]
 """A finding's own weight: ``deny`` findings follow the mode; ``warn`` findings are advisory."""
 FailurePolicy = Literal["Fail", "Ignore"]

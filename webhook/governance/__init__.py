@@ -8,7 +8,7 @@ into a decision, and ``webhook.cluster.gcs`` supplies the facts.
 
 from __future__ import annotations
 
-from webhook.governance.policy import policy_findings, selectors_overlap
+from webhook.governance.policy import enforcement_annotation, policy_findings, selectors_overlap
 from webhook.governance.storage import (
     BucketFacts,
     BucketLookup,
@@ -22,6 +22,7 @@ __all__ = [
     "BucketLookup",
     "bucket_findings",
     "bucket_name_problem",
+    "enforcement_annotation",
     "policy_findings",
     "selectors_overlap",
     "storage_findings",

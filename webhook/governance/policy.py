@@ -3,7 +3,8 @@
 A policy decides which pods GKE snapshots (full memory images, secrets included) and for how long
 they are kept. Checks: the storage config exists, the selector is valid and not empty, retention is
 set in GKE's format, grouping labels are required by the selector, the trigger type is documented,
-and no other policy of the namespace selects the same pods; in cluster mode an ungrouped policy
+no other policy of the namespace selects the same pods, and its ``<prefix>enforcement``
+annotation is a mode (``enforcement_annotation``); in cluster mode an ungrouped policy
 whose pods come from several workloads is warned (``cross-workload``). Field names per GKE's CRD
 (tests/data/crds/podsnapshot.gke.io.yaml) and docs/gke-facts.md#section-2.
 """
@@ -15,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.base.errors import ConfigError
-from webhook.base.text import clip_all
-from webhook.base.types import Finding, RawObject, Severity
+from webhook.base.text import clip, clip_all
+from webhook.base.types import MODES, Finding, RawObject, Severity
 from webhook.kube.matching import LabelSelector, Requirement, compile_selector
 from webhook.snapshots.state import ClusterState
 
@@ -83,6 +84,25 @@ def ungrouped_workloads(
 
 
 _SELECTOR_REQUIRED = "required LabelSelector, e.g. {matchLabels: {app: my-app}}"
+
+
+def enforcement_annotation(obj: RawObject, key: str) -> list[Finding]:
+    """``policy-enforcement`` (warn): the policy's ``key`` annotation (``snapready.io/enforcement``)
+    is no mode. Admission then ignores it (``admission.decision.effective_mode``: the policy's
+    pods follow the namespace label, else the global mode), so a typo such as ``audti`` would
+    leave them denied where the team meant to audit, without a word. Fix: one of ``MODES``."""
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    value = annotations.get(key) if isinstance(annotations, dict) else None
+    if value is None or value in MODES:
+        return []
+    shown = clip(repr(value))
+    message = (
+        f"{shown} is not enforce, warn or audit: ignored, so this policy's pods follow the "
+        "namespace label or the global mode"
+    )
+    path = f'metadata.annotations["{key}"]'
+    return [_finding(path, "policy-enforcement", message, "warn")]
 
 
 def _finding(path: str, rule: str, message: str, severity: Severity = "deny") -> Finding:

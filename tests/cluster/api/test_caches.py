@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import make_settings
+from tests.conftest import load_review, make_settings
 from tests.support.fake_apiserver import (
     NODES,
     POLICIES,
@@ -33,6 +34,7 @@ from tests.support.fake_apiserver import (
 from tests.support.kube_real import SelectedRule, pod_review, selected_by, validate
 from webhook.admission.engine import Engine
 from webhook.base.errors import ConfigError
+from webhook.cluster.api.caches import resources
 from webhook.server.app import AdmissionApp
 from webhook.server.runner import PolicySource, build_engine, open_source
 from webhook.snapshots.state import ClusterState
@@ -177,3 +179,46 @@ def test_a_kubeconfig_that_is_not_one_is_a_one_line_config_error(
     for raised in (served.value, connected.value):
         assert says in str(raised) and str(path) in str(raised)
         assert "\n" not in str(raised)
+
+
+@pytest.mark.parametrize(
+    ("labels", "logged"),
+    [
+        pytest.param({"snapready.io/enforcement": "audti"}, True, id="a-typo"),
+        pytest.param({"snapready.io/enforcement": "audit"}, False, id="a-mode"),
+        pytest.param({"snapready.io/ignore": "true"}, False, id="no-enforcement-label"),
+    ],
+)
+def test_a_namespace_enforcement_label_that_is_no_mode_is_logged(
+    caplog: pytest.LogCaptureFixture, labels: dict[str, str], logged: bool
+) -> None:
+    # Admission ignores it (the namespace's pods keep the global mode); no webhook of ours sees
+    # a Namespace, so the cache that reads it says so.
+    [namespaces] = [r for r in resources("snapready.io/") if r.name == "namespaces"]
+    namespace = {"kind": "Namespace", "metadata": {"name": "team-a", "labels": labels}}
+    with caplog.at_level(logging.WARNING, logger="snapready.kube"):
+        assert namespaces.convert(namespace) == labels
+    said = [r.getMessage() for r in caplog.records]
+    if logged:
+        assert said == [
+            "Namespace /team-a: label snapready.io/enforcement='audti' is not enforce, warn or "
+            "audit: ignored (its pods follow their policies' annotations, else the global mode)"
+        ]
+    else:
+        assert said == []
+
+
+def test_a_policy_enforcement_annotation_that_is_no_mode_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # One created before snapready was installed was never warned by policy-enforcement.
+    [policies] = [r for r in resources("snapready.io/") if r.name == "podsnapshotpolicies"]
+    policy = load_review("34")["request"]["object"]
+    policy["metadata"]["annotations"]["snapready.io/enforcement"] = "audti"
+    with caplog.at_level(logging.WARNING, logger="snapready.kube"):
+        assert policies.convert(policy).enforcement == "audti"
+    assert [r.getMessage() for r in caplog.records] == [
+        "PodSnapshotPolicy snap/llm-policy: annotation snapready.io/enforcement='audti' is not "
+        "enforce, warn or audit: ignored (its pods follow the namespace label, else the global "
+        "mode)"
+    ]

@@ -16,14 +16,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.base.config import SourceSettings
-from webhook.base.keys import ORIGIN
-from webhook.base.types import RawObject
+from webhook.base.keys import ENFORCEMENT, ORIGIN
+from webhook.base.text import clip
+from webhook.base.types import MODES, RawObject
 from webhook.cluster.api import watched
 from webhook.cluster.api.hooks import CacheHooks
 from webhook.cluster.api.reflector import Reflector
 from webhook.cluster.api.stamped_pods import pod_record
 from webhook.cluster.api.syncing import Poller, Resource, Timing, Transport, Worker
-from webhook.kube.matching import PolicyIndex
+from webhook.kube.matching import Policy, PolicyIndex
 from webhook.snapshots.evidence import gke_event, index_events, updated_events
 from webhook.snapshots.facts import (
     compute_class_facts,
@@ -54,6 +55,34 @@ def _where(obj: RawObject) -> str:
     return f"{obj.get('kind', 'object')} {meta.get('namespace') or ''}/{meta.get('name')}"
 
 
+def _not_a_mode(obj: RawObject, what: str, mode: str | None, instead: str) -> None:
+    """Log a warning when a ``<prefix>enforcement`` ``what`` (label, annotation) is set and no
+    mode: admission ignores it (``admission.decision.effective_mode``) and follows ``instead``.
+    A policy created with it was warned (``policy-enforcement``); one created before snapready,
+    or a Namespace (no webhook of snapready's sees it), is only told of here."""
+    if mode is not None and mode not in MODES:
+        log.warning(
+            "%s: %s%s=%s is not enforce, warn or audit: ignored (%s)",
+            _where(obj), what, ENFORCEMENT, clip(repr(mode)), instead,
+        )  # fmt: skip
+
+
+def _namespace_labels(obj: RawObject, prefix: str) -> dict[str, str] | None:
+    """The namespace's own labels (``facts.namespace_labels``; None without any)."""
+    labels = namespace_labels(obj, prefix)
+    instead = "its pods follow their policies' annotations, else the global mode"
+    _not_a_mode(obj, "label " + prefix, labels.get(prefix + ENFORCEMENT), instead)
+    return labels or None
+
+
+def _policy(obj: RawObject, prefix: str) -> Policy:
+    """``parse_policy`` (raises ``ConfigError``)."""
+    policy = parse_policy(obj, prefix=prefix, where=_where(obj))
+    instead = "its pods follow the namespace label, else the global mode"
+    _not_a_mode(obj, "annotation " + prefix, policy.enforcement, instead)
+    return policy
+
+
 def resources(
     prefix: str,
     join: RecordJoin | None = None,
@@ -74,7 +103,7 @@ def resources(
         Resource(
             watched.POLICIES.name,
             watched.POLICIES.paths(),
-            convert=lambda obj: parse_policy(obj, prefix=prefix, where=_where(obj)),
+            convert=lambda obj: _policy(obj, prefix),
             build=lambda items: PolicyIndex.build(items.values()),
         ),
         Resource(
@@ -86,7 +115,7 @@ def resources(
         Resource(
             watched.NAMESPACES.name,
             watched.NAMESPACES.paths(),
-            convert=lambda obj: namespace_labels(obj, prefix) or None,
+            convert=lambda obj: _namespace_labels(obj, prefix),
             build=lambda items: {name: dict(labels) for name, labels in items.items()},
         ),
         Resource(
