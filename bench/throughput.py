@@ -44,7 +44,7 @@ from bench.harness.servers import (
     wait_ready,
 )
 from bench.harness.stats import percentile
-from tests.envtest.controlplane import free_port
+from tests.support.ports import free_port
 
 SCENARIOS = (
     ("selected pod CREATE", "03", "/mutate", 0.7),

@@ -35,8 +35,9 @@ from bench.harness.servers import (
     snapready_counts,
     wait_ready,
 )
-from tests.envtest.controlplane import ControlPlane, free_port
+from tests.envtest.controlplane import ControlPlane
 from tests.support.helm_support import settings_of
+from tests.support.ports import free_port
 from tests.support.snapready_proc import ca_bundle
 from tests.support.webhooks import WEBHOOK_KINDS, point_at
 

@@ -39,7 +39,8 @@ from bench.harness.proc import MIB
 from bench.harness.servers import Launcher, stop_servers, wait_ready
 from bench.harness.stats import markdown_table
 from bench.scale.serve import log_entries
-from tests.envtest.controlplane import ControlPlane, free_port
+from tests.envtest.controlplane import ControlPlane
+from tests.support.ports import free_port
 from tests.support.webhooks import render_chart
 
 ROOT = Path(__file__).resolve().parents[2]

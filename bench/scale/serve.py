@@ -20,7 +20,8 @@ from bench.harness import proc
 from bench.harness.identity import RELEASE, RELEASE_NS
 from bench.harness.objects import Obj
 from bench.harness.servers import Launcher, Server, stop_servers, wait_ready
-from tests.envtest.controlplane import ControlPlane, free_port
+from tests.envtest.controlplane import ControlPlane
+from tests.support.ports import free_port
 
 
 @dataclass

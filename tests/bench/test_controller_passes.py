@@ -9,7 +9,7 @@ from typing import Any, cast
 from prometheus_client import CollectorRegistry, start_http_server
 
 from bench.scale.latency import controller_passes, passes_line
-from tests.envtest.controlplane import free_port
+from tests.support.ports import free_port
 from webhook.server.collectors import ControllerCollector
 
 

@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -41,6 +40,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tests.support.ports import free_port
 
 if TYPE_CHECKING:  # imported where used: the watchdog process does not need it
     import kubernetes.client
@@ -337,14 +338,6 @@ def write_kubeconfig(
 
 # --------------------------------------------------------------------------------------------
 # Processes
-
-
-def free_port() -> int:
-    """An unused TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def tail(path: Path, lines: int = 30) -> str:

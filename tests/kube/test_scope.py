@@ -20,8 +20,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.envtest.controlplane import ControlPlane, free_port
+from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import unique_name, wait_for, wait_for_service_account
+from tests.support.ports import free_port
 from webhook.kube.matching import Policy, PolicyIndex, compile_selector
 from webhook.kube.scope import CONDITION_NAME, build_scope, requirement_cel, scope_expression
 

@@ -25,10 +25,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.envtest.controlplane import ControlPlane, free_port
+from tests.envtest.controlplane import ControlPlane
 from tests.envtest.plugin import unique_name, wait_for, wait_for_service_account
 from tests.support import helm_support
 from tests.support.identity import IdentityFactory, require_token
+from tests.support.ports import free_port
 from webhook.base.config import LeaderSettings, ScopeSettings, Settings, SourceSettings
 from webhook.base.tracking import OutcomeSettings
 from webhook.cluster.manager import Cluster, start_cluster
