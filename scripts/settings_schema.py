@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from webhook.base.config import Settings
 from webhook.base.rule_ids import RULE_IDS
 from webhook.base.sections import RuleSettings
+from webhook.base.types import MODES
 
 SCHEMA = Path(__file__).resolve().parent.parent / "chart" / "values.schema.json"
 DESCRIPTION = (
@@ -38,9 +39,13 @@ DESCRIPTION = (
 _RULE_ID = {"enum": sorted(RULE_IDS)}
 FIELDS: dict[tuple[type[BaseModel], str], dict[str, Any]] = {
     (RuleSettings, "disabled"): {"type": "array", "items": _RULE_ID},
-    (RuleSettings, "modes"): {"type": "object", "propertyNames": _RULE_ID},
+    (RuleSettings, "modes"): {
+        "type": "object",
+        "propertyNames": _RULE_ID,
+        "additionalProperties": {"enum": list(MODES)},
+    },
 }
-"""Fields whose keys or items the chart checks too: the rule ids."""
+"""Fields whose keys, items or values the chart checks too: the rule ids and their modes."""
 
 
 def _model(annotation: Any) -> type[BaseModel] | None:

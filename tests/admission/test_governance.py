@@ -264,6 +264,7 @@ def test_an_enforcement_annotation_that_is_no_mode_is_warned(
     if warned:
         [line] = [w for w in decision.warnings if "policy-enforcement" in w]
         assert f"{value!r} is not enforce, warn or audit" in line
+        assert ("modes are lower case: 'warn'" in line) is (value == "Warn")
 
 
 def test_an_enforcement_annotation_typo_is_not_warned_when_the_rule_is_disabled() -> None:

@@ -151,6 +151,32 @@ def test_stamped_pod_and_offline_check_get_no_not_stamped_warning() -> None:
     assert not any("not-stamped" in w for w in offline.warnings)
 
 
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        pytest.param("hunter2", "not-stamped", id="not-a-fingerprint"),
+        pytest.param("v1:sha256:" + "A" * 64, "not-stamped", id="upper-case-hex"),
+        pytest.param("v1:sha256:" + "0" * 63, "not-stamped", id="short"),
+        pytest.param("", "not-stamped", id="empty"),
+        pytest.param("v1:sha256:" + "0" * 64, "hash-drift", id="right-shape-wrong-hash"),
+    ],
+)
+def test_a_spec_hash_set_by_hand_does_not_hide_a_skipped_mutating_webhook(
+    value: str, rule: str
+) -> None:
+    # A tenant may set the annotation on the pod it creates; when snapready's /mutate was
+    # skipped (failurePolicy Ignore), only /validate can say the pod was never stamped.
+    engine = build_engine(make_settings())
+    pod = ready_pod()
+    pod["metadata"].setdefault("annotations", {})["snapready.io/spec-hash"] = value
+    decision = admit(request_for(pod), "validate", engine)
+    said = {w.split("]")[0][1:]: w for w in decision.warnings}
+    assert rule in said, decision.warnings
+    assert ({"not-stamped", "hash-drift"} - {rule}).isdisjoint(said), "one of the two says it"
+    if rule == "not-stamped":
+        assert "is no fingerprint snapready writes" in said[rule]
+
+
 def test_a_pod_over_max_containers_is_told_why_it_was_not_stamped() -> None:
     """Issue 27: snapready itself leaves such a pod unmutated; the warning must not blame
     ``failurePolicy: Ignore``."""

@@ -144,6 +144,9 @@ def test_an_unknown_key_in_an_extra_workload_is_refused() -> None:
         pytest.param({"disabled": ["gpu-driver", "gvisor-runtme"]},
                      r"rules\.disabled: 'gvisor-runtme' is no rule id \(did you mean "
                      r"'gvisor-runtime'\?\)", id="disabled-typo"),
+        pytest.param({"disabled": ["GVISOR-RUNTIME"]},
+                     r"rules\.disabled: 'GVISOR-RUNTIME' is no rule id \(did you mean "
+                     r"'gvisor-runtime'\?\)", id="upper-case"),
         pytest.param({"disabled": ["frobnicate"]}, r"rules\.disabled: 'frobnicate' is no rule id; ",
                      id="no-near-id"),
     ],

@@ -602,3 +602,17 @@ def test_a_bad_settings_file_is_one_line_naming_what_is_wrong(
     assert code == 2 and err.count("\n") == 1 and message in err, err
     code, _, err = run(capsys, "hash", "--config", str(tmp_path), LLM_POD)
     assert code == 2 and err.endswith(": a directory, not a file\n")
+
+
+@pytest.mark.parametrize("value", ["gpu-mig", '["gpu-mig"', "gpu-mig,gvisor-runtime"])
+def test_a_list_variable_that_is_not_json_is_named_with_how_to_write_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # The message used to say only that a section variable holds a JSON object, though the
+    # user had set one field, as the docs say to.
+    monkeypatch.setenv("SNAPREADY_RULES__DISABLED", value)
+    code, _, err = run(capsys, "hash", LLM_POD)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("snapready: invalid settings: SNAPREADY_RULES__DISABLED: not the JSON")
+    assert """SNAPREADY_RULES__DISABLED='["gpu-mig"]'""" in err
+    assert value not in err.replace("""'["gpu-mig"]'""", ""), "values are never shown"

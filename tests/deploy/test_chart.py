@@ -212,6 +212,8 @@ def test_the_settings_schema_is_generated_from_the_settings_models() -> None:
                      id="a-rule-id-typo-in-modes"),
         pytest.param({"rules": {"disabled": ["gpu-driver", "gpu-migg"]}},
                      "/settings/rules/disabled/1", id="a-rule-id-typo-in-disabled"),
+        pytest.param({"rules": {"modes": {"gpu-mig": "audti"}}}, "/settings/rules/modes/gpu-mig",
+                     id="a-mode-typo-in-modes"),
     ],
 )  # fmt: skip
 def test_helm_refuses_a_settings_key_the_server_would_refuse(

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple, cast
 
 from webhook.base.config import Settings
 from webhook.base.keys import ENFORCEMENT, IGNORE, SPEC_HASH
+from webhook.base.text import clip
 from webhook.base.types import Finding, Mode, RawObject, Wording
 from webhook.kube.matching import Policy
 from webhook.kube.responses import (
@@ -22,6 +23,7 @@ from webhook.kube.review import AdmissionRequest
 from webhook.mutation import WORDINGS as MUTATION_WORDINGS
 from webhook.mutation import Mutation, container_count
 from webhook.pod.context import PodContext
+from webhook.pod.distill import FINGERPRINT_SHAPE
 from webhook.rules import WORDINGS as PREDICTION_WORDINGS
 from webhook.snapshots.state import ClusterState
 
@@ -95,7 +97,10 @@ def overlap_findings(ctx: PodContext) -> list[Finding]:
 
 
 def not_stamped(ctx: PodContext) -> list[Finding]:
-    """``not-stamped`` (warn): a selected Pod reached ``validate`` without ``<prefix>spec-hash``.
+    """``not-stamped`` (warn): a selected Pod reached ``validate`` without ``<prefix>spec-hash``,
+    or with a value no version of snapready writes (``distill.FINGERPRINT_SHAPE``): a tenant can
+    set the annotation on the pod it creates, and one set by hand must not hide the warning (a
+    forged value of the right shape is ``hash-drift``'s, which computes the fingerprint).
 
     Every selected pod passes snapready's mutating webhook first, which always stamps it; a pod
     without the annotation means that call was skipped (``failurePolicy: Ignore`` with snapready
@@ -105,10 +110,19 @@ def not_stamped(ctx: PodContext) -> list[Finding]:
     that instead (it used to blame ``failurePolicy: Ignore``). Pod templates are never stamped.
     """
     key = ctx.settings.annotation(SPEC_HASH)
-    if ctx.kind != "Pod" or key in ctx.annotations or "not-stamped" in ctx.settings.rules.disabled:
+    if ctx.kind != "Pod" or "not-stamped" in ctx.settings.rules.disabled:
         return []
+    stamp = ctx.annotations.get(key)
+    if stamp.__class__ is str and FINGERPRINT_SHAPE.fullmatch(stamp):
+        return []  # a forged one of that shape is hash-drift's: its fingerprint is computed
     limit = ctx.settings.injection.max_containers
-    if container_count(ctx.spec) > limit:
+    if stamp is not None:
+        message = (
+            f"its {key} {clip(repr(stamp))} is no fingerprint snapready writes (set with the "
+            "pod?): snapready's mutating webhook did not run for this pod (failurePolicy Ignore "
+            "while it was unreachable?): no fingerprint, no helpers; recreate the pod"
+        )
+    elif container_count(ctx.spec) > limit:
         message = (
             f"snapready did not mutate this pod: it has more than {limit} containers "
             "(injection.max_containers): no fingerprint, no helpers, no snapready.io/selected "

@@ -9,6 +9,7 @@ Every field documents its unit and why its default was chosen; the Helm chart's 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -291,6 +292,27 @@ class Settings(BaseSettings):
 
 
 ENV_PREFIX = "SNAPREADY_"
+
+
+def env_not_json(exc: Exception, environ: Mapping[str, str]) -> str:
+    """One line for pydantic-settings' ``SettingsError`` on an environment value that is not
+    the JSON its field needs (``error parsing value for field "rules" from source
+    "EnvSettingsSource"``): it names the ``SNAPREADY_<FIELD>`` variables that are set (never
+    their values) and how a list or mapping is written."""
+    found = re.search(r'field "([A-Za-z0-9_]+)"', str(exc))
+    field = ENV_PREFIX + found.group(1).upper() if found else ""
+    names = sorted(
+        name
+        for name in environ
+        if field and (name.upper() == field or name.upper().startswith(field + "__"))
+    )
+    which = ", ".join(names) or field or "a SNAPREADY_ variable"
+    example = ENV_PREFIX + """RULES__DISABLED='["gpu-mig"]'"""
+    return (
+        f"invalid settings: {which}: not the JSON its field needs (a list or a mapping is "
+        f"JSON, e.g. {example}; a {ENV_PREFIX}<SECTION> variable holds a JSON object, or set "
+        f"one field: {ENV_PREFIX}<SECTION>__<FIELD>)"
+    )
 
 
 def unknown_env_sections(settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:

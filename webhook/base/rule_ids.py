@@ -37,11 +37,12 @@ RULE_IDS: frozenset[str] = frozenset(
 
 def unknown_rule_ids(ids: Iterable[str]) -> None:
     """Raise ``ValueError`` naming the first of ``ids`` (a list, or a mapping's keys) that is no
-    rule id, with the closest known id when one is near (``difflib``, cutoff 0.6). Returns None
+    rule id, with the closest known id when one is near (``difflib``, cutoff 0.6, compared in
+    lower case: ids are). Returns None
     when every id is known."""
     for rule_id in ids:
         if rule_id not in RULE_IDS:
-            near = difflib.get_close_matches(rule_id, RULE_IDS, n=1)
+            near = difflib.get_close_matches(str(rule_id).lower(), RULE_IDS, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise ValueError(
                 f"{rule_id!r} is no rule id{hint}; the ids are the pages of docs/rules/"

@@ -198,7 +198,8 @@ class RuleSettings(Section):
     modes: dict[str, Mode] = Field(
         {},
         description="Per-rule enforcement mode overriding the global/policy/namespace mode (an "
-        "id no rule raises is refused).",
+        "id no rule raises is refused); a warning is never made a denial: `enforce` leaves a "
+        "warn-severity rule a warning.",
     )
 
     @field_validator("sandbox_compat")

@@ -11,6 +11,7 @@ whose pods come from several workloads is warned (``cross-workload``). Field nam
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -96,10 +97,12 @@ def enforcement_annotation(obj: RawObject, key: str) -> list[Finding]:
     value = annotations.get(key) if isinstance(annotations, dict) else None
     if value is None or value in MODES:
         return []
-    shown = clip(repr(value))
+    shown = repr(clip(value if isinstance(value, str) else json.dumps(value, default=str)))
+    lower = value.lower() if isinstance(value, str) else ""
+    hint = f" (modes are lower case: {lower!r})" if lower in MODES else ""
     message = (
-        f"{shown} is not enforce, warn or audit: ignored, so this policy's pods follow the "
-        "namespace label or the global mode"
+        f"{shown} is not enforce, warn or audit{hint}: ignored, so this policy's pods follow "
+        "the namespace label or the global mode"
     )
     path = f'metadata.annotations["{key}"]'
     return [_finding(path, "policy-enforcement", message, "warn")]

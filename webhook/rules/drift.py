@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from webhook.base.keys import SPEC_HASH
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext
-from webhook.pod.distill import FINGERPRINT_PREFIX
+from webhook.pod.distill import FINGERPRINT_PREFIX, FINGERPRINT_SHAPE
 from webhook.pod.memo import recorded_fingerprint
 
 
@@ -22,7 +22,8 @@ class HashDrift:
     """``hash-drift``: warn when a Pod's recorded fingerprint differs from its final spec's.
 
     Skipped for pod templates (controllers are not stamped), pods without the annotation, an
-    annotation written by another fingerprint version (other prefix than ``v1:sha256:``), and
+    annotation written by another fingerprint version (other prefix than ``v1:sha256:``) or by
+    no version (not ``distill.FINGERPRINT_SHAPE``: ``not-stamped`` warns of it), and
     ``rootfs-only`` policies (GKE does not hash the spec for them).
     """
 
@@ -34,8 +35,12 @@ class HashDrift:
             return []
         key = pod.settings.annotation(SPEC_HASH)
         recorded = pod.annotations.get(key)
-        if not isinstance(recorded, str) or not recorded.startswith(FINGERPRINT_PREFIX):
-            return []
+        if (
+            recorded.__class__ is not str
+            or not recorded.startswith(FINGERPRINT_PREFIX)
+            or not FINGERPRINT_SHAPE.fullmatch(recorded)
+        ):
+            return []  # another version's, or no fingerprint at all: ``not-stamped`` says so
         # The memo usually holds it: this replica stamped the same content at /mutate.
         if recorded_fingerprint({"metadata": pod.metadata, "spec": pod.spec}) == recorded:
             return []

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from webhook.base.config import Settings, invalid_settings, load_settings
+from webhook.base.config import Settings, env_not_json, invalid_settings, load_settings
 from webhook.base.errors import ConfigError
 
 
@@ -44,8 +45,5 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
         return load_settings(getattr(args, "config", None), **overrides)
     except ValidationError as exc:
         raise ConfigError(invalid_settings(exc)) from None
-    except SettingsError as exc:  # an env value that is not the JSON its section needs
-        raise ConfigError(
-            f"invalid settings: {exc} (a SNAPREADY_<SECTION> variable holds a JSON object; "
-            "or set one field: SNAPREADY_<SECTION>__<FIELD>)"
-        ) from None
+    except SettingsError as exc:  # an env value that is not the JSON its field needs
+        raise ConfigError(env_not_json(exc, os.environ)) from None
