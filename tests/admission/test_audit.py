@@ -15,6 +15,7 @@ from tests.conftest import load_review
 from webhook.admission.audit import judge, rule_results, without_foreign_keys
 from webhook.admission.engine import Engine
 from webhook.base.types import Finding, Mode
+from webhook.snapshots.audit import admitted
 
 STAMPS = {
     "labels": {"snapready.io/selected": "true"},
@@ -51,6 +52,17 @@ def test_a_stamped_pod_is_admitted_and_its_stamp_is_checked(engine: Engine) -> N
     rules = {r.rule for r in judgement.results}
     assert "not-stamped" not in rules
     assert "hash-drift" in rules  # the all-zero stamp is not this pod's fingerprint
+
+
+def test_a_stamp_set_by_hand_is_not_admission(engine: Engine) -> None:
+    # A tenant can create its pod with snapready's label and any spec-hash: only a value shaped
+    # like a fingerprint counts as the mutating webhook's stamp, as not-stamped judges it.
+    forged = pod(labels=STAMPS["labels"], annotations={"snapready.io/spec-hash": "hunter2"})
+    assert not admitted(forged["metadata"], "snapready.io/")
+    judgement = judge(forged, "v1", "Pod", engine)
+    assert judgement is not None and not judgement.admitted
+    assert {r.rule: r for r in judgement.results}["not-stamped"].result == "warn"
+    assert admitted(pod(**STAMPS)["metadata"], "snapready.io/")
 
 
 def test_what_admission_would_deny_fails_and_says_so(engine: Engine) -> None:

@@ -174,7 +174,8 @@ def test_a_spec_hash_set_by_hand_does_not_hide_a_skipped_mutating_webhook(
     assert rule in said, decision.warnings
     assert ({"not-stamped", "hash-drift"} - {rule}).isdisjoint(said), "one of the two says it"
     if rule == "not-stamped":
-        assert "is no fingerprint snapready writes" in said[rule]
+        assert "is not snapready's" in said[rule], said[rule]
+        assert said[rule].endswith("recreate the pod"), "the fix is never cut off"
 
 
 def test_a_pod_over_max_containers_is_told_why_it_was_not_stamped() -> None:

@@ -11,8 +11,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from webhook.base import rule_ids
-from webhook.base.config import Settings, invalid_settings, load_settings
+from webhook.base.config import Settings, load_settings
 from webhook.base.errors import ConfigError
+from webhook.base.settings_errors import invalid_settings
 
 
 def test_defaults_are_the_documented_ones(monkeypatch: pytest.MonkeyPatch) -> None:

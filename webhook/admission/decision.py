@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, cast
 
 from webhook.base.config import Settings
-from webhook.base.keys import ENFORCEMENT, IGNORE, SPEC_HASH
+from webhook.base.keys import ENFORCEMENT, FINGERPRINT_SHAPE, IGNORE, SPEC_HASH
 from webhook.base.text import clip
 from webhook.base.types import Finding, Mode, RawObject, Wording
 from webhook.kube.matching import Policy
@@ -23,7 +23,6 @@ from webhook.kube.review import AdmissionRequest
 from webhook.mutation import WORDINGS as MUTATION_WORDINGS
 from webhook.mutation import Mutation, container_count
 from webhook.pod.context import PodContext
-from webhook.pod.distill import FINGERPRINT_SHAPE
 from webhook.rules import WORDINGS as PREDICTION_WORDINGS
 from webhook.snapshots.state import ClusterState
 
@@ -98,9 +97,10 @@ def overlap_findings(ctx: PodContext) -> list[Finding]:
 
 def not_stamped(ctx: PodContext) -> list[Finding]:
     """``not-stamped`` (warn): a selected Pod reached ``validate`` without ``<prefix>spec-hash``,
-    or with a value no version of snapready writes (``distill.FINGERPRINT_SHAPE``): a tenant can
+    or with a value no version of snapready writes (``keys.FINGERPRINT_SHAPE``): a tenant can
     set the annotation on the pod it creates, and one set by hand must not hide the warning (a
-    forged value of the right shape is ``hash-drift``'s, which computes the fingerprint).
+    forged value of the right shape is ``hash-drift``'s, which computes the fingerprint, except
+    for ``rootfs-only`` policies or with ``hash-drift`` disabled).
 
     Every selected pod passes snapready's mutating webhook first, which always stamps it; a pod
     without the annotation means that call was skipped (``failurePolicy: Ignore`` with snapready
@@ -114,13 +114,13 @@ def not_stamped(ctx: PodContext) -> list[Finding]:
         return []
     stamp = ctx.annotations.get(key)
     if stamp.__class__ is str and FINGERPRINT_SHAPE.fullmatch(stamp):
-        return []  # a forged one of that shape is hash-drift's: its fingerprint is computed
+        return []  # one forged in that shape is hash-drift's (it computes the fingerprint)
     limit = ctx.settings.injection.max_containers
     if stamp is not None:
         message = (
-            f"its {key} {clip(repr(stamp))} is no fingerprint snapready writes (set with the "
-            "pod?): snapready's mutating webhook did not run for this pod (failurePolicy Ignore "
-            "while it was unreachable?): no fingerprint, no helpers; recreate the pod"
+            f"{clip(stamp)!r} is not snapready's (set with the pod?): its mutating webhook did "
+            "not run for this pod (failurePolicy Ignore?): no fingerprint, no helpers; recreate "
+            "the pod"
         )
     elif container_count(ctx.spec) > limit:
         message = (

@@ -9,14 +9,13 @@ Every field documents its unit and why its default was chosen; the Helm chart's 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -294,27 +293,6 @@ class Settings(BaseSettings):
 ENV_PREFIX = "SNAPREADY_"
 
 
-def env_not_json(exc: Exception, environ: Mapping[str, str]) -> str:
-    """One line for pydantic-settings' ``SettingsError`` on an environment value that is not
-    the JSON its field needs (``error parsing value for field "rules" from source
-    "EnvSettingsSource"``): it names the ``SNAPREADY_<FIELD>`` variables that are set (never
-    their values) and how a list or mapping is written."""
-    found = re.search(r'field "([A-Za-z0-9_]+)"', str(exc))
-    field = ENV_PREFIX + found.group(1).upper() if found else ""
-    names = sorted(
-        name
-        for name in environ
-        if field and (name.upper() == field or name.upper().startswith(field + "__"))
-    )
-    which = ", ".join(names) or field or "a SNAPREADY_ variable"
-    example = ENV_PREFIX + """RULES__DISABLED='["gpu-mig"]'"""
-    return (
-        f"invalid settings: {which}: not the JSON its field needs (a list or a mapping is "
-        f"JSON, e.g. {example}; a {ENV_PREFIX}<SECTION> variable holds a JSON object, or set "
-        f"one field: {ENV_PREFIX}<SECTION>__<FIELD>)"
-    )
-
-
 def unknown_env_sections(settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
     """Refuse ``SNAPREADY_<NAME>__...`` variables whose ``<NAME>`` is no settings field
     (``SNAPREADY_LIFECYCLES__PRUNE``): pydantic-settings reads only the names it knows and
@@ -369,18 +347,6 @@ class SettingsFile(YamlConfigSettingsSource):
                 f"not a {type(found).__name__}"
             )
         return found
-
-
-def invalid_settings(exc: ValidationError) -> str:
-    """One line for invalid settings, each error as ``<dotted key>: <message>``
-    (``lifecycle.unused_day: Extra inputs are not permitted``), pydantic's URLs and the
-    ``Value error,`` before our validators' own messages left out."""
-    parts = [
-        f"{'.'.join(str(part) for part in error['loc']) or '(root)'}: "
-        f"{error['msg'].removeprefix('Value error, ')}"
-        for error in exc.errors()
-    ]
-    return "invalid settings: " + "; ".join(parts)
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

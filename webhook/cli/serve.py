@@ -8,8 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from webhook.base.config import Settings, SourceSettings, invalid_settings
+from webhook.base.config import Settings, SourceSettings
 from webhook.base.errors import ConfigError
+from webhook.base.settings_errors import invalid_settings
 from webhook.cli.common.options import add_settings_arguments, settings_from
 from webhook.cli.common.output import fail
 from webhook.server.logs import configure as configure_logging

@@ -98,7 +98,7 @@ def enforcement_annotation(obj: RawObject, key: str) -> list[Finding]:
     if value is None or value in MODES:
         return []
     shown = repr(clip(value if isinstance(value, str) else json.dumps(value, default=str)))
-    lower = value.lower() if isinstance(value, str) else ""
+    lower = value.strip().lower() if isinstance(value, str) else ""
     hint = f" (modes are lower case: {lower!r})" if lower in MODES else ""
     message = (
         f"{shown} is not enforce, warn or audit{hint}: ignored, so this policy's pods follow "

@@ -39,7 +39,6 @@ reviewed pin change.
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 from typing import Any, Final, NamedTuple
 
@@ -51,9 +50,6 @@ from webhook.kube.defaults import default_container, default_pod_spec, default_v
 from webhook.kube.token_volume import is_service_account_volume
 
 FINGERPRINT_PREFIX: Final = "v1:sha256:"
-FINGERPRINT_SHAPE: Final = re.compile(r"v[0-9]+:sha256:[0-9a-f]{64}")
-"""What any version of snapready's fingerprint looks like (``fullmatch``): a value of another
-shape in ``<prefix>spec-hash`` was not written by snapready's mutating webhook."""
 
 # metadata.annotations: gVisor runtime settings change the sandbox the snapshot was taken in.
 GVISOR_ANNOTATION_PREFIX: Final = "dev.gvisor."

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.base.keys import SPEC_HASH
+from webhook.base.keys import FINGERPRINT_SHAPE, SPEC_HASH
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext
-from webhook.pod.distill import FINGERPRINT_PREFIX, FINGERPRINT_SHAPE
+from webhook.pod.distill import FINGERPRINT_PREFIX
 from webhook.pod.memo import recorded_fingerprint
 
 
@@ -23,7 +23,8 @@ class HashDrift:
 
     Skipped for pod templates (controllers are not stamped), pods without the annotation, an
     annotation written by another fingerprint version (other prefix than ``v1:sha256:``) or by
-    no version (not ``distill.FINGERPRINT_SHAPE``: ``not-stamped`` warns of it), and
+    no version (not ``keys.FINGERPRINT_SHAPE``: ``not-stamped`` warns of it; offline, as in
+    ``snapready check``, nothing does), and
     ``rootfs-only`` policies (GKE does not hash the spec for them).
     """
 

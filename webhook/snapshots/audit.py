@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from webhook.base.keys import SELECTED, SPEC_HASH
+from webhook.base.keys import FINGERPRINT_SHAPE, SELECTED, SPEC_HASH
 from webhook.base.types import RawObject, mapping
 from webhook.kube.matching import LabelSelector, Policy, Requirement
 from webhook.snapshots.views import parse_time
@@ -40,10 +40,15 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 def admitted(metadata: RawObject, prefix: str) -> bool:
     """Whether snapready's mutating webhook stamped the pod (label ``<prefix>selected: "true"``
-    and annotation ``<prefix>spec-hash``)."""
+    and annotation ``<prefix>spec-hash`` shaped like a fingerprint: ``keys.FINGERPRINT_SHAPE``,
+    as ``not-stamped`` judges it; a tenant can set both on its pod)."""
     labels, annotations = mapping(metadata.get("labels")), mapping(metadata.get("annotations"))
     stamp = annotations.get(prefix + SPEC_HASH)
-    return labels.get(prefix + SELECTED) == "true" and isinstance(stamp, str) and bool(stamp)
+    return (
+        labels.get(prefix + SELECTED) == "true"
+        and isinstance(stamp, str)
+        and FINGERPRINT_SHAPE.fullmatch(stamp) is not None
+    )
 
 
 def running(pod: RawObject) -> bool:

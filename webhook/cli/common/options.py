@@ -10,8 +10,9 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from webhook.base.config import Settings, env_not_json, invalid_settings, load_settings
+from webhook.base.config import Settings, load_settings
 from webhook.base.errors import ConfigError
+from webhook.base.settings_errors import env_not_json, invalid_settings
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser, *, policies: bool = True) -> None:
@@ -46,4 +47,4 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     except ValidationError as exc:
         raise ConfigError(invalid_settings(exc)) from None
     except SettingsError as exc:  # an env value that is not the JSON its field needs
-        raise ConfigError(env_not_json(exc, os.environ)) from None
+        raise ConfigError(env_not_json(exc, os.environ, Settings)) from None

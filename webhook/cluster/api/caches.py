@@ -63,7 +63,7 @@ def _not_a_mode(obj: RawObject, what: str, mode: str | None, instead: str) -> No
     if mode is not None and mode not in MODES:
         log.warning(
             "%s: %s%s=%s is not enforce, warn or audit: ignored (%s)",
-            _where(obj), what, ENFORCEMENT, clip(repr(mode)), instead,
+            _where(obj), what, ENFORCEMENT, repr(clip(mode)), instead,
         )  # fmt: skip
 
 
