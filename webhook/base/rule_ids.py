@@ -25,9 +25,8 @@ RULE_IDS: frozenset[str] = frozenset(
         "too-many-containers", "tpu",
         # PodSnapshotPolicy, PodSnapshotManualTrigger and bucket governance (webhook/governance).
         "manual-trigger", "policy-enforcement", "policy-grouping-labels", "policy-overlap",
-        "policy-retention",
-        "policy-retention-format", "policy-selector", "policy-selector-empty", "policy-spec",
-        "policy-storage-config", "policy-trigger-type",
+        "policy-retention", "policy-retention-format", "policy-selector", "policy-selector-empty",
+        "policy-spec", "policy-storage-config", "policy-trigger-type",
         "bucket-hierarchical-namespace", "bucket-location", "bucket-name",
         "bucket-public-access-prevention", "bucket-public-iam", "bucket-reachable",
         "bucket-service-agent", "bucket-soft-delete", "bucket-uniform-access",
@@ -38,8 +37,7 @@ RULE_IDS: frozenset[str] = frozenset(
 def unknown_rule_ids(ids: Iterable[str]) -> None:
     """Raise ``ValueError`` naming the first of ``ids`` (a list, or a mapping's keys) that is no
     rule id, with the closest known id when one is near (``difflib``, cutoff 0.6, compared in
-    lower case: ids are). Returns None
-    when every id is known."""
+    lower case: ids are). Returns None when every id is known."""
     for rule_id in ids:
         if rule_id not in RULE_IDS:
             near = difflib.get_close_matches(str(rule_id).lower(), RULE_IDS, n=1)
