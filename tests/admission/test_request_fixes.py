@@ -158,17 +158,22 @@ def test_stamped_pod_and_offline_check_get_no_not_stamped_warning() -> None:
         pytest.param("v1:sha256:" + "A" * 64, "not-stamped", id="upper-case-hex"),
         pytest.param("v1:sha256:" + "0" * 63, "not-stamped", id="short"),
         pytest.param("", "not-stamped", id="empty"),
-        pytest.param("v1:sha256:" + "0" * 64, "hash-drift", id="right-shape-wrong-hash"),
+        pytest.param("v9:sha256:" + "0" * 64, "not-stamped", id="a-version-snapready-never-wrote"),
+        pytest.param("v1:sha256:" + "0" * 64, "not-stamped", id="right-shape-but-no-label"),
+        pytest.param("v1:sha256:" + "0" * 64, "hash-drift", id="both-stamps-wrong-hash"),
     ],
 )
 def test_a_spec_hash_set_by_hand_does_not_hide_a_skipped_mutating_webhook(
-    value: str, rule: str
+    request: pytest.FixtureRequest, value: str, rule: str
 ) -> None:
-    # A tenant may set the annotation on the pod it creates; when snapready's /mutate was
-    # skipped (failurePolicy Ignore), only /validate can say the pod was never stamped.
+    # A tenant may set the annotation (and the label) on the pod it creates; when snapready's
+    # /mutate was skipped (failurePolicy Ignore), only /validate can say the pod was never
+    # stamped: /mutate always writes both stamps, so one alone is not snapready's.
     engine = build_engine(make_settings())
     pod = ready_pod()
     pod["metadata"].setdefault("annotations", {})["snapready.io/spec-hash"] = value
+    if request.node.callspec.id == "both-stamps-wrong-hash":
+        pod["metadata"].setdefault("labels", {})["snapready.io/selected"] = "true"
     decision = admit(request_for(pod), "validate", engine)
     said = {w.split("]")[0][1:]: w for w in decision.warnings}
     assert rule in said, decision.warnings

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, cast
 
 from webhook.base.config import Settings
-from webhook.base.keys import ENFORCEMENT, FINGERPRINT_SHAPE, IGNORE, SPEC_HASH
+from webhook.base.keys import ENFORCEMENT, IGNORE, SPEC_HASH
 from webhook.base.text import clip
 from webhook.base.types import Finding, Mode, RawObject, Wording
 from webhook.kube.matching import Policy
@@ -24,6 +24,7 @@ from webhook.mutation import WORDINGS as MUTATION_WORDINGS
 from webhook.mutation import Mutation, container_count
 from webhook.pod.context import PodContext
 from webhook.rules import WORDINGS as PREDICTION_WORDINGS
+from webhook.snapshots.audit import admitted
 from webhook.snapshots.state import ClusterState
 
 _MODE_STRICTNESS: Mapping[str, int] = {"audit": 0, "warn": 1, "enforce": 2}
@@ -96,11 +97,13 @@ def overlap_findings(ctx: PodContext) -> list[Finding]:
 
 
 def not_stamped(ctx: PodContext) -> list[Finding]:
-    """``not-stamped`` (warn): a selected Pod reached ``validate`` without ``<prefix>spec-hash``,
-    or with a value no version of snapready writes (``keys.FINGERPRINT_SHAPE``): a tenant can
-    set the annotation on the pod it creates, and one set by hand must not hide the warning (a
-    forged value of the right shape is ``hash-drift``'s, which computes the fingerprint, except
-    for ``rootfs-only`` policies or with ``hash-drift`` disabled).
+    """``not-stamped`` (warn): a selected Pod reached ``validate`` without the stamps snapready's
+    mutating webhook always writes together (``snapshots.audit.admitted``: the label
+    ``<prefix>selected: "true"`` and a ``<prefix>spec-hash`` shaped like its fingerprint,
+    ``keys.FINGERPRINT_SHAPE``). A tenant can set either on the pod it creates, and one set by
+    hand must not hide the warning; both forged, with a wrong fingerprint, are ``hash-drift``'s
+    (it computes the fingerprint), except for ``rootfs-only`` policies or with ``hash-drift``
+    disabled, and with the pod's true fingerprint nothing can tell them from snapready's.
 
     Every selected pod passes snapready's mutating webhook first, which always stamps it; a pod
     without the annotation means that call was skipped (``failurePolicy: Ignore`` with snapready
@@ -112,9 +115,9 @@ def not_stamped(ctx: PodContext) -> list[Finding]:
     key = ctx.settings.annotation(SPEC_HASH)
     if ctx.kind != "Pod" or "not-stamped" in ctx.settings.rules.disabled:
         return []
+    if admitted(ctx.metadata, ctx.settings.prefix):
+        return []  # a forged v1 fingerprint is hash-drift's (it computes the fingerprint)
     stamp = ctx.annotations.get(key)
-    if stamp.__class__ is str and FINGERPRINT_SHAPE.fullmatch(stamp):
-        return []  # one forged in that shape is hash-drift's (it computes the fingerprint)
     limit = ctx.settings.injection.max_containers
     if stamp is not None:
         message = (

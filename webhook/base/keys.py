@@ -26,10 +26,11 @@ POLICY: Final = "policy"
 """The selecting PodSnapshotPolicies' names, joined by ``,``."""
 SPEC_HASH: Final = "spec-hash"
 """snapready's fingerprint of the pod's distilled spec (``pod.distill``), written last."""
-FINGERPRINT_SHAPE: Final = re.compile(r"v[0-9]+:sha256:[0-9a-f]{64}")
-"""What any version of snapready's fingerprint in ``<prefix>spec-hash`` looks like
-(``fullmatch``; ``webhook.pod.distill`` writes ``v1:sha256:<sha256 hex>``): a value of another
-shape was not written by snapready's mutating webhook (a tenant can set it on its pod)."""
+FINGERPRINT_SHAPE: Final = re.compile(r"v1:sha256:[0-9a-f]{64}")
+"""What snapready's fingerprint in ``<prefix>spec-hash`` looks like (``fullmatch``;
+``webhook.pod.distill`` writes ``v1:sha256:<sha256 hex>``, the only version there is; a new one
+adds its shape here): a value of another shape was not written by snapready's mutating webhook
+(a tenant can set it on its pod)."""
 RESTORE_PREDICTION: Final = "restore-prediction"
 """The admission-time prediction: ``hit``, ``miss`` or ``none`` (``pod.restore``)."""
 RESTORE_SNAPSHOT: Final = "restore-snapshot"

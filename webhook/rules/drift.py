@@ -11,20 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.base.keys import FINGERPRINT_SHAPE, SPEC_HASH
+from webhook.base.keys import SPEC_HASH
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext
-from webhook.pod.distill import FINGERPRINT_PREFIX
 from webhook.pod.memo import recorded_fingerprint
+from webhook.snapshots.audit import admitted
 
 
 class HashDrift:
     """``hash-drift``: warn when a Pod's recorded fingerprint differs from its final spec's.
 
-    Skipped for pod templates (controllers are not stamped), pods without the annotation, an
-    annotation written by another fingerprint version (other prefix than ``v1:sha256:``) or by
-    no version (not ``keys.FINGERPRINT_SHAPE``: ``not-stamped`` warns of it; offline, as in
-    ``snapready check``, nothing does), and
+    Skipped for pod templates (controllers are not stamped), pods without snapready's stamps
+    (``snapshots.audit.admitted``: its label and a fingerprint-shaped annotation;
+    ``not-stamped`` warns of it; offline, as in ``snapready check``, nothing does), and
     ``rootfs-only`` policies (GKE does not hash the spec for them).
     """
 
@@ -36,12 +35,8 @@ class HashDrift:
             return []
         key = pod.settings.annotation(SPEC_HASH)
         recorded = pod.annotations.get(key)
-        if (
-            recorded.__class__ is not str
-            or not recorded.startswith(FINGERPRINT_PREFIX)
-            or not FINGERPRINT_SHAPE.fullmatch(recorded)
-        ):
-            return []  # another version's, or no fingerprint at all: ``not-stamped`` says so
+        if not admitted(pod.metadata, pod.settings.prefix):
+            return []  # not snapready's stamps: ``not-stamped`` says so
         # The memo usually holds it: this replica stamped the same content at /mutate.
         if recorded_fingerprint({"metadata": pod.metadata, "spec": pod.spec}) == recorded:
             return []

@@ -83,11 +83,13 @@ def awaiting_seconds(view: SnapshotView, now: datetime) -> float | None:
 
 
 def stalled_note(view: SnapshotView, seconds: float, stall_seconds: float) -> str:
-    """The ``SnapshotCheckpointStalled`` note."""
+    """The ``SnapshotCheckpointStalled`` note (the time awaited in minutes, or seconds under 2 min:
+    a low ``stall_seconds`` said "0 min")."""
     who = f" of pod {view.origin_pod}" if view.origin_pod else ""
     return (
         f"checkpoint{who} to PodSnapshot {view.name} has been AwaitingCheckpoint for "
-        f"{seconds / 60:.0f} min (checkpoint.stall_seconds {stall_seconds:.0f} s); uploads of "
+        f"{f'{seconds / 60:.0f} min' if seconds >= 120 else f'{seconds:.0f} s'} "
+        f"(checkpoint.stall_seconds {stall_seconds:.0f} s); uploads of "
         "~70 GiB take ~13 min. Large-VRAM checkpoints can hang on a GPU driver assertion: check "
         "the node's GKE snapshot agent, and delete the snapshot to let the next pod retry"
     )

@@ -586,8 +586,8 @@ def test_a_nan_pod_is_an_error_even_after_its_null_twin(
     pods = []
     for name, user in (("a", None), ("b", float("nan"))):
         pod = copy.deepcopy(base)
-        pod["metadata"] = {"name": name, "namespace": "snap", "labels": {"app": "llm"},
-                           "annotations": stamp}  # fmt: skip
+        pod["metadata"] = {"name": name, "namespace": "snap", "annotations": stamp,
+                           "labels": {"app": "llm", "snapready.io/selected": "true"}}  # fmt: skip
         pod["spec"]["securityContext"] = {"runAsUser": user}
         pods.append(pod)
     manifest = write(tmp_path / "twins.yaml", *pods)

@@ -201,7 +201,7 @@ def test_a_namespace_enforcement_label_that_is_no_mode_is_logged(
     said = [r.getMessage() for r in caplog.records]
     if logged:
         assert said == [
-            "Namespace /team-a: label snapready.io/enforcement='audti' is not enforce, warn or "
+            "Namespace team-a: label snapready.io/enforcement='audti' is not enforce, warn or "
             "audit: ignored (its pods follow their policies' annotations, else the global mode)"
         ]
     else:
@@ -222,3 +222,23 @@ def test_a_policy_enforcement_annotation_that_is_no_mode_is_logged(
         "enforce, warn or audit: ignored (its pods follow the namespace label, else the global "
         "mode)"
     ]
+
+
+def test_a_namespace_enforcement_typo_is_said_once_per_value_not_per_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The trial: ten unrelated changes to the namespace logged the same warning eleven times.
+    [namespaces] = [r for r in resources("snapready.io/") if r.name == "namespaces"]
+
+    def event(value: str, other: str) -> dict[str, Any]:
+        labels = {"snapready.io/enforcement": value, "team": other}
+        return {"kind": "Namespace", "metadata": {"name": "team-a", "labels": labels}}
+
+    with caplog.at_level(logging.WARNING, logger="snapready.kube"):
+        for number in range(10):
+            namespaces.convert(event("audti", str(number)))
+        namespaces.convert(event("enforc", "x"))  # another typo: said
+        namespaces.convert(event("audit", "x"))  # fixed
+        namespaces.convert(event("enforc", "y"))  # the typo again: said again
+    said = [r.getMessage().split("=")[1].split(" ")[0] for r in caplog.records]
+    assert said == ["'audti'", "'enforc'", "'enforc'"]

@@ -14,6 +14,7 @@ from typing import cast
 from webhook.cluster.api.events import Event, EventRecorder
 from webhook.cluster.controllers.checkpoints import MIN_RECHECK, CheckpointReporter
 from webhook.cluster.controllers.restores.gate import uploading_origins
+from webhook.snapshots.checkpoints import stalled_note
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.pod_records import PodRecord
 from webhook.snapshots.state import ClusterState
@@ -142,3 +143,11 @@ def test_the_gate_sees_the_cached_origins_whose_checkpoint_is_uploading() -> Non
     assert uploading_origins(state, lambda namespace: namespace != "ns") == set()
     unknown = ClusterState(snapshots=state.snapshots, pods=state.pods)
     assert uploading_origins(unknown, lambda _namespace: True) == set(), "not listed yet"
+
+
+def test_a_short_stall_says_seconds_not_zero_minutes() -> None:
+    view = snapshot("s2", "awaiting")
+    assert "AwaitingCheckpoint for 3 s (checkpoint.stall_seconds 3 s)" in stalled_note(view, 3, 3)
+    assert "AwaitingCheckpoint for 31 min (checkpoint.stall_seconds 1800 s)" in stalled_note(
+        view, 1860, 1800
+    )

@@ -16,20 +16,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.base.config import SourceSettings
-from webhook.base.keys import ENFORCEMENT, ORIGIN
-from webhook.base.text import clip
-from webhook.base.types import MODES, RawObject
+from webhook.base.keys import ORIGIN
 from webhook.cluster.api import watched
+from webhook.cluster.api.enforcement_values import EnforcementValues, where
 from webhook.cluster.api.hooks import CacheHooks
 from webhook.cluster.api.reflector import Reflector
 from webhook.cluster.api.stamped_pods import pod_record
 from webhook.cluster.api.syncing import Poller, Resource, Timing, Transport, Worker
-from webhook.kube.matching import Policy, PolicyIndex
+from webhook.kube.matching import PolicyIndex
 from webhook.snapshots.evidence import gke_event, index_events, updated_events
 from webhook.snapshots.facts import (
     compute_class_facts,
     gke_version,
-    namespace_labels,
     node_pools,
     node_view,
 )
@@ -41,46 +39,11 @@ from webhook.snapshots.state import (
     DisruptionBudget,
     NodeView,
     disruption_budget,
-    parse_policy,
     parse_storage_config,
 )
 from webhook.snapshots.views import snapshot_view
 
 log = logging.getLogger("snapready.kube")
-
-
-def _where(obj: RawObject) -> str:
-    metadata = obj.get("metadata")
-    meta = metadata if isinstance(metadata, dict) else {}
-    return f"{obj.get('kind', 'object')} {meta.get('namespace') or ''}/{meta.get('name')}"
-
-
-def _not_a_mode(obj: RawObject, what: str, mode: str | None, instead: str) -> None:
-    """Log a warning when a ``<prefix>enforcement`` ``what`` (label, annotation) is set and no
-    mode: admission ignores it (``admission.decision.effective_mode``) and follows ``instead``.
-    A policy created with it was warned (``policy-enforcement``); one created before snapready,
-    or a Namespace (no webhook of snapready's sees it), is only told of here."""
-    if mode is not None and mode not in MODES:
-        log.warning(
-            "%s: %s%s=%s is not enforce, warn or audit: ignored (%s)",
-            _where(obj), what, ENFORCEMENT, repr(clip(mode)), instead,
-        )  # fmt: skip
-
-
-def _namespace_labels(obj: RawObject, prefix: str) -> dict[str, str] | None:
-    """The namespace's own labels (``facts.namespace_labels``; None without any)."""
-    labels = namespace_labels(obj, prefix)
-    instead = "its pods follow their policies' annotations, else the global mode"
-    _not_a_mode(obj, "label " + prefix, labels.get(prefix + ENFORCEMENT), instead)
-    return labels or None
-
-
-def _policy(obj: RawObject, prefix: str) -> Policy:
-    """``parse_policy`` (raises ``ConfigError``)."""
-    policy = parse_policy(obj, prefix=prefix, where=_where(obj))
-    instead = "its pods follow the namespace label, else the global mode"
-    _not_a_mode(obj, "annotation " + prefix, policy.enforcement, instead)
-    return policy
 
 
 def resources(
@@ -99,23 +62,24 @@ def resources(
     never from ``convert``).
     """
     touched, pods = join or RecordJoin(), watched.stamped_pods(prefix)
+    enforcement = EnforcementValues(prefix)
     return (
         Resource(
             watched.POLICIES.name,
             watched.POLICIES.paths(),
-            convert=lambda obj: _policy(obj, prefix),
+            convert=enforcement.policy,
             build=lambda items: PolicyIndex.build(items.values()),
         ),
         Resource(
             watched.STORAGE_CONFIGS.name,
             watched.STORAGE_CONFIGS.paths(),
-            convert=lambda obj: parse_storage_config(obj, where=_where(obj)),
+            convert=lambda obj: parse_storage_config(obj, where=where(obj)),
             build=lambda items: {config.name: config for config in items.values()},
         ),
         Resource(
             watched.NAMESPACES.name,
             watched.NAMESPACES.paths(),
-            convert=lambda obj: _namespace_labels(obj, prefix),
+            convert=enforcement.namespace_labels,
             build=lambda items: {name: dict(labels) for name, labels in items.items()},
         ),
         Resource(
