@@ -626,3 +626,54 @@ def test_an_input_policy_replaces_the_directory_one_and_two_different_are_an_err
     (error,) = report["errors"]
     assert error["source"] == f"{clash}#1"
     assert "duplicate PodSnapshotPolicy/snap/llm-policy with other content" in error["reason"]
+
+
+def test_the_policy_directorys_own_findings_are_said_on_stderr_without_gating(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in a ``--policies`` file (an enforcement annotation that is no mode) was silent:
+    the pods were judged against the policy, the policy itself not. It is now a note on
+    stderr naming the file and line, outside the report and the exit code (the directory is
+    often another team's); not for a policy whose file is an input (judged there) or that an
+    input replaces."""
+    policies = make_dir(tmp_path / "policies")
+    typo = _policy({"app": "llm"})
+    typo["metadata"]["annotations"] = {"snapready.io/enforcement": "audti"}
+    clean = _policy({"app": "web"}, name="web-policy")
+    policy_file = write(policies / "policies.yaml", clean, typo)
+    manifest = write(tmp_path / "deploy.yaml", ready_deployment())
+
+    def judged(*args: str, fail_on: str = "warn") -> tuple[int, list[dict[str, Any]], str]:
+        code = main(["check", *args, "--policies", str(policies), "--format", "json",
+                     "--fail-on", fail_on])  # fmt: skip
+        out, err = capsys.readouterr()
+        return code, json.loads(out)["results"], err
+
+    code, results, err = judged(str(manifest))
+    assert code == 0, "the directory's warning must not fail a run that fails on warnings"
+    assert [(r["kind"], r["name"]) for r in results] == [("Deployment", "ready")]
+    assert results[0]["policies"] == ["snap/llm-policy"]
+    (note,) = [line for line in err.splitlines() if "policy-enforcement" in line]
+    assert note.startswith("snapready: note: policy directory: ")
+    assert f"PodSnapshotPolicy/snap/llm-policy ({policy_file}#1:" in note and "'audti'" in note
+    # the fixture's policies name a storage config the directory lacks: said for both
+    assert err.count("policy-storage-config") == 2
+
+    code, results, err = judged(str(manifest), str(policy_file))  # the file is an input too
+    assert code == 1  # judged there: its warning fails --fail-on warn
+    assert "policy directory" not in err
+    assert sorted(r["name"] for r in results) == ["llm-policy", "ready", "web-policy"]
+
+    change = write(tmp_path / "change.yaml", _policy({"app": "llm"}))  # the typo fixed
+    _, results, err = judged(str(manifest), str(change), fail_on="deny,unreadable")
+    assert "policy-enforcement" not in err and "llm-policy" not in err  # the input's is in force
+    assert "web-policy" in err
+    assert [r["name"] for r in results] == ["ready", "llm-policy"]
+
+
+def test_the_embedded_example_policies_are_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = write(tmp_path / "deploy.yaml", ready_deployment())
+    assert main(["check", str(manifest)]) == 0
+    assert "policy directory" not in capsys.readouterr().err

@@ -214,6 +214,18 @@ def test_fail_on_decides_the_exit_code(
     assert json.loads(out)["summary"]["denied"] == 1
 
 
+def test_fail_on_warn_fails_on_a_denial_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--fail-on warn`` asks for a stricter run: it passed a denied MIG pod (exit 0) when the
+    input held no warned object."""
+    path = write(tmp_path / "p.yaml", mig_pod())
+    code, out, _ = run_check(capsys, str(path), "--fail-on", "warn", "--format", "json")
+    summary = json.loads(out)["summary"]
+    assert (summary["denied"], summary["warned"]) == (1, 0)
+    assert code == 1
+
+
 def test_an_unknown_fail_on_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["check", "x.yaml", "--fail-on", "deny,loud"])

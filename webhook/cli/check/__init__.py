@@ -14,7 +14,9 @@ never a traceback), and also no objects at all, invalid settings or policies, or
 both 1 and 2, so an unreadable file never hides a denial. ``--format json`` prints exactly one
 document in every case, ``sarif`` and ``junit`` (``check.formats``) one log. The objects are
 judged in the cluster ``check.reading.checked_state`` describes (the policy directory plus the
-input's own policies, storage configs, ComputeClasses and Nodes). Notes on stderr: the embedded
+input's own policies, storage configs, ComputeClasses and Nodes); the policy directory's own
+policies are judged too, their findings said on stderr without changing the report or the exit
+code (``check.policy_dir``), unless it is the embedded examples'. Notes on stderr: the embedded
 example policies are in use (no ``--policies``), or no PodSnapshotPolicy is known (nothing can
 be selected). The JSON shape (``--format json``) is documented in docs/reference/check.md and
 versioned by ``CHECK_FORMAT_VERSION``; each result and finding carries the ``file``,
@@ -36,6 +38,7 @@ from webhook.base.errors import ConfigError
 from webhook.base.text import clip
 from webhook.base.types import Finding, Mode, RawObject
 from webhook.cli.check.formats import junit, sarif
+from webhook.cli.check.policy_dir import note_policy_dir
 from webhook.cli.check.reading import checked_state, read_inputs
 from webhook.cli.check.report import (
     CHECK_FORMAT_VERSION,
@@ -124,8 +127,8 @@ def register(subparsers: Any) -> None:
         default=FAIL_ON_DEFAULT,
         metavar="LIST",
         help="what fails the run (comma-separated): deny (an object would be denied: exit 1), "
-        "warn (allowed with warnings: exit 1), unreadable (an input could not be read or an "
-        "object checked: exit 2), or none; default deny,unreadable",
+        "warn (allowed with warnings, or denied: exit 1), unreadable (an input could not be "
+        "read or an object checked: exit 2), or none; default deny,unreadable",
     )
     parser.set_defaults(func=run)
 
@@ -173,6 +176,13 @@ def _judge_all(args: argparse.Namespace) -> int:
     results = [
         check_object(item, engine, args.namespace, index) for index, item in enumerate(objects)
     ]
+    if settings.source.policy_dir != DEFAULT_POLICY_DIR:  # the user's policies, not the examples
+        note_policy_dir(
+            settings.source.policy_dir,
+            objects,
+            args.namespace,
+            lambda item, index: check_object(item, engine, args.namespace, index),
+        )
     shared_fingerprints(objects, results, engine, args.namespace)
     place_findings(objects, results, FieldLocator())
     report = build_report(results, errors)

@@ -25,7 +25,12 @@ EXIT_CODES = """exit status (what counts is --fail-on):
 
 def fail_on(text: str) -> frozenset[str]:
     """argparse type of ``--fail-on``: comma-separated ``deny``, ``warn``, ``unreadable``, or
-    ``none``."""
+    ``none``. ``warn`` means warnings or worse, so it brings ``deny`` with it: ``--fail-on
+    warn`` (a stricter run) used to pass a denied object.
+
+    Raises:
+        argparse.ArgumentTypeError: an unknown or empty value (a usage error, exit 2).
+    """
     values = {part.strip() for part in text.split(",") if part.strip()}
     if values == {"none"}:
         return frozenset()
@@ -34,7 +39,7 @@ def fail_on(text: str) -> frozenset[str]:
         raise argparse.ArgumentTypeError(
             f"{text!r}: use a comma-separated list of {', '.join(FAIL_ON_CHOICES)}, or none"
         )
-    return frozenset(values)
+    return frozenset(values | ({"deny"} if "warn" in values else set()))
 
 
 def exit_code(summary: dict[str, int], fail_on: frozenset[str]) -> int:
