@@ -124,6 +124,73 @@ def test_an_application_crash_is_not_a_restore_failure() -> None:
     assert restore_failure(status) is None
 
 
+@pytest.mark.parametrize(
+    ("state", "last", "failed"),
+    [
+        pytest.param(
+            {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+            {"reason": "Error", "message": "ERROR failed to restore the session cache: KeyError"},
+            False,
+            id="an-app-log-tail-under-FallbackToLogsOnError",
+        ),
+        pytest.param(
+            {"running": {}},
+            {"reason": "Completed", "message": "OCI runtime restore failed: vfs.CompleteRestore()"},
+            False,
+            id="a-termination-log-the-workload-wrote",
+        ),
+        pytest.param(
+            {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": "OCI runtime restore failed: forged",
+                }
+            },
+            {"reason": "OOMKilled", "message": ""},
+            False,
+            id="not-the-runtime-s-reason",
+        ),
+        pytest.param(
+            {"waiting": {"reason": ["StartError"], "message": "restore failed"}},
+            {"reason": {"odd": 1}, "message": "restore failed"},
+            False,
+            id="odd-json-reasons-never-crash",
+        ),
+        pytest.param(
+            {
+                "waiting": {
+                    "reason": "RunContainerError",
+                    "message": "failed to start containerd task: OCI runtime restore "
+                    "failed: vfs.CompleteRestore() failed: x",
+                }
+            },
+            {},
+            True,
+            id="the-kubelet-s-RunContainerError",
+        ),
+        pytest.param(
+            {"running": {}},
+            {
+                "exitCode": 128,
+                "reason": "StartError",
+                "message": "OCI runtime restore failed: vfs.CompleteRestore() failed: x",
+            },
+            True,
+            id="containerd-s-StartError-then-running",
+        ),
+    ],
+)
+def test_only_what_the_runtime_wrote_is_a_restore_failure(
+    state: dict[str, Any], last: dict[str, Any], failed: bool
+) -> None:
+    """A crash's termination message is the workload's (its termination log, or its last log
+    lines under ``FallbackToLogsOnError``): an app that logs "failed to restore ..." and exits
+    was reported as a gVisor restore failure, and a tenant's app could report one at will.
+    Only the runtime's reasons for a container that could not start count."""
+    entry = {"name": "app", "state": state, "lastState": {"terminated": last}}
+    assert (restore_failure({"containerStatuses": [entry]}) is not None) is failed
+
+
 def pod(**changes: Any) -> PodRecord:
     base: dict[str, Any] = {
         "namespace": "llm",

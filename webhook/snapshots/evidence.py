@@ -44,6 +44,18 @@ RESTORE_FAILURE_MARKERS: tuple[tuple[str, str], ...] = (
 """Lower-case substrings of a container's termination message or reason (or its waiting
 message) that mean gVisor's restore crashed, with where each comes from. A crash without one of
 them is an application crash, not a restore failure."""
+RUNTIME_REASONS: frozenset[str] = frozenset(
+    {"StartError", "RunContainerError", "CreateContainerError", "ContainerCannotRun"}
+)
+"""Container-state reasons the container runtime or the kubelet set when a container could not
+be started (containerd's CRI ``StartError``, exit code 128, the runtime's error as the message:
+where ``OCI runtime restore failed`` appears; the kubelet's ``RunContainerError`` and
+``CreateContainerError``; dockershim's ``ContainerCannotRun``). Only their messages are read
+for ``RESTORE_FAILURE_MARKERS``: a container that ran and exited has reason ``Error``,
+``Completed`` or ``OOMKilled`` and its own termination message (its ``/dev/termination-log``,
+or the tail of its logs under ``FallbackToLogsOnError``), which the workload writes: an app
+logging "failed to restore the session cache" before it crashes is no gVisor restore failure,
+nor may a tenant's app make snapready report one."""
 MAX_MESSAGE_CHARS = 512
 _SNAPSHOT_NAME = re.compile(r"podsnapshot\s+([a-z0-9.-]+/[a-z0-9.-]+|[a-z0-9.-]+)", re.IGNORECASE)
 
@@ -167,8 +179,10 @@ def restore_failure(status: Any) -> str | None:
     """``<container>: <message>`` when a container's restore crashed, else None.
 
     Reads every entry of ``containerStatuses`` and ``initContainerStatuses``: ``state.waiting``
-    (``reason`` and ``message``: CrashLoopBackOff, RunContainerError), ``state.terminated`` and
-    ``lastState.terminated`` (``reason``, ``message``), and matches ``RESTORE_FAILURE_MARKERS``.
+    (RunContainerError, CreateContainerError), ``state.terminated`` and
+    ``lastState.terminated`` (StartError, as CrashLoopBackOff leaves it), and matches
+    ``RESTORE_FAILURE_MARKERS`` in the ``message`` of those whose ``reason`` is one of
+    ``RUNTIME_REASONS`` (what the runtime wrote, never the workload's termination message).
     """
     status = mapping(status)
     for key in ("initContainerStatuses", "containerStatuses"):
@@ -187,9 +201,11 @@ def _container_failure(entry: Mapping[str, Any]) -> str | None:
         mapping(state.get("terminated")),
         mapping(last.get("terminated")),
     ):
-        text = f"{part.get('reason') or ''}: {part.get('message') or ''}"
-        lowered = text.lower()
+        reason = part.get("reason")
+        if not (isinstance(reason, str) and reason in RUNTIME_REASONS):
+            continue  # the workload's own termination message, or no failure to start
+        lowered = str(part.get("message") or "").lower()
         if any(marker in lowered for marker, _ in RESTORE_FAILURE_MARKERS):
-            detail = str(part.get("message") or part.get("reason") or "")
+            detail = str(part.get("message"))
             return f"container {entry.get('name') or '?'}: {detail}"[:MAX_MESSAGE_CHARS]
     return None
