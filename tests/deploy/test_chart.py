@@ -281,6 +281,7 @@ EXPECTED_RULES = {
         # Issue 27: only through the ownership webhook's matchCondition (changes of
         # snapready's own annotations or label), never every pod update.
         ("", "pods", ("UPDATE",)),
+        ("", "pods/status", ("UPDATE",)),  # its writers could change the metadata through it
         ("", "pods/ephemeralcontainers", ("UPDATE",)),
         # ReplicaSets only on request (values.validateReplicaSets): the Deployment is judged.
         *(
@@ -889,7 +890,7 @@ def test_the_ownership_webhook_sees_only_updates_of_snapreadys_metadata() -> Non
     hooks = {hook["name"]: hook for kind, hook in webhooks(objs) if kind.startswith("Validating")}
     hook = hooks["ownership.snapready.io"]
     assert [r["operations"] for r in hook["rules"]] == [["UPDATE"]]
-    assert hook["rules"][0]["resources"] == ["pods"]
+    assert hook["rules"][0]["resources"] == ["pods", "pods/status"]
     owner = "system:serviceaccount:webhooks:snapready"
     [condition] = hook["matchConditions"]
     assert condition["expression"] == ownership_condition("snapready.io/", owner)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -42,13 +43,13 @@ def as_account(env: Env, namespace: str, account: str, path: Path) -> client.Cor
     return client.CoreV1Api(ControlPlane.client_from_kubeconfig(kubeconfig))
 
 
-def editor(env: Env, namespace: str, path: Path) -> client.CoreV1Api:
-    """A namespace user bound to the built-in ``edit`` ClusterRole (a RoleBinding)."""
-    core = as_account(env, namespace, "editor", path)
+def editor(env: Env, namespace: str, path: Path, name: str = "editor") -> client.CoreV1Api:
+    """A namespace user ``name`` bound to the built-in ``edit`` ClusterRole (a RoleBinding)."""
+    core = as_account(env, namespace, name, path)
     binding = {
-        "metadata": {"name": "editor-edit"},
+        "metadata": {"name": f"{name}-edit"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-        "subjects": [{"kind": "ServiceAccount", "name": "editor", "namespace": namespace}],
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
     }
     client.RbacAuthorizationV1Api(env.api).create_namespaced_role_binding(
         namespace, client.V1RoleBinding.model_validate(binding)
@@ -117,3 +118,115 @@ def test_snapreadys_own_service_account_may_write_them(env: Env, tmp_path: Path)
     core.patch_namespaced_pod("own", namespace, patch)
     annotations = env.get(compliant_pod("own"), namespace)["metadata"]["annotations"]
     assert annotations["snapready.io/restore-outcome"] == "missed"
+
+
+def owned(metadata: dict[str, Any]) -> dict[str, str]:
+    """The ``snapready.io/`` labels and annotations of ``metadata``, prefixed by their kind."""
+    return {
+        f"{part}:{key}": value
+        for part in ("labels", "annotations")
+        for key, value in (metadata.get(part) or {}).items()
+        if key.startswith("snapready.io/")
+    }
+
+
+def test_a_forged_stamp_cannot_wait_on_an_unselected_pod_for_a_relabel(
+    env: Env, tmp_path: Path
+) -> None:
+    """A real-API trial: an ``edit`` user created a pod no policy selects carrying snapready's
+    ``selected`` label, a ``v1`` spec-hash, ``restore-prediction: hit`` and ``restore-outcome:
+    restored``; no webhook saw it (the scope sends only selected pods), then a relabel into
+    ``llm-policy``'s selector changed no snapready key, so the ownership webhook had nothing to
+    refuse, and ``snapready status`` counted a restore that never happened. Now the scope sends
+    a pod carrying snapready's keys to ``/mutate``, which removes them (the user's ``inject``
+    and ``snapshot-source`` stay), and an UPDATE that adds them to an unselected pod is
+    refused."""
+    namespace = env.namespaces["ns"]
+    attacker = editor(env, namespace, tmp_path / "forger.kubeconfig", name="forger")
+    forged = compliant_pod("forged", labels={"app": "web", "snapready.io/selected": "true",
+                                             "snapready.io/snapshot-source": "true"})  # fmt: skip
+    forged["metadata"]["annotations"] = {
+        "snapready.io/spec-hash": "v1:sha256:" + "cd" * 32,
+        "snapready.io/restore-prediction": "hit",
+        "snapready.io/restore-outcome": "restored",
+        "snapready.io/inject": "false",
+    }
+    from tests.support.webhooks import wait_until  # noqa: PLC0415
+
+    def create() -> client.V1Pod | None:
+        try:
+            return attacker.create_namespaced_pod(namespace, client.V1Pod.model_validate(forged))
+        except ApiException as error:
+            if error.status == 403 and "cannot create" in str(error.body):
+                return None  # RBAC binding not in the authorizer yet
+            raise
+
+    wait_until("edit binding", create, timeout=15)
+    assert owned(env.get(forged, namespace)["metadata"]) == {
+        "labels:snapready.io/snapshot-source": "true",
+        "annotations:snapready.io/inject": "false",
+    }
+
+    for patch in (
+        {"metadata": {"labels": {"snapready.io/selected": "true"}}},
+        {"metadata": {"annotations": {"snapready.io/restore-outcome": "restored"}}},
+    ):
+        error = refused(lambda p=patch: attacker.patch_namespaced_pod("forged", namespace, p))
+        assert error.status == 403 and "may be changed only by snapready" in str(error.body)
+
+    attacker.patch_namespaced_pod("forged", namespace, {"metadata": {"labels": {"app": "llm"}}})
+    relabelled = env.get(forged, namespace)["metadata"]
+    assert relabelled["labels"]["app"] == "llm"
+    assert "labels:snapready.io/selected" not in owned(relabelled)
+    assert "annotations:snapready.io/restore-outcome" not in owned(relabelled)
+
+
+def test_a_pods_status_write_cannot_change_snapreadys_metadata(env: Env, tmp_path: Path) -> None:
+    """The same trial: an account allowed ``pods/status`` (custom controllers' roles often are)
+    changed snapready's annotations and removed its label through the status subresource, which
+    stores them; the ownership webhook listened to ``pods`` only."""
+    namespace = env.namespaces["ns"]
+    must(env.create(compliant_pod("status-victim"), namespace))
+    rbac = client.RbacAuthorizationV1Api(env.api)
+    role = {
+        "metadata": {"name": "status-writer"},
+        "rules": [{"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get", "patch"]}],
+    }
+    rbac.create_namespaced_role(namespace, client.V1Role.model_validate(role))
+    binding = {
+        "metadata": {"name": "status-writer"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "status-writer",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "statuser", "namespace": namespace}],
+    }
+    writer = as_account(env, namespace, "statuser", tmp_path / "statuser.kubeconfig")
+    rbac.create_namespaced_role_binding(namespace, client.V1RoleBinding.model_validate(binding))
+    before = owned(env.get(compliant_pod("status-victim"), namespace)["metadata"])
+    patch = {
+        "metadata": {
+            "annotations": {"snapready.io/restore-outcome": "restored"},
+            "labels": {"snapready.io/selected": None},
+        }
+    }
+    from tests.support.webhooks import wait_until  # noqa: PLC0415
+
+    def answer() -> ApiException | None:
+        try:
+            writer.patch_namespaced_pod_status("status-victim", namespace, patch)
+        except ApiException as error:
+            if error.status == 403 and "cannot patch" in str(error.body):
+                return None  # RBAC binding not in the authorizer yet
+            return error
+        raise AssertionError("a pods/status write changed snapready's metadata")
+
+    error = wait_until("status binding", answer, timeout=15)
+    assert error.status == 403
+    assert "may be changed only by snapready" in str(error.body)
+    assert owned(env.get(compliant_pod("status-victim"), namespace)["metadata"]) == before
+    # An ordinary status write (no snapready key) never reaches snapready and passes.
+    writer.patch_namespaced_pod_status(
+        "status-victim", namespace, {"metadata": {"annotations": {"team": "a"}}}
+    )

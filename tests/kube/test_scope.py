@@ -151,23 +151,32 @@ def canary_refused(api: client.ApiClient, namespace: str) -> bool:
     return False
 
 
-def pod(labels: dict[str, str]) -> dict[str, Any]:
-    """A minimal pod with ``labels``."""
+def pod(labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A minimal pod with ``labels`` (and ``annotations``)."""
+    metadata: dict[str, Any] = {"generateName": "probe-", "labels": labels}
+    if annotations is not None:
+        metadata["annotations"] = annotations
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"generateName": "probe-", "labels": labels},
+        "metadata": metadata,
         "spec": {"containers": [{"name": "c", "image": "busybox"}]},
     }
 
 
-def called(api: client.ApiClient, namespace: str, kind: str, labels: dict[str, str]) -> bool:
+def called(
+    api: client.ApiClient,
+    namespace: str,
+    kind: str,
+    labels: dict[str, str],
+    annotations: dict[str, str] | None = None,
+) -> bool:
     """Whether the API server called the probe webhook for a dry-run create of ``kind``."""
     template = {"metadata": {"labels": labels}, "spec": pod(labels)["spec"]}
     try:
         if kind == "Pod":
             client.CoreV1Api(api).create_namespaced_pod(
-                namespace, client.V1Pod.model_validate(pod(labels)), dry_run="All"
+                namespace, client.V1Pod.model_validate(pod(labels, annotations)), dry_run="All"
             )
         elif kind == "Service":
             body = {"metadata": {"generateName": "probe-"}, "spec": {"ports": [{"port": 80}]}}
@@ -286,3 +295,28 @@ def test_label_keys_and_values_are_quoted_as_cel_strings() -> None:
     selector = compile_selector({"matchLabels": {'we"ird/key': "v\\1"}})
     text = requirement_cel(selector.requirements[0], "L")
     assert text == '("we\\"ird/key" in L && L["we\\"ird/key"] == "v\\\\1")'
+
+
+def test_a_pod_carrying_snapreadys_keys_is_sent_whatever_its_labels(
+    control_plane: ControlPlane, kube_admin: client.ApiClient, two_namespaces: list[str]
+) -> None:
+    """A forged ``selected`` label or ``restore-outcome`` on a pod no policy selects must reach
+    ``/mutate`` (which removes it): the API server's own evaluation of the clause, in a
+    namespace with a policy and in one without; the two keys a user sets send nothing."""
+    first, second = two_namespaces
+    policies = [policy("llm", first, SELECTORS["match-labels"])]
+    with probe_webhook(control_plane, kube_admin, two_namespaces, scope_expression(policies)):
+        for namespace in (first, second):
+            assert called(kube_admin, namespace, "Pod", {"snapready.io/selected": "true"})
+            outcome = {"snapready.io/restore-outcome": "restored"}
+            assert called(kube_admin, namespace, "Pod", {"app": "web"}, outcome)
+            users = {"snapready.io/inject": "false"}
+            assert not called(kube_admin, namespace, "Pod", {"snapready.io/snapshot-source": "x"})
+            assert not called(kube_admin, namespace, "Pod", {"app": "web"}, users)
+            other = {"example.com/snapready.io": "x"}  # another prefix that merely contains it
+            assert not called(kube_admin, namespace, "Pod", {"app": "web"}, other)
+        # a prefix of another name is judged by it (Settings.prefix)
+        custom = scope_expression(policies, prefix="snap.example.com/")
+    with probe_webhook(control_plane, kube_admin, two_namespaces, custom):
+        assert called(kube_admin, second, "Pod", {"snap.example.com/selected": "true"})
+        assert not called(kube_admin, second, "Pod", {"snapready.io/selected": "true"})

@@ -97,3 +97,35 @@ def test_a_pod_over_the_container_limit_is_not_stamped_and_loses_forged_keys() -
     admitted = apply(pod, decision)
     assert _snapready_keys(admitted["metadata"].get("annotations")) == set()
     assert _snapready_keys(admitted["metadata"]["labels"]) == set()
+
+
+def test_a_pod_no_policy_selects_loses_every_snapready_key_but_the_users(engine: Engine) -> None:
+    """A real-API trial: forged stamps on a pod no policy selects were kept (only selected
+    pods were cleaned) and counted as a restore once the pod was relabelled into a selector.
+    ``/mutate`` now removes them and says which; ``/validate`` allows the pod as before."""
+    pod = make_pod({"containers": [container()]}, annotations=dict(FORGED_ANNOTATIONS))
+    pod["metadata"]["annotations"] |= {"snapready.io/inject": "false", "team": "a"}
+    pod["metadata"]["labels"] = {
+        "app": "web",  # llm-policy selects app=llm: no policy selects this pod
+        **FORGED_LABELS,
+        "snapready.io/selected": "true",
+        "snapready.io/snapshot-source": "true",
+    }
+    pod["metadata"]["annotations"]["snapready.io/spec-hash"] = "v1:sha256:" + "cd" * 32
+    decision = run(make_review(pod), engine)
+    assert decision.allowed
+    metadata = apply(pod, decision)["metadata"]
+    assert _snapready_keys(metadata["annotations"]) == USER_ANNOTATIONS
+    assert _snapready_keys(metadata["labels"]) == USER_LABELS
+    assert metadata["labels"]["app"] == "web" and metadata["annotations"]["team"] == "a"
+    (warning,) = decision.warnings
+    assert "removed snapready.io/" in warning and "and 6 more" in warning
+    assert len(warning) <= 256
+    assert run(make_review(pod), engine, endpoint="validate").patch == ()
+
+
+def test_a_pod_no_policy_selects_without_snapready_keys_is_untouched(engine: Engine) -> None:
+    pod = make_pod({"containers": [container()]}, annotations={"snapready.io/inject": "false"})
+    pod["metadata"]["labels"] = {"app": "web", "snapready.io/snapshot-source": "true"}
+    decision = run(make_review(pod), engine)
+    assert (decision.allowed, decision.patch, decision.warnings) == (True, (), ())

@@ -22,6 +22,7 @@ from webhook.base.types import Endpoint, RawObject
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
 from webhook.mutation import mutate
+from webhook.mutation.ownership import strip_unselected
 from webhook.pod.context import PodContext
 from webhook.rules import evaluate, prediction_findings
 from webhook.rules.sandbox import EphemeralCompat
@@ -32,8 +33,9 @@ def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) ->
 
     CREATE without subresource: mutated (``/mutate``) or validated (``/validate``) when a policy
     selects it. UPDATE: only ``/validate`` answers, denying a change to snapready's metadata by
-    anyone but snapready (``guard_metadata``). Subresource ``ephemeralcontainers`` on
-    ``/validate``: ``sandbox-compat`` for the new containers. Anything else: allowed.
+    anyone but snapready (``guard_metadata``), and so does an UPDATE of ``pods/status`` (the API
+    server stores the labels and annotations sent with it). Subresource ``ephemeralcontainers``
+    on ``/validate``: ``sandbox-compat`` for the new containers. Anything else: allowed.
     """
     obj = request.object
     if not isinstance(obj, dict):
@@ -41,6 +43,8 @@ def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) ->
     if request.sub_resource:
         if request.sub_resource == "ephemeralcontainers" and endpoint == "validate":
             return handle_ephemeral(request, obj, engine)
+        if request.sub_resource == "status" and endpoint == "validate":
+            return guard_metadata(request, engine)  # a status write can change metadata too
         return allowed()
     if request.operation != "CREATE":  # pods are judged and mutated once, at creation
         if endpoint != "validate":
@@ -52,14 +56,15 @@ def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) ->
 def handle_create(
     request: AdmissionRequest, endpoint: Endpoint, pod: RawObject, engine: Engine
 ) -> Decision:
-    """A Pod CREATE: allowed untouched when no policy selects it (the fast path), else
+    """A Pod CREATE: allowed untouched when no policy selects it (the fast path; on ``/mutate``
+    the keys snapready owns are removed, ``mutation.ownership.strip_unselected``), else
     ``mutate_pod`` (``/mutate``) or the rule table (``/validate``); a selected pod's decision is
     remembered for the next replica of its template (``admission.replicas``: the same decision
     for the same inputs, the pod's identity aside)."""
     state = engine.state()
     namespace, policies = selecting_policies(request, pod, engine, state)
-    if not policies:
-        return allowed()  # the fast path: no policy selects this pod, nothing to remember
+    if not policies:  # the fast path: nothing to judge, nothing to remember
+        return strip_unselected(pod, engine.settings.prefix) if endpoint == "mutate" else allowed()
     memo = engine.replicas
     key = memo.key(endpoint, namespace, pod) if memo is not None else None
     parts = (engine.settings, engine.rules, engine.offline)

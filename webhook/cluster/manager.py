@@ -229,6 +229,7 @@ def build_cluster(
         transport,
         settings.scope,
         custom=tuple((w.group, w.resource) for w in workloads_from(settings).values()),
+        prefix=settings.prefix,
         policies=source.synced_policies,
         is_leader=lambda: True,
         lock=source.lock,

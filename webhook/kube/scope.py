@@ -11,7 +11,11 @@ per webhook, ``snapready-scope``, built from the current policies:
 - the snapshot CRDs (group ``podsnapshot.gke.io``) always;
 - a custom resource that embeds pod templates (``custom_workloads``: agent-sandbox, Ray, ...)
   when ``request.namespace`` has a policy: its templates sit at kind-specific paths, some in
-  lists (Ray worker groups), so the condition is per namespace, never narrower than the policies.
+  lists (Ray worker groups), so the condition is per namespace, never narrower than the policies;
+- a pod that carries (or, on UPDATE, carried) a ``<prefix>`` key snapready owns
+  (``owned_keys_cel``), whatever its labels: ``/mutate`` removes those a tenant wrote on a pod no
+  policy selects, and the ownership webhook refuses a change to them, so a forged stamp cannot
+  wait on an unselected pod for a relabel into a policy's selector.
 
 Each selector is translated with ``k8s.io/apimachinery/pkg/labels`` semantics (matchLabels and
 ``In``, ``NotIn``, ``Exists``, ``DoesNotExist``; ``NotIn`` also matches an absent label, an empty
@@ -31,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from webhook.base.keys import INJECT, SNAPSHOT_SOURCE
 from webhook.kube.custom_workloads import BUILTIN
 from webhook.kube.matching import LabelSelector, Policy, Requirement
 from webhook.kube.workloads import TEMPLATE_PATHS
@@ -136,11 +141,40 @@ def labels_by_kind() -> str:
     )
 
 
+DEFAULT_PREFIX = "snapready.io/"
+"""``Settings.prefix``'s default."""
+
+
+def _map_at(side: str, field: str) -> str:
+    """``<side>.metadata.<field>`` (labels or annotations), ``{}`` when absent or ``side`` is
+    null (``oldObject`` on CREATE)."""
+    return (
+        f"({side} != null && has({side}.metadata) && has({side}.metadata.{field}) ? "
+        f"{side}.metadata.{field} : {{}})"
+    )
+
+
+def owned_keys_cel(prefix: str = DEFAULT_PREFIX) -> str:
+    """True when the pod (``object``, or ``oldObject`` on UPDATE) carries a ``prefix`` label or
+    annotation that snapready owns: every one but the two a user sets (``<prefix>inject``,
+    ``<prefix>snapshot-source``; ``mutation.ownership``)."""
+    own = cel_string(prefix)
+    checks = []
+    for side in ("object", "oldObject"):
+        for field, user in (("labels", SNAPSHOT_SOURCE), ("annotations", INJECT)):
+            checks.append(
+                f"{_map_at(side, field)}.exists(k, k.startsWith({own}) && "
+                f"k != {cel_string(prefix + user)})"
+            )
+    return "(" + " || ".join(checks) + ")"
+
+
 def scope_expression(
     policies: Iterable[Policy],
     *,
     by_namespace_only: bool = False,
     custom: Iterable[tuple[str, str]] = CUSTOM_RESOURCES,
+    prefix: str = DEFAULT_PREFIX,
 ) -> str:
     """The ``snapready-scope`` expression for the current policies.
 
@@ -149,7 +183,8 @@ def scope_expression(
     written once whatever the number of kinds. ``by_namespace_only`` drops the label selectors:
     any pod or template of a namespace that has a policy is sent (the fallback when the selectors
     do not fit). ``custom``: (group, resource) of the custom workloads, sent in namespaces that
-    have a policy.
+    have a policy. A pod carrying a key snapready owns is sent whatever the policies
+    (``owned_keys_cel`` for ``prefix``).
     """
     policies = tuple(policies)
     kinds = "[" + ", ".join(cel_string(r) for r in ("pods", *CONTROLLER_RESOURCES)) + "]"
@@ -161,7 +196,8 @@ def scope_expression(
         selected = f"[{labels_by_kind()}].all(L, {policies_cel(policies, 'L')})"
     expression = (
         f"request.resource.group == {cel_string(SNAPSHOT_GROUP)} || "
-        f"(request.resource.resource in {kinds} && object != null && {selected})"
+        f"(request.resource.resource in {kinds} && object != null && {selected}) || "
+        f"(request.resource.resource == 'pods' && {owned_keys_cel(prefix)})"
     )
     pairs = sorted(set(custom))
     if not pairs or not namespaces:
@@ -179,17 +215,19 @@ def build_scope(
     *,
     max_chars: int = MAX_EXPRESSION_CHARS,
     custom: Iterable[tuple[str, str]] = CUSTOM_RESOURCES,
+    prefix: str = DEFAULT_PREFIX,
 ) -> Scope:
     """The most precise scope that fits ``max_chars``: selectors, else namespaces, else none.
 
-    Never narrower than the policies: every pod a policy selects satisfies the condition.
+    Never narrower than the policies: every pod a policy selects satisfies the condition (and
+    every pod carrying a key snapready owns under ``prefix``).
     """
     policies = tuple(policies)
     custom = tuple(custom)
-    precise = scope_expression(policies, custom=custom)
+    precise = scope_expression(policies, custom=custom, prefix=prefix)
     if len(precise) <= max_chars:
         return Scope("policies", ({"name": CONDITION_NAME, "expression": precise},))
-    coarse = scope_expression(policies, by_namespace_only=True, custom=custom)
+    coarse = scope_expression(policies, by_namespace_only=True, custom=custom, prefix=prefix)
     if len(coarse) <= max_chars:
         return Scope("namespaces", ({"name": CONDITION_NAME, "expression": coarse},))
     return Scope("everything", ())

@@ -28,7 +28,13 @@ from webhook.base.types import RawObject
 from webhook.cluster.api.syncing import NotServed, TransportError, describe
 from webhook.cluster.controllers.base import Reconciler
 from webhook.kube.matching import PolicyIndex
-from webhook.kube.scope import CONDITION_NAME, CUSTOM_RESOURCES, Scope, build_scope
+from webhook.kube.scope import (
+    CONDITION_NAME,
+    CUSTOM_RESOURCES,
+    DEFAULT_PREFIX,
+    Scope,
+    build_scope,
+)
 
 log = logging.getLogger("snapready.scope")
 FIRST_SYNC_RETRY = 2.0
@@ -99,6 +105,8 @@ class ScopeController(Reconciler):
         settings: mode, configuration names, expression bound, recheck period.
         custom: (group, resource) of the custom workloads (``kube.scope.CUSTOM_RESOURCES``
             plus ``workloads.extra``), sent in namespaces that have a policy.
+        prefix: ``Settings.prefix``: a pod carrying a key snapready owns is always sent
+            (``kube.scope.owned_keys_cel``).
         policies: the current policy index, or None while the policy cache has not synced
             (nothing is written before the policies are known: that could narrow the scope).
         is_leader: whether this replica may write now.
@@ -113,6 +121,7 @@ class ScopeController(Reconciler):
         settings: ScopeSettings,
         *,
         custom: tuple[tuple[str, str], ...] = CUSTOM_RESOURCES,
+        prefix: str = DEFAULT_PREFIX,
         policies: Callable[[], PolicyIndex | None],
         is_leader: Callable[[], bool],
         lock: threading.Lock,
@@ -120,7 +129,7 @@ class ScopeController(Reconciler):
     ) -> None:
         super().__init__("webhookScope", lock, on_change, period=settings.recheck_seconds)
         self.transport, self.settings = transport, settings
-        self.custom = custom
+        self.custom, self.prefix = custom, prefix
         self.policies, self.is_leader = policies, is_leader
         self.in_sync = False
         self.level = "none"
@@ -151,7 +160,10 @@ class ScopeController(Reconciler):
             return
         if self.settings.mode == "dynamic":
             scope = build_scope(
-                index.all(), max_chars=self.settings.max_expression_chars, custom=self.custom
+                index.all(),
+                max_chars=self.settings.max_expression_chars,
+                custom=self.custom,
+                prefix=self.prefix,
             )
         else:
             scope = Scope("everything", ())
