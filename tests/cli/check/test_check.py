@@ -666,8 +666,13 @@ def test_the_policy_directorys_own_findings_are_said_on_stderr_without_gating(
 
     change = write(tmp_path / "change.yaml", _policy({"app": "llm"}))  # the typo fixed
     _, results, err = judged(str(manifest), str(change), fail_on="deny,unreadable")
-    assert "policy-enforcement" not in err and "llm-policy" not in err  # the input's is in force
+    assert "policy-enforcement" not in err  # the input's is in force, and it is said
+    (replaced,) = [line for line in err.splitlines() if "llm-policy" in line]
+    assert f"({policy_file}#1:" in replaced and f"replaced by the input's ({change}#0" in replaced
     assert "web-policy" in err
+    same = write(tmp_path / "same.yaml", clean)  # the same content: nothing to say
+    _, _, err = judged(str(manifest), str(same), fail_on="deny,unreadable")
+    assert "replaced" not in err
     assert [r["name"] for r in results] == ["ready", "llm-policy"]
 
 
