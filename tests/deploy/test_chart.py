@@ -661,7 +661,9 @@ def test_records_are_readable_through_view_and_writable_by_snapready_alone(
     defaults: list[Obj],
 ) -> None:
     """Issue 31: reading SnapshotRecords is aggregated to ``view`` (so ``edit`` and ``admin``),
-    no write verb on them is aggregated anywhere, and snapready's own role writes them."""
+    with reading GKE's snapshot objects unless ``tenantSnapshotRead`` is false (``snapready
+    status``/``explain`` list them); no write verb is aggregated anywhere, and snapready's own
+    role writes the records."""
     aggregated = [
         r
         for r in by_kind(defaults, "ClusterRole")
@@ -674,9 +676,19 @@ def test_records_are_readable_through_view_and_writable_by_snapready_alone(
         r["metadata"]["labels"].get("rbac.authorization.k8s.io/aggregate-to-view")
         for r in aggregated
     ] == ["true"]
-    assert _rule_set(aggregated[0]["rules"]) == {
-        ("snapready.io", "snapshotrecords", verb) for verb in ("get", "list", "watch")
+    records = {("snapready.io", "snapshotrecords", verb) for verb in ("get", "list", "watch")}
+    gke = {
+        ("podsnapshot.gke.io", resource, verb)
+        for resource in ("podsnapshotpolicies", "podsnapshots", "podsnapshotmanualtriggers")
+        for verb in ("get", "list", "watch")
     }
+    assert _rule_set(aggregated[0]["rules"]) == records | gke  # tenantSnapshotRead: true
+    off = [
+        r
+        for r in by_kind(objects(render({"tenantSnapshotRead": False})), "ClusterRole")
+        if r["metadata"]["name"].endswith("-records-view")
+    ]
+    assert _rule_set(off[0]["rules"]) == records
     own = _rule_set(server_role(defaults)["rules"])
     assert {v for g, r, v in own if r == "snapshotrecords"} == {
         "get",

@@ -230,3 +230,44 @@ def test_a_pods_status_write_cannot_change_snapreadys_metadata(env: Env, tmp_pat
     writer.patch_namespaced_pod_status(
         "status-victim", namespace, {"metadata": {"annotations": {"team": "a"}}}
     )
+
+
+def test_a_view_user_can_run_status_and_explain_in_its_namespace(
+    env: Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real-API trial: the docs said a tenant can run ``snapready status``/``explain``, but
+    both stopped at listing GKE's PodSnapshotPolicies (403, exit 2): the chart aggregated only
+    its SnapshotRecords into ``view``. ``tenantSnapshotRead`` (default true) aggregates read of
+    GKE's snapshot objects too; the API server's own aggregation controller and authorizer
+    decide it here."""
+    from webhook.cli import main  # noqa: PLC0415
+
+    namespace = env.namespaces["ns"]
+    must(env.create(compliant_pod("seen"), namespace))
+    token = service_account_token(env.api, namespace, "viewer")
+    kubeconfig = env.plane.token_kubeconfig(
+        tmp_path / "viewer.kubeconfig", token, namespace=namespace, user="viewer"
+    )
+    binding = {
+        "metadata": {"name": "viewer-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": namespace}],
+    }
+    client.RbacAuthorizationV1Api(env.api).create_namespaced_role_binding(
+        namespace, client.V1RoleBinding.model_validate(binding)
+    )
+    from tests.support.webhooks import wait_until  # noqa: PLC0415
+
+    def status() -> tuple[int, str, str] | None:
+        code = main(["status", "-n", namespace, "--kubeconfig", str(kubeconfig)])
+        out, err = capsys.readouterr()
+        return (code, out, err) if code == 0 else None  # the binding takes a moment
+
+    _, out, err = wait_until("view binding", status, timeout=20)
+    assert "llm-policy" in out, out
+    # cluster-scoped facts (nodes, ComputeClasses) stay the cluster's: noted, left out
+    assert "podsnapshot" not in err and "snapshotrecords" not in err, err
+    explained = main(["explain", "seen", "-n", namespace, "--kubeconfig", str(kubeconfig)])
+    out, err = capsys.readouterr()
+    assert explained == 0, err
+    assert "seen" in out
