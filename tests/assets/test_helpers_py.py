@@ -6,12 +6,13 @@ Same tricky files as the sh tool (``CASES``); the checkpoint file is a FIFO so r
 from __future__ import annotations
 
 import ast
+import errno
 import os
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -101,28 +102,24 @@ def test_wait_for_checkpoint_missing_file_raises(tmp_path: Path) -> None:
         rehydrate.wait_for_checkpoint(str(tmp_path / "absent"))
 
 
-def scripted(*answers: str) -> Callable[[str | None], str]:
-    """A stand-in for ``wait_for_checkpoint`` giving ``answers``, then "file gone" (ends the loop).
+def scripted(*answers: str) -> Callable[[str | None], Iterator[str]]:
+    """A stand-in for ``_checkpoint_events`` giving ``answers``, then "file gone" (ends the loop).
 
     The FIFO tests above cover the blocking read; scripted events check the loop's reactions
     without racing a pipe.
     """
-    events = iter(answers)
 
-    def wait(path: str | None = None) -> str:
-        answer = next(events, None)
-        if answer is None:
-            raise FileNotFoundError(f"{path}: no more events")
-        return answer
+    def events(path: str | None = None) -> Iterator[str]:
+        yield from answers
 
-    return wait
+    return events
 
 
 def test_on_restore_refreshes_then_calls_back_only_on_restore(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        rehydrate, "wait_for_checkpoint", scripted("resume", "restore", "", "error", "restore")
+        rehydrate, "_checkpoint_events", scripted("resume", "restore", "", "error", "restore")
     )
     monkeypatch.setattr(rehydrate, "_EMPTY_READ_PAUSE_SECONDS", 0.0)
     spec = tmp_path / "spec_environ"
@@ -144,13 +141,75 @@ def test_on_restore_refreshes_then_calls_back_only_on_restore(
 def test_on_restore_without_refresh_leaves_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(rehydrate, "wait_for_checkpoint", scripted("restore"))
+    monkeypatch.setattr(rehydrate, "_checkpoint_events", scripted("restore"))
     monkeypatch.setattr(rehydrate, "_EMPTY_READ_PAUSE_SECONDS", 0.0)
     monkeypatch.setenv("SNAPREADY_SPEC_ENVIRON", str(tmp_path / "absent"))
     calls: list[bool] = []
     thread = rehydrate.on_restore(lambda: calls.append(True), refresh=False)
     thread.join(10)
     assert calls == [True]
+
+
+def test_the_next_wait_is_open_before_the_callback_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gVisor counts a descriptor's checkpoint from its open: a loop that opened the next wait
+    only after a slow callback missed a checkpoint taken meanwhile, and that restored copy kept
+    the old environment (a real-runsc trial; ``tests/gvisor`` replays it). The order of opens,
+    reads and the callback, with the file's answers scripted."""
+    log: list[str] = []
+    answers = iter([b"restore\n", b"restore\n"])
+    descriptors = iter(range(100, 200))
+
+    def fake_open(path: str, flags: int) -> int:
+        if len([e for e in log if e.startswith("open")]) == 2:
+            raise FileNotFoundError(path)  # the third wait cannot open: the loop ends
+        fd = next(descriptors)
+        log.append(f"open {fd}")
+        return fd
+
+    def fake_read(fd: int, size: int) -> bytes:
+        log.append(f"read {fd}")
+        return next(answers)
+
+    monkeypatch.setattr(rehydrate, "_open_checkpoint", fake_open)
+    monkeypatch.setattr(vars(rehydrate)["os"], "read", fake_read)
+    monkeypatch.setattr(vars(rehydrate)["os"], "close", lambda fd: log.append(f"close {fd}"))
+    spec = tmp_path / "spec_environ"
+    spec.write_bytes(b"ROLE=restored\0")
+    thread = rehydrate.on_restore(lambda: log.append("callback"), spec_environ=str(spec))
+    thread.join(10)
+    assert log == [
+        "open 100", "read 100", "open 101", "close 100", "callback",
+        "read 101", "close 101", "callback",  # no third open: this answer still calls back
+    ]  # fmt: skip
+
+
+def test_an_empty_spec_environ_is_said_on_restore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(rehydrate, "_checkpoint_events", scripted("restore"))
+    spec = tmp_path / "spec_environ"
+    spec.write_bytes(b"")
+    calls: list[bool] = []
+    rehydrate.on_restore(lambda: calls.append(True), spec_environ=str(spec)).join(10)
+    assert calls == [True]
+    assert f"{spec} is empty" in capsys.readouterr().err
+
+
+def test_a_refused_second_trigger_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gVisor answers a second workload trigger in one sandbox with ENXIO on the write; the
+    bare ``OSError [Errno 6]`` said nothing of it."""
+    target = tmp_path / "checkpoint"
+    target.write_bytes(b"")
+
+    def refused(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENXIO, os.strerror(errno.ENXIO))
+
+    monkeypatch.setattr(vars(rehydrate)["os"], "write", refused)
+    with pytest.raises(OSError, match="second workload-triggered checkpoint") as raised:
+        rehydrate.checkpoint_now(str(target))
+    assert raised.value.errno == errno.ENXIO
 
 
 def test_on_restore_thread_ends_when_the_file_is_missing(tmp_path: Path) -> None:

@@ -118,3 +118,22 @@ def test_checkpoint_now_is_refused_without_the_enable_annotation(
     line = original.wait_for(r"^answer1 refused .*$").group(0)
     assert "PermissionError" in line
     assert "dev.gvisor.internal.checkpoint.enable" in line
+
+
+def test_a_checkpoint_taken_while_the_callback_runs_is_not_missed(
+    runsc: Runsc, debian: Rootfs, tmp_path: Path
+) -> None:
+    """A real-runsc trial: the first restore's callback was still running (a slow reconnect)
+    when the copy was checkpointed again; restored from that, the copy never called back and
+    kept the first restore's environment, because the watcher opened its next wait only after
+    the callback (gVisor counts a wait from its open). It is opened before the callback now."""
+    checkpointed(runsc, app_spec(debian, BASE), tmp_path / "one")
+    first = restored(runsc, tmp_path / "one", app_spec(debian, [*NEW, "SLOW_CALLBACK=8"]))
+    first.wait_for(r"^slow 1$")  # the callback sleeps: its report is out, it has not returned
+
+    runsc.checkpoint(first, tmp_path / "two", leave_running=False)
+    second = restored(runsc, tmp_path / "two", app_spec(debian, [*THIRD, "SLOW_CALLBACK=0"]))
+
+    second.wait_for(r"^slow 1 done$", timeout=30)  # the first callback returns in the copy
+    second.wait_for(r"^child2 ", timeout=30)
+    assert_rehydrated(second, 2, EXPECTED_THIRD)

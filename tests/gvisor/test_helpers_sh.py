@@ -8,6 +8,8 @@ The program (``programs/rehydrate_loop.sh``) loops on ``rehydrate wait`` and, af
 
 from __future__ import annotations
 
+import subprocess
+import time
 from pathlib import Path
 
 from tests.gvisor.conftest import PROGRAMS
@@ -139,3 +141,93 @@ def test_workload_trigger_is_refused_without_the_enable_annotation(
 
     original.wait_for(r"^answer1  8$")
     assert "dev.gvisor.internal.checkpoint.enable" in original.stderr.read_text()
+
+
+def watch_spec(rootfs: Rootfs, env: list[str]) -> dict[str, object]:
+    """``rehydrate watch -- rehydrate_hook.sh NAME...`` (``programs/rehydrate_watch.sh``)."""
+    args = [rootfs.shell, "/app/rehydrate_watch.sh", *REPORTED]
+    return oci_spec(rootfs, args, env, app_dir=PROGRAMS)
+
+
+def assert_hooked(container: Container, plain: str, expected: dict[str, bytes | None]) -> None:
+    """The hook ``watch`` ran after the restore whose ``PLAIN`` is ``plain`` saw ``expected``."""
+    container.wait_for(rf"^done-{plain}$", timeout=30)
+    assert parse_report(container.output(), f"hook-{plain}") == expected
+
+
+def test_watch_runs_its_command_after_each_restore_with_the_restoring_env(
+    runsc: Runsc, shell_rootfs: Rootfs, tmp_path: Path
+) -> None:
+    original = runsc.run(watch_spec(shell_rootfs, BASE))
+    original.wait_for(r"^watching$")
+    runsc.checkpoint(original, tmp_path / "image", leave_running=False)
+
+    copy = restored(runsc, tmp_path / "image", watch_spec(shell_rootfs, NEW))
+
+    assert_hooked(copy, "new", EXPECTED_NEW)
+    assert "hook-" not in original.output()  # the original never restored
+
+
+def test_watch_sees_a_checkpoint_taken_while_its_command_runs(
+    runsc: Runsc, shell_rootfs: Rootfs, tmp_path: Path
+) -> None:
+    """A real-runsc trial: the documented `while answer=$(rehydrate wait)` loop reopened the
+    checkpoint file only after its (slow) command; a checkpoint taken meanwhile was never
+    answered, and the copy restored from it kept the first restore's environment. ``watch``
+    opens the next wait before it runs the command."""
+    original = runsc.run(watch_spec(shell_rootfs, BASE))
+    original.wait_for(r"^watching$")
+    runsc.checkpoint(original, tmp_path / "one", leave_running=False)
+    first = restored(runsc, tmp_path / "one", watch_spec(shell_rootfs, [*NEW, "SLOW_CALLBACK=8"]))
+    first.wait_for(r"^slow-new$", timeout=30)  # the command is still running
+
+    runsc.checkpoint(first, tmp_path / "two", leave_running=False)
+    third = watch_spec(shell_rootfs, [*THIRD, "SLOW_CALLBACK=0"])
+    second = restored(runsc, tmp_path / "two", third)
+
+    second.wait_for(r"^slow-new done$", timeout=30)
+    assert_hooked(second, "third", EXPECTED_THIRD)
+
+
+def test_watch_goes_on_after_a_failed_checkpoint(
+    runsc: Runsc, shell_rootfs: Rootfs, tmp_path: Path
+) -> None:
+    """A checkpoint that fails (its image does not fit: a 64 KiB tmpfs) answers ``error`` and
+    leaves the process running; the documented loop ended there (``wait`` exits 6), so the
+    next, good checkpoint's copy never rehydrated. ``watch`` notes it and waits on."""
+    original = runsc.run(watch_spec(shell_rootfs, BASE))
+    original.wait_for(r"^watching$")
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)], check=True)
+    try:
+        failed = runsc.call(
+            "checkpoint", "--leave-running", "--image-path", str(small), original.cid, check=False
+        )
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+    assert failed.returncode != 0
+    deadline = time.monotonic() + 20
+    while "a checkpoint failed (error); still watching" not in original.stderr.read_text():
+        assert time.monotonic() < deadline, original.stderr.read_text()
+        time.sleep(0.05)
+
+    runsc.checkpoint(original, tmp_path / "good", leave_running=False)
+    copy = restored(runsc, tmp_path / "good", watch_spec(shell_rootfs, NEW))
+    assert_hooked(copy, "new", EXPECTED_NEW)
+
+
+def test_a_second_workload_trigger_is_refused_with_its_own_exit_code(
+    runsc: Runsc, shell_rootfs: Rootfs, tmp_path: Path
+) -> None:
+    """gVisor takes one workload-triggered checkpoint per sandbox: the second write of ``1``
+    fails (ENXIO). It was exit 8 with advice about the policy's trigger type, which was right;
+    it is exit 9 and says what happened."""
+    image = tmp_path / "image"
+    original = runsc.run(loop_spec(shell_rootfs, BASE, "checkpoint-twice", trigger(image)))
+
+    original.wait_for(r"^first resume 0$")
+    original.wait_for(r"^second  9$")
+    stderr = original.stderr.read_text()
+    assert "refused to checkpoint" in stderr and "second workload-triggered" in stderr
+    assert "trigger type workload?" not in stderr

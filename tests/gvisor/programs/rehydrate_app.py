@@ -9,6 +9,8 @@ loops on ``wait_for_checkpoint``. Lines printed (each in one write):
 * ``callback <k>``: the callback ran, the k-th time in this process's memory; then
   ``env<k> NAME=<hex>`` / ``env<k> NAME unset`` (``os.environ`` after the refresh) and
   ``child<k> <hex>`` (``/proc/self/environ`` of a child started then);
+* ``slow <k>`` and ``slow <k> done``: with ``SLOW_CALLBACK=<seconds>`` in the restored
+  environment, the k-th callback sleeps that long after its report (a slow reconnect);
 * ``waiting <n>``: both threads hold ``/proc/gvisor/checkpoint`` open (safe to checkpoint).
 """
 
@@ -63,6 +65,11 @@ def report(names: list[str]) -> None:
         emit(f"env{k} {name} unset" if value is None else f"env{k} {name}={value.hex()}")
     child = subprocess.run(["cat", "/proc/self/environ"], capture_output=True, check=True)
     emit(f"child{k} {child.stdout.hex()}")
+    slow = float(os.environ.get("SLOW_CALLBACK") or 0)
+    if slow:  # a callback still running when the next checkpoint is taken
+        emit(f"slow {k}")
+        time.sleep(slow)
+        emit(f"slow {k} done")
 
 
 def main() -> None:

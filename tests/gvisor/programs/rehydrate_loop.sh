@@ -1,8 +1,8 @@
 #!/bin/sh
 # Test program run inside gVisor (tests/gvisor/test_helpers_sh.py): the shell helper as an app uses it.
-#   rehydrate_loop.sh wait|checkpoint NAME...
+#   rehydrate_loop.sh wait|checkpoint|checkpoint-twice NAME...
 # `checkpoint` first asks for a checkpoint (`rehydrate checkpoint`); then, in both modes, a loop of
-# `rehydrate wait`. After each answer it prints (cycle n counts answers):
+# `rehydrate wait`. `checkpoint-twice` asks twice and prints `first|second WORD STATUS`. After each answer it prints (cycle n counts answers):
 #   answer<n> WORD STATUS   the helper's answer and exit status
 #   env<n> NAME=<hex>       after a restore: the shell's value of each NAME after
 #   env<n> NAME unset       `eval "$(rehydrate env)"` (hex of the bytes; values may hold newlines)
@@ -51,6 +51,13 @@ handle() {
 }
 
 echo "started"
+if [ "$mode" = checkpoint-twice ]; then  # the workload trigger, asked for a second time
+    for turn in first second; do
+        answer=$(/snapready/rehydrate checkpoint)
+        echo "$turn $answer $?"
+    done
+    exit 0
+fi
 if [ "$mode" = checkpoint ]; then
     answer=$(/snapready/rehydrate checkpoint)
     status=$?

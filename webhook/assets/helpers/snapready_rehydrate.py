@@ -22,10 +22,11 @@ snapready), defaulting to the gVisor ones. Works on Python 3.8 and later.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 __all__ = [
     "CHECKPOINT_ANSWERS",
@@ -158,7 +159,9 @@ def checkpoint_now(path: str | None = None) -> str:
     Raises:
         FileNotFoundError: the file does not exist (e.g. not running in GKE Sandbox).
         PermissionError: the sandbox refused the trigger (the message names the annotation).
-        OSError: the file cannot be opened, written or read.
+        OSError: the file cannot be opened or read, or the write of ``1`` was refused after the
+            open succeeded (``ENXIO`` from gVisor's ``SaveAsync``: a second workload trigger in
+            one sandbox; the message says so).
     """
     file_path = _checkpoint_path(path)
     try:
@@ -171,7 +174,16 @@ def checkpoint_now(path: str | None = None) -> str:
             file_path,
         ) from None
     try:
-        os.write(fd, b"1")
+        try:
+            os.write(fd, b"1")
+        except OSError as error:
+            raise OSError(
+                error.errno,
+                f"{file_path} took the request but the sandbox refused to checkpoint "
+                f"({error.strerror}): gVisor refuses a second workload-triggered checkpoint in "
+                "one sandbox this way, and the other waiters on the file read error",
+                file_path,
+            ) from None
         data = os.read(fd, _READ_SIZE)
     finally:
         os.close(fd)
@@ -187,23 +199,26 @@ def on_restore(
 ) -> threading.Thread:
     """Run ``callback()`` in a daemon thread after every restore of this process.
 
-    The thread loops on ``wait_for_checkpoint(path)``; on ``restore`` it first calls
-    ``refresh_environ(spec_environ)`` (unless ``refresh`` is false), then ``callback``.
-    ``resume`` and ``error`` are ignored. An exception from the callback or the refresh is
-    printed to stderr (traceback) and the loop goes on. The thread ends when the checkpoint
-    file cannot be read (missing outside GKE Sandbox). An empty read (end of file) pauses 1 s
-    before the next read, so a plain file cannot make the loop spin.
+    The thread waits on the checkpoint file (``path``, as ``wait_for_checkpoint``); on
+    ``restore`` it first calls ``refresh_environ(spec_environ)`` (unless ``refresh`` is false),
+    then ``callback``. ``resume`` and ``error`` are ignored (a failed checkpoint leaves the
+    process running, and the next one may succeed). The wait for the next checkpoint is opened
+    before the callback runs: gVisor counts a descriptor's checkpoint from its open, so a
+    checkpoint taken while a slow callback runs is seen when it returns (a loop that opened
+    only after the callback missed it, and its restored copy kept the old environment). An
+    exception from the callback or the refresh is printed to stderr (traceback) and the loop
+    goes on; a restore whose spec_environ is empty says so on stderr (gVisor found no
+    environment for this container: snapready always injects ``SNAPREADY_SPEC_ENVIRON``). The
+    thread ends when the checkpoint file cannot be opened or read (missing outside GKE
+    Sandbox). An empty read (end of file) pauses 1 s before the next read, so a plain file
+    cannot make the loop spin.
 
     Returns:
         the started thread (named ``snapready-on-restore``).
     """
 
     def loop() -> None:
-        while True:
-            try:
-                answer = wait_for_checkpoint(path)
-            except OSError:
-                return
+        for answer in _checkpoint_events(path):
             if answer == "restore":
                 _run_guarded(callback, spec_environ, refresh)
             elif not answer:
@@ -214,11 +229,42 @@ def on_restore(
     return thread
 
 
+def _checkpoint_events(path: str | None) -> Iterator[str]:
+    """Each answer of the checkpoint file (``path``, as ``wait_for_checkpoint``), one per
+    checkpoint, with the wait for the next one already open when an answer is handed out (gVisor
+    counts a descriptor's checkpoint from its open). Ends when the file cannot be opened or
+    read; the answer read before a failed open is still handed out."""
+    try:
+        fd = _open_checkpoint(_checkpoint_path(path), os.O_RDONLY)
+    except OSError:
+        return
+    while True:
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except OSError:
+            os.close(fd)
+            return
+        try:  # open the next wait, then let go of this one
+            following = _open_checkpoint(_checkpoint_path(path), os.O_RDONLY)
+        except OSError:
+            os.close(fd)
+            yield _answer(data)
+            return
+        os.close(fd)
+        fd = following
+        yield _answer(data)
+
+
 def _run_guarded(callback: Callable[[], object], spec_environ: str | None, refresh: bool) -> None:
     """Refresh and call back; print an exception's traceback to stderr and keep going."""
     try:
-        if refresh:
-            refresh_environ(spec_environ)
+        if refresh and not refresh_environ(spec_environ):
+            print(
+                f"snapready_rehydrate: {_spec_environ_path(spec_environ)} is empty: gVisor "
+                "found no environment for this container (os.environ left as it was)",
+                file=sys.stderr,
+                flush=True,
+            )
         callback()
     except Exception:  # the app's callback may raise anything; the watcher must survive it
         traceback.print_exc()
