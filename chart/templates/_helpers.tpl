@@ -189,6 +189,10 @@ webhook/kube/custom_workloads.py (tests/deploy compares the two).
 {{- define "snapready.ownerUsername" -}}
 system:serviceaccount:{{ .Release.Namespace }}:{{ include "snapready.serviceAccountName" . }}
 {{- end -}}
+{{- define "snapready.bindingCondition" -}}
+request.userInfo.username != '{{ include "snapready.ownerUsername" . }}' && object.metadata.?annotations.orValue({}).exists(k, k.startsWith('{{ .Values.prefix }}'))
+{{- end -}}
+
 {{- define "snapready.ownershipCondition" -}}
 {{- $p := .Values.prefix -}}
 {{- $a := printf "object.metadata.?annotations.orValue({})" -}}

@@ -282,6 +282,8 @@ EXPECTED_RULES = {
         # snapready's own annotations or label), never every pod update.
         ("", "pods", ("UPDATE",)),
         ("", "pods/status", ("UPDATE",)),  # its writers could change the metadata through it
+        ("", "pods/binding", ("CREATE",)),  # a Binding's annotations are copied onto the pod
+        ("", "bindings", ("CREATE",)),  # the older way to create one
         ("", "pods/ephemeralcontainers", ("UPDATE",)),
         # ReplicaSets only on request (values.validateReplicaSets): the Deployment is judged.
         *(
@@ -814,10 +816,13 @@ def test_chart_renders_no_match_conditions(values: dict[str, Any]) -> None:
     """The leader owns the ``snapready-scope`` matchCondition; a rendered one would make
     `helm upgrade` fight it. The only rendered one is the ownership webhook's own (issue 27),
     which the scope controller keeps (it replaces only its own entry, merge key ``name``)."""
+    own = {
+        "ownership.snapready.io": ["changes-snapready-metadata"],
+        "binding-ownership.snapready.io": ["binds-snapready-metadata"],
+    }
     for _, webhook in webhooks(objects(render(values))):
         names = [c["name"] for c in webhook.get("matchConditions", [])]
-        ownership = webhook["name"] == "ownership.snapready.io"
-        assert names == (["changes-snapready-metadata"] if ownership else [])
+        assert names == own.get(webhook["name"], [])
 
 
 @pytest.mark.parametrize("scope", ["dynamic", "static"])
@@ -896,7 +901,7 @@ def test_the_ownership_webhook_sees_only_updates_of_snapreadys_metadata() -> Non
     """Issue 27: pod UPDATEs reach snapready only through the matchCondition that compares
     snapready's annotations and label in ``object`` and ``oldObject``; the server is told the
     same service account the chart runs it as."""
-    from webhook.admission.guard import ownership_condition  # noqa: PLC0415
+    from webhook.admission.guard import binding_condition, ownership_condition  # noqa: PLC0415
 
     objs = objects(render(name="snapready", namespace="webhooks"))
     hooks = {hook["name"]: hook for kind, hook in webhooks(objs) if kind.startswith("Validating")}
@@ -907,6 +912,12 @@ def test_the_ownership_webhook_sees_only_updates_of_snapreadys_metadata() -> Non
     [condition] = hook["matchConditions"]
     assert condition["expression"] == ownership_condition("snapready.io/", owner)
     assert settings_of(objs)["ownership"]["service_account"] == owner
+    binding = hooks["binding-ownership.snapready.io"]
+    assert [(r["resources"], r["operations"]) for r in binding["rules"]] == [
+        (["pods/binding", "bindings"], ["CREATE"])
+    ]
+    [condition] = binding["matchConditions"]
+    assert condition["expression"] == binding_condition("snapready.io/", owner)
 
 
 def _lifecycle_grants(values: dict[str, Any]) -> set[tuple[Any, ...]]:

@@ -271,3 +271,56 @@ def test_a_view_user_can_run_status_and_explain_in_its_namespace(
     out, err = capsys.readouterr()
     assert explained == 0, err
     assert "seen" in out
+
+
+def test_a_binding_cannot_carry_snapreadys_annotations_onto_a_pod(env: Env, tmp_path: Path) -> None:
+    """The review of the trial's fixes: the API server copies a Binding's annotations onto the
+    pod it binds, and a ``pods/binding`` CREATE is no pod UPDATE, so an account allowed to bind
+    (a custom scheduler's) could write ``restore-outcome`` past the ownership webhook. Denied
+    now; a Binding without them (the scheduler's) binds as before."""
+    namespace = env.namespaces["ns"]
+    must(env.create(compliant_pod("to-bind"), namespace))
+    rbac = client.RbacAuthorizationV1Api(env.api)
+    role = {
+        "metadata": {"name": "binder"},
+        "rules": [{"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]}],
+    }
+    rbac.create_namespaced_role(namespace, client.V1Role.model_validate(role))
+    binding = {
+        "metadata": {"name": "binder"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "binder"},
+        "subjects": [{"kind": "ServiceAccount", "name": "binder", "namespace": namespace}],
+    }
+    binder = as_account(env, namespace, "binder", tmp_path / "binder.kubeconfig")
+    rbac.create_namespaced_role_binding(namespace, client.V1RoleBinding.model_validate(binding))
+    path = f"/api/v1/namespaces/{namespace}/pods/to-bind/binding"
+
+    def bind(annotations: dict[str, str]) -> kube_raw.Reply:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "to-bind", "annotations": annotations},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+        }
+        return kube_raw.request(binder.api_client, "POST", path, body)
+
+    from tests.support.webhooks import wait_until  # noqa: PLC0415
+
+    forged = {"snapready.io/restore-outcome": "restored", "team": "a"}
+
+    def forged_bind() -> kube_raw.Reply | None:
+        reply = bind(forged)
+        if reply.status == 403 and "cannot create" in reply.message:
+            return None  # the RBAC binding is not in the authorizer yet
+        return reply
+
+    reply = wait_until("bind binding", forged_bind, timeout=15)
+    assert reply.status == 403, reply.body
+    assert "on a Binding may be set only by snapready" in reply.message
+    pod = env.get(compliant_pod("to-bind"), namespace)
+    assert "snapready.io/restore-outcome" not in pod["metadata"]["annotations"]
+    assert not pod["spec"].get("nodeName")
+
+    reply = bind({"team": "a"})
+    assert reply.ok, reply.body
+    assert env.get(compliant_pod("to-bind"), namespace)["spec"]["nodeName"] == "node-a"

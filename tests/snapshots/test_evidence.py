@@ -178,6 +178,17 @@ def test_an_application_crash_is_not_a_restore_failure() -> None:
             True,
             id="containerd-s-StartError-then-running",
         ),
+        pytest.param(
+            {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+            {
+                "exitCode": 128,
+                "reason": "StartError",
+                "message": 'failed to create containerd task: exec: "/OCI runtime restore failed'
+                ' vfs.CompleteRestore() failed/failed to restore": executable file not found',
+            },
+            False,
+            id="a-command-named-like-the-failure-is-the-pod-author-s-text",
+        ),
     ],
 )
 def test_only_what_the_runtime_wrote_is_a_restore_failure(
@@ -186,7 +197,8 @@ def test_only_what_the_runtime_wrote_is_a_restore_failure(
     """A crash's termination message is the workload's (its termination log, or its last log
     lines under ``FallbackToLogsOnError``): an app that logs "failed to restore ..." and exits
     was reported as a gVisor restore failure, and a tenant's app could report one at will.
-    Only the runtime's reasons for a container that could not start count."""
+    Only the runtime's reasons for a container that could not start count, and only the
+    runtime's own words in them: a command or path it quotes is the pod author's."""
     entry = {"name": "app", "state": state, "lastState": {"terminated": last}}
     assert (restore_failure({"containerStatuses": [entry]}) is not None) is failed
 

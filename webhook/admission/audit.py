@@ -32,14 +32,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from webhook.admission.engine import Engine, admit
-from webhook.base.keys import RESTORE_OUTCOME
+from webhook.base.keys import RESTORE_OUTCOME, USER_ANNOTATIONS, USER_LABELS
 from webhook.base.reporting import ResultStatus
 from webhook.base.types import Finding, Mode, RawObject, mapping
 from webhook.kube.matching import Policy
 from webhook.kube.policy_reports import Result, Scope, Severity, result
 from webhook.kube.review import AdmissionRequest
 from webhook.kube.workloads import TEMPLATE_PATHS
-from webhook.mutation.ownership import USER_ANNOTATIONS, USER_LABELS
 from webhook.pod.distill import fingerprint
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from webhook.admission.context import Engine, Handler
 from webhook.admission.governance import handle_snapshot_crd
-from webhook.admission.pods import handle_pod
+from webhook.admission.pods import handle_binding, handle_pod
 from webhook.admission.templates import handle_templates
 from webhook.base.text import clip
 from webhook.base.types import Endpoint
@@ -22,6 +22,7 @@ __all__ = ["DISPATCH", "Engine", "Handler", "admit", "kind_mismatch"]
 
 DISPATCH: dict[tuple[str, str], Handler] = {
     ("", "Pod"): handle_pod,
+    ("", "Binding"): handle_binding,
     **{
         ("apps", kind): handle_templates
         for kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")

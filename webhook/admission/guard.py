@@ -72,6 +72,41 @@ def guard_update(request: AdmissionRequest, prefix: str, owner: str) -> Finding 
     return Finding("metadata", RULE, message, "deny")
 
 
+def guard_binding(request: AdmissionRequest, prefix: str, owner: str) -> Finding | None:
+    """``owned-metadata`` for a ``pods/binding`` CREATE: the API server copies a Binding's
+    annotations onto the pod it binds (``setPodNodeAndMetadata``, pkg/registry/core/pod/storage
+    in kubernetes/kubernetes), a way to write snapready's annotations that no pod UPDATE shows;
+    any ``prefix`` annotation on it is denied unless ``owner`` sent it (``owner`` empty: off).
+    None when there is nothing to say."""
+    if not owner:
+        return None
+    keys = sorted(
+        k
+        for k in _metadata(request.object, "annotations")
+        if isinstance(k, str) and k.startswith(prefix)
+    )
+    user: RawObject = request.user_info if isinstance(request.user_info, dict) else {}
+    if not keys or user.get("username") == owner:
+        return None
+    named = ", ".join(f"annotation {k}" for k in keys[:MAX_NAMED])
+    more = f" and {len(keys) - MAX_NAMED} more" if len(keys) > MAX_NAMED else ""
+    message = (
+        f"{named}{more} on a Binding may be set only by snapready ({owner}): the API server "
+        "copies a Binding's annotations onto the pod, and they record what snapready decided "
+        "at admission"
+    )
+    return Finding("metadata.annotations", RULE, message, "deny")
+
+
+def binding_condition(prefix: str, owner: str) -> str:
+    """The CEL ``matchCondition`` the chart renders for ``pods/binding`` (tests use it too):
+    true only for a Binding that carries a ``prefix`` annotation, not sent by ``owner``."""
+    return (
+        f"request.userInfo.username != '{owner}' && "
+        f"object.metadata.?annotations.orValue({{}}).exists(k, k.startsWith('{prefix}'))"
+    )
+
+
 def ownership_condition(prefix: str, owner: str) -> str:
     """The CEL ``matchCondition`` expression the chart renders (tests use it too): true only for
     an UPDATE that changes a ``prefix`` annotation or the selected label, not sent by ``owner``."""

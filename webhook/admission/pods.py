@@ -90,6 +90,20 @@ def guard_metadata(request: AdmissionRequest, engine: Engine) -> Decision:
     return decide_worded([finding], settings.enforcement, settings, {guard.RULE: guard.WORDING})
 
 
+def handle_binding(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) -> Decision:
+    """A Binding CREATE (``pods/binding``, or the older ``bindings`` resource) on ``/validate``
+    (a ``context.Handler``): ``owned-metadata`` for snapready's annotations on it, which the API
+    server copies onto the pod (``guard.guard_binding``), decided as ``guard_metadata``. Anything
+    else: allowed."""
+    if endpoint != "validate" or request.operation != "CREATE":
+        return allowed()
+    settings = engine.settings
+    finding = guard.guard_binding(request, settings.prefix, settings.ownership.service_account)
+    if finding is None:
+        return allowed()
+    return decide_worded([finding], settings.enforcement, settings, {guard.RULE: guard.WORDING})
+
+
 def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:
     """The ``/mutate`` answer for a selected pod on CREATE: ``patched`` (no patch when nothing
     changed, warnings for the ``warn`` findings) or ``denied`` (403) by the first finding whose

@@ -18,6 +18,8 @@ SELECTED: Final = "selected"
 """Label ``true`` on every pod snapready stamped at admission (what the caches watch)."""
 SNAPSHOT_SOURCE: Final = "snapshot-source"
 """User label ``true``: a pod a manual trigger may checkpoint (``trigger.require_label``)."""
+USER_LABELS: Final = (SNAPSHOT_SOURCE,)
+"""The ``<prefix>`` pod labels a user may set: every other one is snapready's."""
 REFRESH: Final = "refresh"
 """Label ``true`` on the PodSnapshotManualTriggers the leader creates to refresh a group."""
 
@@ -51,6 +53,9 @@ REPORT_DIGEST: Final = "report-digest"
 # User and admin inputs.
 INJECT: Final = "inject"
 """Per-pod opt-out of helper injection (``"false"``)."""
+USER_ANNOTATIONS: Final = (INJECT,)
+"""The ``<prefix>`` pod annotations a user may set: every other one is snapready's
+(``mutation.ownership``, ``kube.scope.owned_keys_cel``)."""
 ENFORCEMENT: Final = "enforcement"
 """On a PodSnapshotPolicy: the admin's enforcement mode for the pods it selects."""
 IGNORE: Final = "ignore"

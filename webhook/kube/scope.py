@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from webhook.base.keys import INJECT, SNAPSHOT_SOURCE
+from webhook.base.keys import USER_ANNOTATIONS, USER_LABELS
 from webhook.kube.custom_workloads import BUILTIN
 from webhook.kube.matching import LabelSelector, Policy, Requirement
 from webhook.kube.workloads import TEMPLATE_PATHS
@@ -44,7 +44,9 @@ CONDITION_NAME = "snapready-scope"
 SNAPSHOT_GROUP = "podsnapshot.gke.io"
 MAX_EXPRESSION_CHARS = 16_384
 """Our own bound on one expression; far below what the API server's CEL cost budget allows for
-these shapes (``in`` and index on a map are constant cost), so a write never fails on cost."""
+these shapes (``in`` and index on a map are constant cost; ``owned_keys_cel``'s ``exists`` over
+the pod's labels and annotations costs their count, which the API server bounds), so a write
+never fails on cost."""
 
 CONTROLLER_RESOURCES: Mapping[str, str] = {
     "deployments": "Deployment",
@@ -145,28 +147,25 @@ DEFAULT_PREFIX = "snapready.io/"
 """``Settings.prefix``'s default."""
 
 
-def _map_at(side: str, field: str) -> str:
-    """``<side>.metadata.<field>`` (labels or annotations), ``{}`` when absent or ``side`` is
-    null (``oldObject`` on CREATE)."""
-    return (
-        f"({side} != null && has({side}.metadata) && has({side}.metadata.{field}) ? "
-        f"{side}.metadata.{field} : {{}})"
-    )
-
-
 def owned_keys_cel(prefix: str = DEFAULT_PREFIX) -> str:
     """True when the pod (``object``, or ``oldObject`` on UPDATE) carries a ``prefix`` label or
-    annotation that snapready owns: every one but the two a user sets (``<prefix>inject``,
-    ``<prefix>snapshot-source``; ``mutation.ownership``)."""
+    annotation that snapready owns: every one but those a user sets (``keys.USER_LABELS``,
+    ``keys.USER_ANNOTATIONS``; ``mutation.ownership``). Written with CEL optionals
+    (``.?labels.orValue({})``, as the chart's ownership condition is), each side guarded
+    against ``null`` (``oldObject`` on CREATE); an ``exists`` over a map costs its size, which
+    the API server's own limits bound (a pod's metadata is at most 256 KiB of annotations)."""
     own = cel_string(prefix)
-    checks = []
-    for side in ("object", "oldObject"):
-        for field, user in (("labels", SNAPSHOT_SOURCE), ("annotations", INJECT)):
-            checks.append(
-                f"{_map_at(side, field)}.exists(k, k.startsWith({own}) && "
-                f"k != {cel_string(prefix + user)})"
-            )
-    return "(" + " || ".join(checks) + ")"
+
+    def owned(side: str, field: str, users: tuple[str, ...]) -> str:
+        kept = "".join(f" && k != {cel_string(prefix + user)}" for user in users)
+        return f"{side}.metadata.?{field}.orValue({{}}).exists(k, k.startsWith({own}){kept})"
+
+    sides = [
+        f"({side} != null && ({owned(side, 'labels', USER_LABELS)} || "
+        f"{owned(side, 'annotations', USER_ANNOTATIONS)}))"
+        for side in ("object", "oldObject")
+    ]
+    return "(" + " || ".join(sides) + ")"
 
 
 def scope_expression(

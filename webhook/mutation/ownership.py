@@ -14,7 +14,7 @@ scope sends one that carries some to ``/mutate``, which removes them (``strip_un
 
 from __future__ import annotations
 
-from webhook.base.keys import INJECT, SNAPSHOT_SOURCE
+from webhook.base.keys import USER_ANNOTATIONS, USER_LABELS
 from webhook.base.types import RawObject, mapping
 from webhook.kube.responses import Decision, allowed, bounded_warnings, patched
 from webhook.mutation.patch import Draft, unescape
@@ -22,10 +22,6 @@ from webhook.pod.context import PodContext
 
 ANNOTATIONS = ("metadata", "annotations")
 LABELS = ("metadata", "labels")
-USER_ANNOTATIONS = (INJECT,)
-"""``<prefix>inject: "false"``: the user opts a pod out of helper injection (design.md)."""
-USER_LABELS = (SNAPSHOT_SOURCE,)
-"""``<prefix>snapshot-source: "true"``: the user marks a manual-trigger target (design.md)."""
 
 
 def drop_foreign_keys(draft: Draft, ctx: PodContext) -> bool:

@@ -41,9 +41,10 @@ RESTORE_FAILURE_MARKERS: tuple[tuple[str, str], ...] = (
     ("restore failed", "runsc: 'OCI runtime restore failed' (docs/gke-facts.md#section-9)"),
     ("failed to restore", "runsc/containerd wording of the same failure"),
 )
-"""Lower-case substrings of a container's termination message or reason (or its waiting
-message) that mean gVisor's restore crashed, with where each comes from. A crash without one of
-them is an application crash, not a restore failure."""
+"""Lower-case substrings of the message of a container that could not start (its reason one of
+``RUNTIME_REASONS``) that mean gVisor's restore crashed, with where each comes from; matched
+outside the quoted parts of the message (``_unquoted``). A crash without one of them is an
+application crash, not a restore failure."""
 RUNTIME_REASONS: frozenset[str] = frozenset(
     {"StartError", "RunContainerError", "CreateContainerError", "ContainerCannotRun"}
 )
@@ -194,6 +195,17 @@ def restore_failure(status: Any) -> str | None:
     return None
 
 
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+"""A Go ``%q`` string: how runc, runsc and containerd quote the command, paths and names they
+echo from the pod's spec (``exec: "/app": executable file not found``)."""
+
+
+def _unquoted(message: str) -> str:
+    """``message`` without its quoted parts: those echo what the pod's author wrote (a command
+    named ``/failed to restore``, a mount path), never the runtime's own words."""
+    return _QUOTED.sub('""', message[:4096])
+
+
 def _container_failure(entry: Mapping[str, Any]) -> str | None:
     state, last = mapping(entry.get("state")), mapping(entry.get("lastState"))
     for part in (
@@ -204,7 +216,7 @@ def _container_failure(entry: Mapping[str, Any]) -> str | None:
         reason = part.get("reason")
         if not (isinstance(reason, str) and reason in RUNTIME_REASONS):
             continue  # the workload's own termination message, or no failure to start
-        lowered = str(part.get("message") or "").lower()
+        lowered = _unquoted(str(part.get("message") or "")).lower()
         if any(marker in lowered for marker, _ in RESTORE_FAILURE_MARKERS):
             detail = str(part.get("message"))
             return f"container {entry.get('name') or '?'}: {detail}"[:MAX_MESSAGE_CHARS]

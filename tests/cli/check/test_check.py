@@ -670,10 +670,11 @@ def test_the_policy_directorys_own_findings_are_said_on_stderr_without_gating(
     (replaced,) = [line for line in err.splitlines() if "llm-policy" in line]
     assert f"({policy_file}#1:" in replaced and f"replaced by the input's ({change}#0" in replaced
     assert "web-policy" in err
-    same = write(tmp_path / "same.yaml", clean)  # the same content: nothing to say
-    _, _, err = judged(str(manifest), str(same), fail_on="deny,unreadable")
-    assert "replaced" not in err
     assert [r["name"] for r in results] == ["ready", "llm-policy"]
+    same = write(tmp_path / "same.yaml", clean)  # the same content: nothing to say
+    _, results, err = judged(str(manifest), str(same), fail_on="deny,unreadable")
+    assert "replaced" not in err and "policy-enforcement" in err  # the directory's llm-policy
+    assert [r["name"] for r in results] == ["ready", "web-policy"]
 
 
 def test_the_embedded_example_policies_are_not_judged(

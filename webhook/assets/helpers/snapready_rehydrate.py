@@ -21,6 +21,7 @@ snapready), defaulting to the gVisor ones. Works on Python 3.8 and later.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -177,6 +178,8 @@ def checkpoint_now(path: str | None = None) -> str:
         try:
             os.write(fd, b"1")
         except OSError as error:
+            if error.errno != errno.ENXIO:
+                raise
             raise OSError(
                 error.errno,
                 f"{file_path} took the request but the sandbox refused to checkpoint "

@@ -16,11 +16,10 @@ from typing import Any, Final, NamedTuple
 
 from webhook.base.text import clip
 from webhook.cli.common.inputs import read_lenient
+from webhook.cluster.files import POLICY_SUFFIXES
 from webhook.kube.manifests import LoadedObject
 from webhook.snapshots.state import is_snapshot_kind
 
-MANIFEST_SUFFIXES: Final = (".yaml", ".yml", ".json")
-"""The files of the directory read (``cluster.files.POLICY_SUFFIXES``, not recursive)."""
 MAX_POLICY_NOTES: Final = 20
 """Findings said on stderr at most (then how many more)."""
 
@@ -61,7 +60,7 @@ def policy_dir_inputs(
     by_name = {(item.kind, item.namespace or namespace, item.name): item for item in objects}
     files = [
         str(path)
-        for path in sorted(p for p in directory.iterdir() if p.suffix in MANIFEST_SUFFIXES)
+        for path in sorted(p for p in directory.iterdir() if p.suffix in POLICY_SUFFIXES)
         if path.is_file() and path.resolve() not in inputs
     ]
     found, _ = read_lenient(files, locate=True)
