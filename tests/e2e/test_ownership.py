@@ -57,6 +57,24 @@ def editor(env: Env, namespace: str, path: Path, name: str = "editor") -> client
     return core
 
 
+def with_role(
+    env: Env, namespace: str, account: str, rule: dict[str, Any], path: Path
+) -> client.CoreV1Api:
+    """The core API as ServiceAccount ``namespace/account``, granted ``rule`` by a Role and a
+    RoleBinding named after it (the authorizer may take a moment to see them)."""
+    core = as_account(env, namespace, account, path)
+    rbac = client.RbacAuthorizationV1Api(env.api)
+    role = {"metadata": {"name": account}, "rules": [rule]}
+    rbac.create_namespaced_role(namespace, client.V1Role.model_validate(role))
+    binding = {
+        "metadata": {"name": account},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    rbac.create_namespaced_role_binding(namespace, client.V1RoleBinding.model_validate(binding))
+    return core
+
+
 def refused(call: object) -> ApiException:
     """Run ``call`` (a no-argument callable) and return the ApiException it raised."""
     with pytest.raises(ApiException) as raised:
@@ -187,23 +205,8 @@ def test_a_pods_status_write_cannot_change_snapreadys_metadata(env: Env, tmp_pat
     stores them; the ownership webhook listened to ``pods`` only."""
     namespace = env.namespaces["ns"]
     must(env.create(compliant_pod("status-victim"), namespace))
-    rbac = client.RbacAuthorizationV1Api(env.api)
-    role = {
-        "metadata": {"name": "status-writer"},
-        "rules": [{"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get", "patch"]}],
-    }
-    rbac.create_namespaced_role(namespace, client.V1Role.model_validate(role))
-    binding = {
-        "metadata": {"name": "status-writer"},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "Role",
-            "name": "status-writer",
-        },
-        "subjects": [{"kind": "ServiceAccount", "name": "statuser", "namespace": namespace}],
-    }
-    writer = as_account(env, namespace, "statuser", tmp_path / "statuser.kubeconfig")
-    rbac.create_namespaced_role_binding(namespace, client.V1RoleBinding.model_validate(binding))
+    rule = {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get", "patch"]}
+    writer = with_role(env, namespace, "statuser", rule, tmp_path / "statuser.kubeconfig")
     before = owned(env.get(compliant_pod("status-victim"), namespace)["metadata"])
     patch = {
         "metadata": {
@@ -280,19 +283,8 @@ def test_a_binding_cannot_carry_snapreadys_annotations_onto_a_pod(env: Env, tmp_
     now; a Binding without them (the scheduler's) binds as before."""
     namespace = env.namespaces["ns"]
     must(env.create(compliant_pod("to-bind"), namespace))
-    rbac = client.RbacAuthorizationV1Api(env.api)
-    role = {
-        "metadata": {"name": "binder"},
-        "rules": [{"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]}],
-    }
-    rbac.create_namespaced_role(namespace, client.V1Role.model_validate(role))
-    binding = {
-        "metadata": {"name": "binder"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "binder"},
-        "subjects": [{"kind": "ServiceAccount", "name": "binder", "namespace": namespace}],
-    }
-    binder = as_account(env, namespace, "binder", tmp_path / "binder.kubeconfig")
-    rbac.create_namespaced_role_binding(namespace, client.V1RoleBinding.model_validate(binding))
+    rule = {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]}
+    binder = with_role(env, namespace, "binder", rule, tmp_path / "binder.kubeconfig")
     path = f"/api/v1/namespaces/{namespace}/pods/to-bind/binding"
 
     def bind(annotations: dict[str, str]) -> kube_raw.Reply:

@@ -244,10 +244,32 @@ def test_oversize_chunked_body_is_413(https_server: RunningServer) -> None:
         ),
         pytest.param(
             lambda r: r["request"].update(
-                subResource="binding", kind={"group": "", "version": "v1", "kind": "Binding"}
+                subResource="binding",
+                kind={"group": "", "version": "v1", "kind": "Binding"},
+                object={
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": "p", "annotations": {"team": "a"}},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+                },
             ),
             "binding",
-            id="allows-binding-subresource",
+            id="allows-a-binding-without-snapready-annotations",
+        ),
+        pytest.param(
+            lambda r: r["request"].update(
+                subResource="binding",
+                kind={"group": "", "version": "v1", "kind": "Binding"},
+                object={
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": "p", "annotations": {"snapready.io/x": "y"}},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+                },
+                operation="UPDATE",  # bindings are created; nothing else is judged
+            ),
+            "binding update",
+            id="allows-a-binding-that-is-not-a-create",
         ),
         pytest.param(
             lambda r: r["request"].update(kind={"group": "", "version": "v1", "kind": "ConfigMap"}),
