@@ -100,7 +100,9 @@ def test_one_writer_and_the_follower_takes_over_after_a_kill(
         )
         leader = next(p for p in processes if leader_of(p) == "leader")
         follower = second if leader is first else first
-        env.source.stop()  # the test's own source must not write: only the two processes do
+        # the test's own source must not write: only the two processes do (a stop that timed
+        # out left its controllers running, and they wrote the records first: a CI flake)
+        assert env.source.stop(timeout=30), "the test's own snapready did not stop"
         holder = lease_holder(env.api, env.namespace, lease)
         assert holder, "the Lease names the leader"
 
@@ -155,7 +157,9 @@ def test_a_frozen_leader_writes_nothing_after_it_wakes_and_nothing_is_written_tw
         return view is not None and view.ready
 
     wait_for("snapshot ready in the engine's cache", ready, timeout=10)
-    env.source.stop()  # the test's own source must not write: only the two processes do
+    # the test's own source must not write: only the two processes do (a stop that timed out
+    # left its controllers running, and they wrote the records first: a CI flake)
+    assert env.source.stop(timeout=30), "the test's own snapready did not stop"
     certs = generate_certs(tmp_path / "certs")
     kubeconfig = require_token(snapready_identity(env.namespace, lease_name=lease).kubeconfig)
     first = start_snapready(tmp_path / "a", certs, kubeconfig=kubeconfig, env=settings)
