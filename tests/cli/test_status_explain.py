@@ -239,6 +239,9 @@ def scenario(
     settings = make_settings(
         source={"kind": "kube", "kubeconfig": require_token(identity.kubeconfig)},
         leader={"lease_name": lease, "lease_namespace": namespace},
+        # its own namespace only: the tests share one API server, and a leader tracking every
+        # namespace wrote another test's origin records first (the failover test, in CI)
+        outcomes={"namespaces": [namespace]},
     )
     source = start_cluster(settings)
     gke = control_plane.gke_client()
