@@ -227,6 +227,20 @@ def test_oversize_chunked_body_is_413(https_server: RunningServer) -> None:
     assert answer.status_code == 413
 
 
+def binding(annotations: dict[str, str]) -> dict[str, Any]:
+    """The request fields of a ``pods/binding`` CREATE of a Binding with ``annotations``."""
+    return {
+        "subResource": "binding",
+        "kind": {"group": "", "version": "v1", "kind": "Binding"},
+        "object": {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "p", "annotations": annotations},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+        },
+    }
+
+
 @pytest.mark.parametrize(
     ("mutate", "why"),
     [
@@ -243,32 +257,13 @@ def test_oversize_chunked_body_is_413(https_server: RunningServer) -> None:
             id="allows-status-subresource",
         ),
         pytest.param(
-            lambda r: r["request"].update(
-                subResource="binding",
-                kind={"group": "", "version": "v1", "kind": "Binding"},
-                object={
-                    "apiVersion": "v1",
-                    "kind": "Binding",
-                    "metadata": {"name": "p", "annotations": {"team": "a"}},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
-                },
-            ),
+            lambda r: r["request"].update(**binding({"team": "a"})),
             "binding",
             id="allows-a-binding-without-snapready-annotations",
         ),
         pytest.param(
-            lambda r: r["request"].update(
-                subResource="binding",
-                kind={"group": "", "version": "v1", "kind": "Binding"},
-                object={
-                    "apiVersion": "v1",
-                    "kind": "Binding",
-                    "metadata": {"name": "p", "annotations": {"snapready.io/x": "y"}},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
-                },
-                operation="UPDATE",  # bindings are created; nothing else is judged
-            ),
-            "binding update",
+            lambda r: r["request"].update(**binding({"snapready.io/x": "y"}), operation="UPDATE"),
+            "binding update",  # bindings are created; nothing else is judged
             id="allows-a-binding-that-is-not-a-create",
         ),
         pytest.param(

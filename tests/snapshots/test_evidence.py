@@ -189,6 +189,19 @@ def test_an_application_crash_is_not_a_restore_failure() -> None:
             False,
             id="a-command-named-like-the-failure-is-the-pod-author-s-text",
         ),
+        pytest.param(
+            {"running": {}},
+            {
+                "reason": "StartError",
+                "message": 'exec: "/'
+                + "x" * 4000
+                + " OCI runtime restore failed "
+                + "x" * 200
+                + '": not found',
+            },
+            False,
+            id="a-quote-the-4096-character-cut-leaves-open-is-still-the-author-s",
+        ),
     ],
 )
 def test_only_what_the_runtime_wrote_is_a_restore_failure(

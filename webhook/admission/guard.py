@@ -47,6 +47,20 @@ def owned_changes(old: Any, new: Any, prefix: str) -> list[str]:
     return changed
 
 
+def _owned_finding(
+    request: AdmissionRequest, owner: str, keys: list[str], where: str, why: str
+) -> Finding | None:
+    """The ``owned-metadata`` finding for snapready's ``keys`` a request writes (named, the
+    first ``MAX_NAMED``), or None: no keys, the check off (``owner`` empty), or ``owner``
+    (snapready's service account) sent it."""
+    user: RawObject = request.user_info if isinstance(request.user_info, dict) else {}
+    if not owner or not keys or user.get("username") == owner:
+        return None
+    named = ", ".join(keys[:MAX_NAMED])
+    more = f" and {len(keys) - MAX_NAMED} more" if len(keys) > MAX_NAMED else ""
+    return Finding(where, RULE, f"{named}{more} {why}", "deny")
+
+
 def guard_update(request: AdmissionRequest, prefix: str, owner: str) -> Finding | None:
     """``owned-metadata``: a pod UPDATE that changes snapready's metadata, unless ``owner`` sent
     it (or ``owner`` is empty: the check is off); None when there is nothing to say.
@@ -55,21 +69,12 @@ def guard_update(request: AdmissionRequest, prefix: str, owner: str) -> Finding 
     namespace's mode (``WORDING``): a forged key misleads every reader of the pod; ``rules.modes``
     and ``rules.disabled`` still govern it.
     """
-    if not owner:
-        return None
-    changed = owned_changes(request.old_object, request.object, prefix)
-    if not changed:
-        return None
-    user: RawObject = request.user_info if isinstance(request.user_info, dict) else {}
-    if user.get("username") == owner:
-        return None
-    named = ", ".join(changed[:MAX_NAMED])
-    more = f" and {len(changed) - MAX_NAMED} more" if len(changed) > MAX_NAMED else ""
-    message = (
-        f"{named}{more} may be changed only by snapready ({owner}): they record "
-        "what snapready decided at admission; recreate the pod to have it judged again"
+    changed = owned_changes(request.old_object, request.object, prefix) if owner else []
+    why = (
+        f"may be changed only by snapready ({owner}): they record what snapready decided at "
+        "admission; recreate the pod to have it judged again"
     )
-    return Finding("metadata", RULE, message, "deny")
+    return _owned_finding(request, owner, changed, "metadata", why)
 
 
 def guard_binding(request: AdmissionRequest, prefix: str, owner: str) -> Finding | None:
@@ -78,24 +83,16 @@ def guard_binding(request: AdmissionRequest, prefix: str, owner: str) -> Finding
     in kubernetes/kubernetes), a way to write snapready's annotations that no pod UPDATE shows;
     any ``prefix`` annotation on it is denied unless ``owner`` sent it (``owner`` empty: off).
     None when there is nothing to say."""
-    if not owner:
-        return None
     keys = sorted(
-        k
+        f"annotation {k}"
         for k in _metadata(request.object, "annotations")
         if isinstance(k, str) and k.startswith(prefix)
     )
-    user: RawObject = request.user_info if isinstance(request.user_info, dict) else {}
-    if not keys or user.get("username") == owner:
-        return None
-    named = ", ".join(f"annotation {k}" for k in keys[:MAX_NAMED])
-    more = f" and {len(keys) - MAX_NAMED} more" if len(keys) > MAX_NAMED else ""
-    message = (
-        f"{named}{more} on a Binding may be set only by snapready ({owner}): the API server "
-        "copies a Binding's annotations onto the pod, and they record what snapready decided "
-        "at admission"
+    why = (
+        f"on a Binding may be set only by snapready ({owner}): the API server copies a "
+        "Binding's annotations onto the pod, and they record what snapready decided at admission"
     )
-    return Finding("metadata.annotations", RULE, message, "deny")
+    return _owned_finding(request, owner, keys, "metadata.annotations", why)
 
 
 def binding_condition(prefix: str, owner: str) -> str:

@@ -18,7 +18,7 @@ from webhook.admission.context import (
     view_context,
 )
 from webhook.admission.decision import decide, decide_mutation, decide_worded
-from webhook.base.types import Endpoint, RawObject
+from webhook.base.types import Endpoint, Finding, RawObject
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
 from webhook.mutation import mutate
@@ -85,8 +85,15 @@ def guard_metadata(request: AdmissionRequest, engine: Engine) -> Decision:
     ``rules.disabled``/``rules.modes``; allowed when there is none."""
     settings = engine.settings
     finding = guard.guard_update(request, settings.prefix, settings.ownership.service_account)
+    return _owned_metadata(finding, engine)
+
+
+def _owned_metadata(finding: Finding | None, engine: Engine) -> Decision:
+    """An ``owned-metadata`` finding (or none: allowed) decided under ``rules.disabled`` and
+    ``rules.modes``, worded as before it was a finding (``guard.WORDING``)."""
     if finding is None:
         return allowed()
+    settings = engine.settings
     return decide_worded([finding], settings.enforcement, settings, {guard.RULE: guard.WORDING})
 
 
@@ -99,9 +106,7 @@ def handle_binding(request: AdmissionRequest, endpoint: Endpoint, engine: Engine
         return allowed()
     settings = engine.settings
     finding = guard.guard_binding(request, settings.prefix, settings.ownership.service_account)
-    if finding is None:
-        return allowed()
-    return decide_worded([finding], settings.enforcement, settings, {guard.RULE: guard.WORDING})
+    return _owned_metadata(finding, engine)
 
 
 def mutate_pod(pod: RawObject, ctx: PodContext) -> Decision:

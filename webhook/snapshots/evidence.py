@@ -195,9 +195,10 @@ def restore_failure(status: Any) -> str | None:
     return None
 
 
-_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\Z)')
 """A Go ``%q`` string: how runc, runsc and containerd quote the command, paths and names they
-echo from the pod's spec (``exec: "/app": executable file not found``)."""
+echo from the pod's spec (``exec: "/app": executable file not found``); one the 4,096-character
+cut leaves open runs to the end (else a long enough path put its tail outside any quote)."""
 
 
 def _unquoted(message: str) -> str:
