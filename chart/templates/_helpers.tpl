@@ -190,7 +190,8 @@ webhook/kube/custom_workloads.py (tests/deploy compares the two).
 system:serviceaccount:{{ .Release.Namespace }}:{{ include "snapready.serviceAccountName" . }}
 {{- end -}}
 {{- define "snapready.bindingCondition" -}}
-request.userInfo.username != '{{ include "snapready.ownerUsername" . }}' && object.metadata.?annotations.orValue({}).exists(k, k.startsWith('{{ .Values.prefix }}'))
+{{- $p := .Values.prefix -}}
+request.userInfo.username != '{{ include "snapready.ownerUsername" . }}' && (object.metadata.?labels.orValue({}).exists(k, k.startsWith('{{ $p }}') && k != '{{ $p }}snapshot-source') || object.metadata.?annotations.orValue({}).exists(k, k.startsWith('{{ $p }}') && k != '{{ $p }}inject'))
 {{- end -}}
 
 {{- define "snapready.ownershipCondition" -}}

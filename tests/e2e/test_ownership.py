@@ -276,43 +276,60 @@ def test_a_view_user_can_run_status_and_explain_in_its_namespace(
     assert "seen" in out
 
 
-def test_a_binding_cannot_carry_snapreadys_annotations_onto_a_pod(env: Env, tmp_path: Path) -> None:
-    """The review of the trial's fixes: the API server copies a Binding's annotations onto the
-    pod it binds, and a ``pods/binding`` CREATE is no pod UPDATE, so an account allowed to bind
-    (a custom scheduler's) could write ``restore-outcome`` past the ownership webhook. Denied
-    now; a Binding without them (the scheduler's) binds as before."""
+@pytest.mark.parametrize("resource", ["pods/binding", "bindings"])
+def test_a_binding_cannot_carry_snapreadys_keys_onto_a_pod(
+    env: Env, tmp_path: Path, resource: str
+) -> None:
+    """The review of the trial's fixes: the API server copies a Binding's labels and annotations
+    onto the pod it binds, and a Binding CREATE is no pod UPDATE, so an account allowed to bind
+    (a custom scheduler's) could write ``restore-outcome`` or the ``selected`` label past the
+    ownership webhook. A new-user trial then found the labels unchecked and the older
+    ``bindings`` resource never sent (the webhook scope passed only ``pods``). Denied now, by
+    either path; a Binding without them (the scheduler's, or one with the user's ``inject``)
+    binds as before."""
     namespace = env.namespaces["ns"]
-    must(env.create(compliant_pod("to-bind"), namespace))
-    rule = {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]}
-    binder = with_role(env, namespace, "binder", rule, tmp_path / "binder.kubeconfig")
-    path = f"/api/v1/namespaces/{namespace}/pods/to-bind/binding"
+    pod_name = f"to-bind-{resource.replace('/', '-')}"
+    must(env.create(compliant_pod(pod_name), namespace))
+    account = f"binder-{resource.replace('/', '-')}"
+    rule = {"apiGroups": [""], "resources": [resource], "verbs": ["create"]}
+    binder = with_role(env, namespace, account, rule, tmp_path / f"{account}.kubeconfig")
+    path = (
+        f"/api/v1/namespaces/{namespace}/pods/{pod_name}/binding"
+        if resource == "pods/binding"
+        else f"/api/v1/namespaces/{namespace}/bindings"
+    )
 
-    def bind(annotations: dict[str, str]) -> kube_raw.Reply:
+    def bind(metadata: dict[str, Any]) -> kube_raw.Reply:
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": "to-bind", "annotations": annotations},
+            "metadata": {"name": pod_name, **metadata},
             "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
         }
         return kube_raw.request(binder.api_client, "POST", path, body)
 
     from tests.support.webhooks import wait_until  # noqa: PLC0415
 
-    forged = {"snapready.io/restore-outcome": "restored", "team": "a"}
+    forgeries = [
+        {"annotations": {"snapready.io/restore-outcome": "restored", "team": "a"}},
+        {"labels": {"snapready.io/selected": "false"}},
+    ]
 
-    def forged_bind() -> kube_raw.Reply | None:
-        reply = bind(forged)
+    def first_bind() -> kube_raw.Reply | None:
+        reply = bind(forgeries[0])
         if reply.status == 403 and "cannot create" in reply.message:
             return None  # the RBAC binding is not in the authorizer yet
         return reply
 
-    reply = wait_until("bind binding", forged_bind, timeout=15)
-    assert reply.status == 403, reply.body
-    assert "on a Binding may be set only by snapready" in reply.message
-    pod = env.get(compliant_pod("to-bind"), namespace)
+    replies = [wait_until("bind binding", first_bind, timeout=15), bind(forgeries[1])]
+    for reply in replies:
+        assert reply.status == 403, reply.body
+        assert "on a Binding may be set only by snapready" in reply.message
+    pod = env.get(compliant_pod(pod_name), namespace)
     assert "snapready.io/restore-outcome" not in pod["metadata"]["annotations"]
+    assert pod["metadata"]["labels"]["snapready.io/selected"] == "true"
     assert not pod["spec"].get("nodeName")
 
-    reply = bind({"team": "a"})
+    reply = bind({"annotations": {"team": "a", "snapready.io/inject": "false"}})
     assert reply.ok, reply.body
-    assert env.get(compliant_pod("to-bind"), namespace)["spec"]["nodeName"] == "node-a"
+    assert env.get(compliant_pod(pod_name), namespace)["spec"]["nodeName"] == "node-a"

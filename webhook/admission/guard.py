@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.base.keys import SELECTED
+from webhook.base.keys import INJECT, SELECTED, SNAPSHOT_SOURCE, USER_ANNOTATIONS, USER_LABELS
 from webhook.base.types import Finding, RawObject, Wording
 from webhook.kube.review import AdmissionRequest
 
@@ -78,29 +78,43 @@ def guard_update(request: AdmissionRequest, prefix: str, owner: str) -> Finding 
 
 
 def guard_binding(request: AdmissionRequest, prefix: str, owner: str) -> Finding | None:
-    """``owned-metadata`` for a ``pods/binding`` CREATE: the API server copies a Binding's
-    annotations onto the pod it binds (``setPodNodeAndMetadata``, pkg/registry/core/pod/storage
-    in kubernetes/kubernetes), a way to write snapready's annotations that no pod UPDATE shows;
-    any ``prefix`` annotation on it is denied unless ``owner`` sent it (``owner`` empty: off).
-    None when there is nothing to say."""
-    keys = sorted(
-        f"annotation {k}"
-        for k in _metadata(request.object, "annotations")
-        if isinstance(k, str) and k.startswith(prefix)
-    )
+    """``owned-metadata`` for a Binding CREATE (``pods/binding`` or ``bindings``): the API server
+    copies a Binding's labels and annotations onto the pod it binds (``setPodNodeAndMetadata``,
+    pkg/registry/core/pod/storage in kubernetes/kubernetes; a real-API trial moved the
+    ``selected`` label so on v1.36), a way to write snapready's keys that no pod UPDATE shows;
+    any ``prefix`` key but the user's (``keys.USER_LABELS``, ``keys.USER_ANNOTATIONS``) is denied
+    unless ``owner`` sent it (``owner`` empty: off). None when there is nothing to say."""
+    keys = [
+        f"{what} {k}"
+        for what, part, users in (
+            ("label", "labels", USER_LABELS),
+            ("annotation", "annotations", USER_ANNOTATIONS),
+        )
+        for k in sorted(_metadata(request.object, part))
+        if isinstance(k, str) and k.startswith(prefix) and k[len(prefix) :] not in users
+    ]
     why = (
         f"on a Binding may be set only by snapready ({owner}): the API server copies a "
-        "Binding's annotations onto the pod, and they record what snapready decided at admission"
+        "Binding's labels and annotations onto the pod, and they record what snapready decided "
+        "at admission"
     )
-    return _owned_finding(request, owner, keys, "metadata.annotations", why)
+    return _owned_finding(request, owner, keys, "metadata", why)
 
 
 def binding_condition(prefix: str, owner: str) -> str:
-    """The CEL ``matchCondition`` the chart renders for ``pods/binding`` (tests use it too):
-    true only for a Binding that carries a ``prefix`` annotation, not sent by ``owner``."""
+    """The CEL ``matchCondition`` the chart renders for Bindings (tests use it too): true only
+    for a Binding that carries a ``prefix`` label or annotation but the user's, not sent by
+    ``owner``."""
+
+    def owned(part: str, user: str) -> str:
+        return (
+            f"object.metadata.?{part}.orValue({{}}).exists(k, k.startsWith('{prefix}') && "
+            f"k != '{prefix}{user}')"
+        )
+
     return (
         f"request.userInfo.username != '{owner}' && "
-        f"object.metadata.?annotations.orValue({{}}).exists(k, k.startsWith('{prefix}'))"
+        f"({owned('labels', SNAPSHOT_SOURCE)} || {owned('annotations', INJECT)})"
     )
 
 

@@ -12,10 +12,11 @@ per webhook, ``snapready-scope``, built from the current policies:
 - a custom resource that embeds pod templates (``custom_workloads``: agent-sandbox, Ray, ...)
   when ``request.namespace`` has a policy: its templates sit at kind-specific paths, some in
   lists (Ray worker groups), so the condition is per namespace, never narrower than the policies;
-- a pod that carries (or, on UPDATE, carried) a ``<prefix>`` key snapready owns
-  (``owned_keys_cel``), whatever its labels: ``/mutate`` removes those a tenant wrote on a pod no
-  policy selects, and the ownership webhook refuses a change to them, so a forged stamp cannot
-  wait on an unselected pod for a relabel into a policy's selector.
+- a pod, or a Binding (``pods/binding``, ``bindings``: the API server copies its labels and
+  annotations onto the pod), that carries (or, on UPDATE, carried) a ``<prefix>`` key snapready
+  owns (``owned_keys_cel``), whatever its labels: ``/mutate`` removes those a tenant wrote on a
+  pod no policy selects, and the ownership webhooks refuse a change to them, so a forged stamp
+  cannot wait on an unselected pod for a relabel into a policy's selector.
 
 Each selector is translated with ``k8s.io/apimachinery/pkg/labels`` semantics (matchLabels and
 ``In``, ``NotIn``, ``Exists``, ``DoesNotExist``; ``NotIn`` also matches an absent label, an empty
@@ -196,7 +197,7 @@ def scope_expression(
     expression = (
         f"request.resource.group == {cel_string(SNAPSHOT_GROUP)} || "
         f"(request.resource.resource in {kinds} && object != null && {selected}) || "
-        f"(request.resource.resource == 'pods' && {owned_keys_cel(prefix)})"
+        f"(request.resource.resource in ['pods', 'bindings'] && {owned_keys_cel(prefix)})"
     )
     pairs = sorted(set(custom))
     if not pairs or not namespaces:
