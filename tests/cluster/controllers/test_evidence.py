@@ -290,7 +290,9 @@ def test_a_new_leader_reports_what_happened_while_nobody_led_and_nothing_twice(
     agent.containers_ready("midway")  # Ready under the first leader, restore still streaming
     first_events = len(events(env, "SnapshotRestoreMissed"))
 
-    env.source.stop()  # graceful: the Lease is released after the drain
+    # graceful: the Lease is released after the drain; a stop that timed out (5 s) could leave
+    # the first leader deciding "leaderless" itself, unseen by the second's listener
+    assert env.source.stop(timeout=30), "the first snapready did not stop"
     admit_and_create(env, "leaderless")
     agent.containers_ready("leaderless")
     agent.fell_back("leaderless", "no compatible snapshot")  # nobody leads now

@@ -156,7 +156,7 @@ def test_refresh_on_triggers_one_cold_pod_of_the_upgraded_pool_once(
         assert len(notes) == 1 and "cold" in notes[0] and name in notes[0]
         assert events(env, "SnapshotRefreshTriggered")[0].type == "Normal"
         settings = env.source.lifecycle.settings
-        env.source.stop()  # a restart: the new process starts with empty memory
+        assert env.source.stop(timeout=30), "the first snapready did not stop"  # a restart
         time.sleep(0.5)
         second = start_cluster(settings)
         second.lifecycle.min_interval = PAUSE
