@@ -2,8 +2,8 @@
 # snapready images. Targets:
 #   runtime (default): the webhook server, `snapready serve`, non-root UID 65532, works with a
 #                      read-only root filesystem (nothing is written at run time).
-#   helpers:           the rehydration helpers copied into selected pods by the injected init
-#                      container (`cp -R /opt/snapready/helpers/. /snapready/`).
+#   helpers:           the rehydration helpers copied into selected pods by the injected native
+#                      sidecar (its postStart hook copies /opt/snapready/helpers/* to /snapready/).
 # Build: docker build -t snapready .   and   docker build --target helpers -t snapready-helpers .
 # Pin the base images by digest in your own builds (--build-arg PYTHON_IMAGE=python:3.11-slim@sha256:...).
 
@@ -23,7 +23,7 @@ COPY webhook ./webhook
 # bytecode here, because the root filesystem is read-only at run time.
 RUN /opt/snapready/venv/bin/pip install .
 
-# --- helpers: only the two helper files, on a tiny base that has `cp` ------------------------
+# --- helpers: only the two helper files, on a tiny base with sh, cp, mv and sleep -----------
 FROM ${BUSYBOX_IMAGE} AS helpers
 COPY --chmod=0755 webhook/assets/helpers/rehydrate /opt/snapready/helpers/rehydrate
 COPY --chmod=0644 webhook/assets/helpers/snapready_rehydrate.py /opt/snapready/helpers/snapready_rehydrate.py

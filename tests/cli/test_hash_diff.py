@@ -38,9 +38,12 @@ REVIEW_40 = str(REVIEWS / "40-pod-create-by-replicaset-controller.json")
 
 
 HASH_KEY = "snapready.io/spec-hash"
-# From the user report: review 40's pod as written, and the spec-hash the webhook wrote on it.
+# From the user report: review 40's pod as written, and the spec-hash the webhook wrote on it
+# (1ce2ef4e...). The injected container became a native sidecar since (a GKE restore needs it
+# running at the checkpoint: webhook/mutation/helpers.py), which changes the injected pod's
+# value, as every change to the injection does; the pod as written keeps its value.
 REPORTED_RAW_40 = "v1:sha256:c9fe1168a27677b3f853b4310400e074135cce111a82e14d73a2dbf823d70673"
-REPORTED_WEBHOOK_40 = "v1:sha256:1ce2ef4eedcafb350a89de0b6d481329d517d378900718ef93e9e52677410cc7"
+REPORTED_WEBHOOK_40 = "v1:sha256:e84fac0497e283b7e74b73c4a72302a83130b3401488a716d6380727348b8c69"
 
 
 @pytest.fixture(autouse=True)
@@ -391,6 +394,13 @@ def test_deployment_template_hashes_like_the_pods_it_creates(
     assert out == f"Deployment/snap/llm-server  {webhook_hash(deployment_pod_review())}\n"
 
 
+HOLD = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+COPY = (
+    "set -e; for f in /opt/snapready/helpers/*; do n=${f##*/}; "
+    'cp "$f" "/snapready/.$n.new"; mv -f "/snapready/.$n.new" "/snapready/$n"; done'
+)
+
+
 def test_deployment_template_with_hand_added_helpers(capsys: pytest.CaptureFixture[str]) -> None:
     template = load_review("13")["request"]["object"]["spec"]["template"]
     image = "ghcr.io/snapready/helpers:0.1.0@sha256:" + "0" * 64
@@ -400,7 +410,9 @@ def test_deployment_template_with_hand_added_helpers(capsys: pytest.CaptureFixtu
         {
             "name": "snapready-helpers",
             "image": image,
-            "command": ["cp", "-R", "/opt/snapready/helpers/.", "/snapready/"],
+            "restartPolicy": "Always",
+            "command": ["/bin/sh", "-c", HOLD],
+            "lifecycle": {"postStart": {"exec": {"command": ["/bin/sh", "-c", COPY]}}},
             "volumeMounts": [{"name": "snapready-helpers", "mountPath": "/snapready"}],
             "securityContext": {
                 "allowPrivilegeEscalation": False,

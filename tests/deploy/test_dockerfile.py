@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.helm_support import ROOT, Obj, objects, one, render
 from webhook.cli import COMMANDS
-from webhook.mutation.helpers import COPY_COMMAND, IMAGE_HELPERS_DIR, NONROOT_ID
+from webhook.mutation.helpers import COPY_COMMAND, HOLD_COMMAND, IMAGE_HELPERS_DIR, NONROOT_ID
 
 DOCKERFILE = ROOT / "Dockerfile"
 
@@ -186,10 +186,11 @@ def test_helpers_image_holds_exactly_the_two_helper_files(stages: dict[str, Stag
     assert "--chmod=0755 webhook/assets/helpers/rehydrate" in " ".join(helpers.all("COPY"))
 
 
-def test_helpers_image_runs_the_init_containers_copy_as_non_root(stages: dict[str, Stage]) -> None:
+def test_helpers_image_runs_the_sidecars_copy_as_non_root(stages: dict[str, Stage]) -> None:
     helpers = stages["helpers"]
-    assert helpers.base.startswith("${BUSYBOX_IMAGE}"), "the copy needs `cp` from busybox"
-    assert COPY_COMMAND[0] == "cp" and COPY_COMMAND[2] == f"{IMAGE_HELPERS_DIR}/."
+    assert helpers.base.startswith("${BUSYBOX_IMAGE}"), "sh, cp, mv and sleep come from busybox"
+    assert COPY_COMMAND[0] == "/bin/sh" and f"{IMAGE_HELPERS_DIR}/*" in COPY_COMMAND[2]
+    assert HOLD_COMMAND[0] == "/bin/sh"
     assert helpers.last("USER") == f"{NONROOT_ID}:{NONROOT_ID}"
 
 

@@ -105,6 +105,6 @@ def test_notes_name_the_helpers_image_when_injection_is_on() -> None:
         "snapready/templates/NOTES.txt"
     ]
     assert (
-        f"Helper injection: on, init container image ghcr.io/snapready/helpers:0.1.0@{digest}"
+        f"Helper injection: on, helpers sidecar image ghcr.io/snapready/helpers:0.1.0@{digest}"
         in notes
     )

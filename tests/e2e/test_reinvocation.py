@@ -99,8 +99,8 @@ def test_later_volume_is_covered_by_the_final_spec_hash(env: Env, later: LaterWe
 def test_policy_engine_rewriting_the_helpers_image_is_recognised(
     env: Env, later: LaterWebhook
 ) -> None:
-    """docs/concepts/helpers.md: the init container is recognised by its name, copy
-    command and mount; a rewritten image is neither re-injected nor a collision."""
+    """docs/concepts/helpers.md: the sidecar is recognised by its name, command and mount;
+    a rewritten image is neither re-injected nor a collision."""
     namespace = env.namespaces["reinvoke"]
     reply = env.create(later_pod("mirrored", "image"), namespace)
     live = must(reply)
@@ -108,7 +108,8 @@ def test_policy_engine_rewriting_the_helpers_image_is_recognised(
     (helpers,) = [c for c in live["spec"]["initContainers"] if c["name"] == HELPERS]
     assert len(live["spec"]["initContainers"]) == 1
     assert helpers["image"] == MIRROR_IMAGE
-    assert helpers["command"] == ["cp", "-R", "/opt/snapready/helpers/.", "/snapready/"]
+    assert helpers["restartPolicy"] == "Always"  # a native sidecar, stored as such
+    assert helpers["command"][:2] == ["/bin/sh", "-c"] and "sleep" in helpers["command"][2]
     assert [volume["name"] for volume in live["spec"]["volumes"]].count(HELPERS) == 1
     recorded = live["metadata"]["annotations"][SPEC_HASH]
     assert env.hash(live) == [recorded]

@@ -45,10 +45,26 @@ INJECTED_ENV = [
 HELPERS_INIT_CONTAINER = {
     "name": "snapready-helpers",
     "image": IMAGE,
-    "command": ["cp", "-R", "/opt/snapready/helpers/.", "/snapready/"],
+    # A native sidecar: it runs for the pod's life, so a GKE Pod snapshot restores it with the
+    # pod and the emptyDir it first mounted (tests/gvisor/test_pod_sandbox.py).
+    "restartPolicy": "Always",
+    "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"],
+    "lifecycle": {
+        "postStart": {
+            "exec": {
+                "command": [
+                    "/bin/sh",
+                    "-c",
+                    "set -e; for f in /opt/snapready/helpers/*; do n=${f##*/}; "
+                    'cp "$f" "/snapready/.$n.new"; '
+                    'mv -f "/snapready/.$n.new" "/snapready/$n"; done',
+                ]
+            }
+        }
+    },
     "resources": {
-        "limits": {"cpu": "50m", "memory": "32Mi"},
-        "requests": {"cpu": "50m", "memory": "32Mi"},
+        "limits": {"cpu": "10m", "memory": "16Mi"},
+        "requests": {"cpu": "10m", "memory": "16Mi"},
     },
     "volumeMounts": [{"name": "snapready-helpers", "mountPath": "/snapready"}],
     "terminationMessagePath": "/dev/termination-log",

@@ -36,7 +36,21 @@ RUNSC_SCRIPT = ROOT / "scripts" / "runsc.sh"
 HELPERS = ROOT / "webhook" / "assets" / "helpers"
 CONTAINER_NAME_ANNOTATION = "io.kubernetes.cri.container-name"
 """containerd's name for the container; gVisor finds ``spec_environ`` by it (empty without it)."""
-BUSYBOX_APPLETS = ("sh", "od", "dd", "tr", "env", "cat", "ls", "grep", "sleep", "printf", "echo")
+BUSYBOX_APPLETS = (
+    "sh",
+    "od",
+    "dd",
+    "tr",
+    "env",
+    "cat",
+    "ls",
+    "grep",
+    "sleep",
+    "printf",
+    "echo",
+    "cp",
+    "mv",
+)
 """What the helper and the test programs use in the busybox root filesystem."""
 RUNSC_TIMEOUT = 60.0
 

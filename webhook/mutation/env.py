@@ -4,8 +4,8 @@ They tell the helpers (and any app) where gVisor exposes the restoring pod's env
 checkpoint trigger (docs/gke-facts.md#section-7) and where the helpers are mounted. Env is not part
 of the fingerprint (docs/gke-facts.md#section-3), so adding it never changes which snapshots match.
 A name the user already set in ``env`` wins and is left alone (``envFrom`` is overridden by ``env``,
-as Kubernetes always does). The injected ``snapready-helpers`` init container gets none: it only
-copies files.
+as Kubernetes always does). The injected ``snapready-helpers`` sidecar gets none: it only
+copies files and waits.
 """
 
 from __future__ import annotations

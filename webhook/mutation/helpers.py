@@ -1,17 +1,28 @@
-"""Helper-file injection: the ``snapready-helpers`` volume, init container and read-only mounts.
+"""Helper-file injection: the ``snapready-helpers`` volume, native sidecar and read-only mounts.
 
 Contract with the image (Dockerfile target ``helpers``): a busybox-based image that holds exactly
 the two files of ``webhook/assets/helpers/`` (``rehydrate``, mode 0755, and
-``snapready_rehydrate.py``) in ``/opt/snapready/helpers/``. The injected init container runs
-``cp -R /opt/snapready/helpers/. /snapready/`` into the emptyDir ``snapready-helpers``, which
-every app container and native sidecar (init container with ``restartPolicy: Always``) mounts
-read-only at ``/snapready``. The init container goes first, so sidecars find the files when they
-start; existing init containers keep their order.
+``snapready_rehydrate.py``) in ``/opt/snapready/helpers/``. The injected container is a native
+sidecar (the first init container, ``restartPolicy: Always``): its ``postStart`` hook copies the
+files into the emptyDir ``snapready-helpers`` (each through a temporary name and a rename), and
+its command then waits, doing nothing, until the pod ends. Every app container and every other
+native sidecar mounts the emptyDir read-only at ``/snapready``. The kubelet starts the next
+container only once a sidecar's ``postStart`` hook has returned (KEP-753), so every container
+finds the files when it starts; existing init containers keep their order.
+
+Why a sidecar and not a run-to-completion init container: a GKE Pod snapshot holds the pod's
+emptyDirs inside the gVisor sandbox (GKE's runsc shim hints them as pod-shared tmpfs,
+``pkg/shim/v1/utils/volumes.go``), and runsc files that tmpfs under the name of the first
+container that mounted it (``runsc/boot/vfs.go configureRestore``). A restore brings back only
+the containers that were running at the checkpoint (containerd deletes an exited container's
+task), so with an init container as the first mounter the restore failed (``Memory file for
+"snapready-helpers:/snapready" not found``): ``tests/gvisor/test_pod_sandbox.py`` shows it with
+runsc itself. The sidecar is still running at the checkpoint and restored with the pod.
 
 Everything injected is part of the fingerprint (docs/gke-facts.md#section-3: volumes, init
 containers, mounts, securityContext are hashed), so every value here is a constant or comes from
-settings: changing any of them changes every fingerprint and orphans existing snapshots. The init
-container carries the fields the API server would otherwise default (``imagePullPolicy``,
+settings: changing any of them changes every fingerprint and orphans existing snapshots. The
+sidecar carries the fields the API server would otherwise default (``imagePullPolicy``,
 ``terminationMessagePath/Policy``) so that what we hash is what gets stored, and so that a
 reinvocation recognises its own output by equality.
 """
@@ -35,10 +46,24 @@ MOUNT_PATH = "/snapready"
 """Where the helpers appear in every app container (reserved)."""
 IMAGE_HELPERS_DIR = "/opt/snapready/helpers"
 """Directory of the helper files inside the helpers image (Dockerfile target ``helpers``)."""
-COPY_COMMAND = ("cp", "-R", f"{IMAGE_HELPERS_DIR}/.", f"{MOUNT_PATH}/")
-RESOURCES = {"cpu": "50m", "memory": "32Mi"}
-"""Requests and limits of the init container (equal, so a Guaranteed pod stays Guaranteed;
-copying two small files needs a few milliseconds of CPU and a few MiB)."""
+COPY_SCRIPT = (
+    "set -e; "
+    f"for f in {IMAGE_HELPERS_DIR}/*; do n=${{f##*/}}; "
+    f'cp "$f" "{MOUNT_PATH}/.$n.new"; mv -f "{MOUNT_PATH}/.$n.new" "{MOUNT_PATH}/$n"; done'
+)
+"""The ``postStart`` copy (busybox sh): each file through a temporary name and a rename, so a
+process that already runs a helper keeps reading the file it opened (a rename replaces the name,
+not the file), even when the hook runs again: after a sidecar restart, or on a restored pod."""
+COPY_COMMAND = ("/bin/sh", "-c", COPY_SCRIPT)
+HOLD_SCRIPT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+"""The sidecar's command: wait for the pod to end. The shell is the container's PID 1, which the
+kernel sends no signal it has not asked for: the trap lets SIGTERM end it at once instead of at
+the end of the grace period."""
+HOLD_COMMAND = ("/bin/sh", "-c", HOLD_SCRIPT)
+RESOURCES = {"cpu": "10m", "memory": "16Mi"}
+"""Requests and limits of the sidecar (equal, so a Guaranteed pod stays Guaranteed). A native
+sidecar's resources count for the pod's whole life (added to the app containers'); a sleeping
+busybox shell and a copy of two small files need a few MiB."""
 NONROOT_ID = 65532
 """The conventional "nonroot" uid/gid of distroless images: busybox would otherwise run as root,
 which ``runAsNonRoot`` refuses. The emptyDir is created world-writable (mode 0777)."""
@@ -82,12 +107,15 @@ def token_mount(volumes: Any) -> RawObject | None:
 
 
 def init_container(image: str, token: RawObject | None = None) -> RawObject:
-    """The injected init container for ``image`` (fixed, restricted-PSS securityContext), with
-    the service-account ``token`` mount when the pod has one (``token_mount``)."""
+    """The injected native sidecar for ``image`` (fixed, restricted-PSS securityContext), with
+    the service-account ``token`` mount when the pod has one (``token_mount``): ``postStart``
+    copies the helpers (``COPY_COMMAND``), the command waits (``HOLD_COMMAND``)."""
     return {
         "name": HELPERS_NAME,
         "image": image,
-        "command": list(COPY_COMMAND),
+        "restartPolicy": "Always",
+        "command": list(HOLD_COMMAND),
+        "lifecycle": {"postStart": {"exec": {"command": list(COPY_COMMAND)}}},
         "resources": {"limits": dict(RESOURCES), "requests": dict(RESOURCES)},
         "volumeMounts": [dict(HELPERS_INIT_MOUNT), *([dict(token)] if token else [])],
         "terminationMessagePath": "/dev/termination-log",
@@ -131,8 +159,8 @@ def is_ours(existing: Any, desired: Any) -> bool:
 
 
 def is_our_init_container(container: RawObject) -> bool:
-    """Whether ``container`` is the init container we inject: our name, our copy command and
-    our volume mounted at ``/snapready``.
+    """Whether ``container`` is the sidecar we inject: our name, our command and our volume
+    mounted at ``/snapready``.
 
     Nothing else is compared, because other admission steps legitimately rewrite the rest of it
     between our first call and a reinvocation: the API server re-runs its built-in mutating
@@ -146,7 +174,7 @@ def is_our_init_container(container: RawObject) -> bool:
     mounts = container.get("volumeMounts")
     return (
         container.get("name") == HELPERS_NAME
-        and container.get("command") == list(COPY_COMMAND)
+        and container.get("command") == list(HOLD_COMMAND)
         and isinstance(mounts, list)
         and any(is_ours(mount, HELPERS_INIT_MOUNT) for mount in mounts)
     )
@@ -204,7 +232,8 @@ def gets_mount(list_name: str, container: RawObject) -> bool:
 
 
 def inject_helpers(draft: Draft, ctx: PodContext) -> bool:
-    """Add the volume, the init container (first) and the read-only mounts that are missing.
+    """Add the volume, the sidecar (first init container) and the read-only mounts that are
+    missing (our sidecar has its writable mount at ``/snapready``, so it gets no second one).
 
     Call only after ``collisions`` found nothing: an existing object of our name is then ours.
     """
