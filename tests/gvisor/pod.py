@@ -141,10 +141,12 @@ class Pod:
             assert "emptyDir" in volumes[mount["name"]], "only emptyDir volumes are laid out"
             access = "ro" if mount.get("readOnly") else "rw"
             source = str(self._kubelet_dir(mount["name"]))
+            # The shim gives a memory-backed emptyDir a tmpfs mount, a disk-backed one a bind.
+            memory = volumes[mount["name"]]["emptyDir"].get("medium") == "Memory"
             mounts.append(
                 {
                     "destination": mount["mountPath"],
-                    "type": "bind",
+                    "type": "tmpfs" if memory else "bind",
                     "source": source,
                     "options": ["rbind", "rprivate", access],
                 }

@@ -18,7 +18,8 @@ RULE_IDS: frozenset[str] = frozenset(
         # Pods and workload templates (webhook/rules, webhook/admission, webhook/cli/check).
         "checkpoint-window", "cross-workload", "gcsfuse", "gpu-driver", "gpu-machine",
         "gpu-mig", "gpu-multi-l4", "gpu-sharing", "gpu-whole-node", "gvisor-runtime",
-        "hash-drift", "helper-collision", "image-digest", "machine-family", "machine-unpinned",
+        "hash-drift", "helper-collision", "image-digest", "init-emptydir", "machine-family",
+        "machine-unpinned",
         "not-stamped", "owned-metadata", "restore-from-policy", "restore-miss",
         "restore-prediction", "rollout-cold-start", "sandbox-compat", "selection-depends-on-pod",
         "shared-fingerprint", "snapshot-ready", "stale-config", "stale-state",

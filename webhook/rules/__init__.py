@@ -25,7 +25,7 @@ from webhook.rules.images import ImageDigest
 from webhook.rules.machine import MachineRules
 from webhook.rules.restore_from_policy import RestoreFromPolicy
 from webhook.rules.restore_miss import RestoreMiss
-from webhook.rules.sandbox import GvisorRuntime, SandboxCompat
+from webhook.rules.sandbox import GvisorRuntime, InitEmptyDir, SandboxCompat
 from webhook.rules.stale_config import StaleConfig
 from webhook.rules.storage import GcsFuse, StaleState
 
@@ -45,6 +45,7 @@ RULES: tuple[Rule, ...] = (
     GvisorRuntime(),
     GcsFuse(),
     SandboxCompat(),
+    InitEmptyDir(),
     ImageDigest(),
     StaleState(),
     RestoreFromPolicy(),

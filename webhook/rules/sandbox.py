@@ -1,4 +1,4 @@
-"""GKE Sandbox rules: ``gvisor-runtime`` and ``sandbox-compat``.
+"""GKE Sandbox rules: ``gvisor-runtime``, ``sandbox-compat`` and ``init-emptydir``.
 
 Pod snapshots run only in GKE Sandbox (``spec.runtimeClassName: gvisor``;
 docs/gke-facts.md#section-1), and a sandboxed pod cannot use what gVisor does not offer: privileged
@@ -117,3 +117,61 @@ class EphemeralCompat:
             if not isinstance(container.get("name"), str) or container["name"] not in before
         ]
         return list(container_findings(pod, added))
+
+
+INIT_EMPTYDIR_RULE = "init-emptydir"
+
+
+class InitEmptyDir:
+    """``init-emptydir`` (warn): a run-to-completion init container is the first container of
+    the pod to mount an emptyDir.
+
+    Source: gVisor itself (``gvisor.dev/gvisor`` as pinned in ``gvisor/go.mod``), in the pod
+    layout of GKE: GKE's runsc shim keeps a pod's emptyDirs inside the sandbox as pod-shared
+    tmpfs (``pkg/shim/v1/utils/volumes.go``), runsc files each one under the name of the first
+    container that mounted it (``runsc/boot/vfs.go configureRestore``), and a restore brings
+    back only the containers still running at the checkpoint (containerd deletes an exited
+    container's task). An init container that has exited leaves its emptyDir without an owner:
+    runsc refuses the restore (``Memory file for "<init>:<path>" not found``), disk or memory
+    medium, whether or not app containers use the volume; a native sidecar mounting it first
+    does not (``tests/gvisor/test_pod_sandbox.py``, ``docs/concepts/helpers.md``). Not for
+    ``rootfs-only`` policies, whose restores load no memory.
+    """
+
+    rule_ids: tuple[str, ...] = (INIT_EMPTYDIR_RULE,)
+
+    def __call__(self, pod: PodContext) -> Iterable[Finding]:
+        """One warning per emptyDir at its first mount, when an init container without
+        ``restartPolicy: Always`` makes it (containers are taken in the kubelet's start order:
+        init containers, then app containers)."""
+        if pod.rootfs_only:
+            return
+        pending = {
+            name
+            for volume in pod.items("volumes")
+            if "emptyDir" in volume and isinstance(name := volume.get("name"), str)
+        }
+        for kind in ("initContainers", "containers"):
+            for index, container in enumerate(pod.items(kind)):
+                if not pending:
+                    return
+                for mount_index, mount in enumerate(list_of_dicts(container.get("volumeMounts"))):
+                    volume = mount.get("name")
+                    if volume not in pending:
+                        continue
+                    pending.discard(volume)
+                    if kind == "containers" or container.get("restartPolicy") == "Always":
+                        continue
+                    path = pod.spec_field(kind, index, "volumeMounts", mount_index)
+                    message = _init_message(container, volume)
+                    yield Finding(path, INIT_EMPTYDIR_RULE, message, "warn")
+
+
+def _init_message(container: dict[str, Any], volume: str) -> str:
+    """The fix first: the API server cuts a warning at 256 characters (rule and path included)."""
+    name = container.get("name")
+    return (
+        f"make init container {name!r} a native sidecar (restartPolicy: Always): it mounts "
+        f"emptyDir {volume!r} first and will have exited at the checkpoint, so gVisor cannot "
+        "restore the pod"
+    )

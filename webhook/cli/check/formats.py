@@ -50,6 +50,8 @@ RULE_SUMMARIES: Final[dict[str, str]] = {
     "gcsfuse": "Cloud Storage FUSE is not supported by Pod snapshots.",
     "sandbox-compat": "Features GKE Sandbox does not support (privileged, hostPath, host "
     "namespaces, hostPort).",
+    "init-emptydir": "An init container that mounts an emptyDir first leaves the pod "
+    "unrestorable under gVisor.",
     "image-digest": "Images should be pinned by digest: a tag may resolve to new bits while the "
     "snapshot holds old ones.",
     "stale-state": "PVC-backed volumes are not snapshotted and env from Secrets is stale after "

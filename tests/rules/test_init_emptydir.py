@@ -1,0 +1,151 @@
+"""``init-emptydir``: a run-to-completion init container that is the first to mount an emptyDir.
+
+Under gVisor such a pod cannot be restored (``tests/gvisor/test_pod_sandbox.py`` shows runsc
+refusing it; ``docs/rules/init-emptydir.md``). The rows put the first mount of an emptyDir in
+each place the kubelet's start order can put it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.conftest import make_settings
+from tests.rules.test_facts import engine_with, policy
+from tests.rules.test_table import STRICT_RULES, cpu_pod, judge, lines, outcomes
+from webhook.admission.engine import admit
+from webhook.kube.review import AdmissionRequest
+from webhook.mutation import as_admitted
+from webhook.server.runner import build_engine
+
+Pod = dict[str, Any]
+RULE = "init-emptydir"
+
+
+def mount(volume: str = "cache", path: str = "/cache") -> dict[str, Any]:
+    return {"name": volume, "mountPath": path}
+
+
+def init(name: str = "fetch", *mounts: dict[str, Any], sidecar: bool = False) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": name, "image": "registry.example/x", "command": ["true"]}
+    container["volumeMounts"] = list(mounts)
+    if sidecar:
+        container["restartPolicy"] = "Always"
+    return container
+
+
+def pod_with(
+    inits: list[dict[str, Any]], app_mounts: list[dict[str, Any]], volumes: list[Any]
+) -> Pod:
+    pod = cpu_pod()
+    spec = pod["spec"]
+    spec["initContainers"] = inits
+    spec["containers"][0]["volumeMounts"] = app_mounts
+    spec["volumes"] = volumes
+    return pod
+
+
+DISK = {"name": "cache", "emptyDir": {}}
+MEMORY = {"name": "cache", "emptyDir": {"medium": "Memory"}}
+
+
+@pytest.mark.parametrize(
+    ("pod", "paths"),
+    [
+        pytest.param(
+            pod_with([init("fetch", mount())], [mount()], [DISK]),
+            ["spec.initContainers[0].volumeMounts[0]"],
+            id="init-fills-a-cache-the-app-reads",
+        ),
+        pytest.param(
+            pod_with([init("fetch", mount())], [], [MEMORY]),
+            ["spec.initContainers[0].volumeMounts[0]"],
+            id="memory-medium-and-no-app-mount-too",
+        ),
+        pytest.param(
+            pod_with(
+                [init("proxy", mount(), sidecar=True), init("fetch", mount())], [mount()], [DISK]
+            ),
+            [],
+            id="a-native-sidecar-mounts-it-first",
+        ),
+        pytest.param(
+            pod_with([init("setup")], [mount()], [DISK]),
+            [],
+            id="only-the-app-mounts-it",
+        ),
+        pytest.param(
+            pod_with(
+                [init("fetch", mount("config", "/etc/app"))],
+                [],
+                [{"name": "config", "configMap": {"name": "c"}}],
+            ),
+            [],
+            id="not-an-emptydir",
+        ),
+        pytest.param(
+            pod_with(
+                [init("a", mount("one", "/1")), init("b", mount("one", "/1"), mount("two", "/2"))],
+                [mount("two", "/2")],
+                [{"name": "one", "emptyDir": {}}, {"name": "two", "emptyDir": {}}],
+            ),
+            ["spec.initContainers[0].volumeMounts[0]", "spec.initContainers[1].volumeMounts[1]"],
+            id="each-volume-at-its-own-first-mount",
+        ),
+    ],
+)
+def test_the_first_mount_of_each_emptydir_decides(pod: Pod, paths: list[str]) -> None:
+    decision = judge(pod)
+    found = [path for rule, path, _ in lines(decision) if rule == RULE]
+    assert found == paths
+    assert decision.allowed  # a warning: GKE runs its own runsc build
+
+
+def test_the_warning_names_the_container_the_volume_and_the_fix() -> None:
+    decision = judge(pod_with([init("fetch", mount())], [mount()], [DISK]))
+    ((_, _, message),) = [line for line in lines(decision) if line[0] == RULE]
+    assert "'fetch'" in message and "'cache'" in message
+    assert "restartPolicy: Always" in message
+
+
+def test_a_deployment_template_is_judged_at_its_template_path() -> None:
+    template = pod_with([init("fetch", mount())], [mount()], [DISK])
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "llm", "namespace": "snap"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "llm"}},
+            "template": {"metadata": template["metadata"], "spec": template["spec"]},
+        },
+    }
+    request = AdmissionRequest.model_validate(
+        {
+            "uid": "u-2",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "namespace": "snap",
+            "operation": "CREATE",
+            "object": deployment,
+        }
+    )
+    engine = build_engine(make_settings(rules=STRICT_RULES))
+    engine.offline = True
+    found = [path for rule, path, _ in lines(admit(request, "validate", engine)) if rule == RULE]
+    assert found == ["spec.template.spec.initContainers[0].volumeMounts[0]"]
+
+
+def test_rootfs_only_policies_restore_no_memory_and_are_not_warned() -> None:
+    pod = pod_with([init("fetch", mount())], [mount()], [DISK])
+    engine = engine_with(policies=(policy(scope="rootfs-only"),))
+    assert RULE not in outcomes(judge(pod, engine))["warn"]
+
+
+def test_snapreadys_own_injection_does_not_trip_it() -> None:
+    """The injected ``snapready-helpers`` sidecar is the first to mount its emptyDir, before a
+    user init container that also comes first in the pod as written."""
+    pod = pod_with([init("setup")], [], [])
+    admitted = as_admitted(copy.deepcopy(pod), make_settings())
+    assert admitted["spec"]["initContainers"][0]["name"] == "snapready-helpers"
+    assert RULE not in outcomes(judge(admitted))["warn"]
