@@ -20,6 +20,7 @@ with the pod.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,62 @@ def test_an_init_container_first_to_mount_an_emptydir_leaves_it_unrestorable(
     with pytest.raises(AssertionError) as refused:
         copy.restore(tmp_path / "image", ["model", "proxy"])
     assert f'Memory file for "{HELPERS_NAME}:/snapready" not found' in str(refused.value)
+
+
+def user_pod(name: str, medium: str, first: str) -> dict[str, Any]:
+    """A pod whose init container ``fetch`` writes a file into the emptyDir ``cache`` and exits;
+    the app prints the file every 0.2 s. ``first``: ``init`` (``fetch`` mounts it first, the app
+    too), ``init-only`` (no other container mounts it) or ``sidecar`` (a native sidecar that
+    waits mounts it before ``fetch``)."""
+    cache: dict[str, Any] = {"name": "cache", "mountPath": "/cache"}
+    fetch: dict[str, Any] = {"name": "fetch", "image": APP_IMAGE, "volumeMounts": [cache]}
+    fetch["command"] = ["/bin/sh", "-c", "echo weights > /cache/model"]
+    show = "while :; do cat /cache/model 2>&1; sleep 0.2; done"
+    app: dict[str, Any] = {"name": "app", "image": APP_IMAGE, "command": ["/bin/sh", "-c", show]}
+    if first != "init-only":
+        app["volumeMounts"] = [{**cache, "readOnly": True}]
+    inits = [fetch]
+    if first == "sidecar":
+        hold: dict[str, Any] = {"name": "hold", "image": APP_IMAGE, "restartPolicy": "Always"}
+        inits.insert(
+            0, {**hold, "command": ["/usr/bin/sleep", "infinity"], "volumeMounts": [cache]}
+        )
+    empty = {"medium": "Memory"} if medium == "memory" else {}
+    spec = {"initContainers": inits, "containers": [app]}
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": {**spec, "volumes": [{"name": "cache", "emptyDir": empty}]},
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(("disk", "init", False), id="disk-init-first"),
+        pytest.param(("memory", "init-only", False), id="memory-init-first-no-app-mount"),
+        pytest.param(("disk", "sidecar", True), id="disk-sidecar-first"),
+        pytest.param(("memory", "sidecar", True), id="memory-sidecar-first"),
+    ],
+)
+def test_the_first_container_to_mount_an_emptydir_must_run_at_the_checkpoint(
+    runsc: Runsc, images: Any, tmp_path: Path, case: tuple[str, str, bool]
+) -> None:
+    """What ``init-emptydir`` (docs/rules/init-emptydir.md) warns about, in a user's pod."""
+    medium, first, restores = case
+    original = Pod(runsc, user_pod("job-a", medium, first), images, PROGRAMS).start()
+    original.containers["app"].wait_for(r"No such file" if first == "init-only" else r"^weights$")
+    original.checkpoint(tmp_path / "image")
+
+    copy = Pod(runsc, user_pod("job-b", medium, first), images, PROGRAMS)
+    names = ["hold", "app"] if first == "sidecar" else ["app"]
+    if restores:
+        copy.restore(tmp_path / "image", names)
+        before = copy.containers["app"].output().count("weights")
+        deadline = time.monotonic() + 10
+        while copy.containers["app"].output().count("weights") <= before:
+            assert time.monotonic() < deadline, copy.containers["app"].output()
+            time.sleep(0.1)
+    else:
+        with pytest.raises(AssertionError) as refused:
+            copy.restore(tmp_path / "image", names)
+        assert 'Memory file for "fetch:/cache" not found' in str(refused.value)
