@@ -3,7 +3,7 @@
 #   runtime (default): the webhook server, `snapready serve`, non-root UID 65532, works with a
 #                      read-only root filesystem (nothing is written at run time).
 #   helpers:           the rehydration helpers copied into selected pods by the injected native
-#                      sidecar (its postStart hook copies /opt/snapready/helpers/* to /snapready/).
+#                      sidecar (its command copies /opt/snapready/helpers/* to /snapready/, then waits).
 # Build: docker build -t snapready .   and   docker build --target helpers -t snapready-helpers .
 # Pin the base images by digest in your own builds (--build-arg PYTHON_IMAGE=python:3.11-slim@sha256:...).
 

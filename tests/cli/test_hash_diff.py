@@ -43,7 +43,7 @@ HASH_KEY = "snapready.io/spec-hash"
 # running at the checkpoint: webhook/mutation/helpers.py), which changes the injected pod's
 # value, as every change to the injection does; the pod as written keeps its value.
 REPORTED_RAW_40 = "v1:sha256:c9fe1168a27677b3f853b4310400e074135cce111a82e14d73a2dbf823d70673"
-REPORTED_WEBHOOK_40 = "v1:sha256:e84fac0497e283b7e74b73c4a72302a83130b3401488a716d6380727348b8c69"
+REPORTED_WEBHOOK_40 = "v1:sha256:fe8ff38c7be7f2d3817e0e14759ecb039afe09de4743a8f4991ca617356f71ba"
 
 
 @pytest.fixture(autouse=True)
@@ -411,8 +411,7 @@ def test_deployment_template_with_hand_added_helpers(capsys: pytest.CaptureFixtu
             "name": "snapready-helpers",
             "image": image,
             "restartPolicy": "Always",
-            "command": ["/bin/sh", "-c", HOLD],
-            "lifecycle": {"postStart": {"exec": {"command": ["/bin/sh", "-c", COPY]}}},
+            "command": ["/bin/sh", "-c", f"{COPY}; set +e; {HOLD}"],
             "volumeMounts": [{"name": "snapready-helpers", "mountPath": "/snapready"}],
             "securityContext": {
                 "allowPrivilegeEscalation": False,

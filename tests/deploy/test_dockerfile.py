@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.helm_support import ROOT, Obj, objects, one, render
 from webhook.cli import COMMANDS
-from webhook.mutation.helpers import COPY_COMMAND, HOLD_COMMAND, IMAGE_HELPERS_DIR, NONROOT_ID
+from webhook.mutation.helpers import IMAGE_HELPERS_DIR, NONROOT_ID, SIDECAR_COMMAND
 
 DOCKERFILE = ROOT / "Dockerfile"
 
@@ -189,8 +189,7 @@ def test_helpers_image_holds_exactly_the_two_helper_files(stages: dict[str, Stag
 def test_helpers_image_runs_the_sidecars_copy_as_non_root(stages: dict[str, Stage]) -> None:
     helpers = stages["helpers"]
     assert helpers.base.startswith("${BUSYBOX_IMAGE}"), "sh, cp, mv and sleep come from busybox"
-    assert COPY_COMMAND[0] == "/bin/sh" and f"{IMAGE_HELPERS_DIR}/*" in COPY_COMMAND[2]
-    assert HOLD_COMMAND[0] == "/bin/sh"
+    assert SIDECAR_COMMAND[0] == "/bin/sh" and f"{IMAGE_HELPERS_DIR}/*" in SIDECAR_COMMAND[2]
     assert helpers.last("USER") == f"{NONROOT_ID}:{NONROOT_ID}"
 
 

@@ -14,13 +14,20 @@ contributes here (sources in brackets):
 * **An exited container is deleted from the sandbox** [containerd ``handleContainerExit`` calls
   ``task.Delete``, which the runsc shim turns into ``runsc delete``]: a checkpoint holds only the
   containers still running, and runsc restores exactly that set, matched by container name.
-* **emptyDir volumes live inside the sandbox** [GKE's runsc shim ``UpdateVolumeAnnotations``,
+* **emptyDir volumes live inside the sandbox** [GKE Sandbox's admission hints them on the pod,
+  its runsc shim completes the hints, ``UpdateVolumeAnnotations`` in
   ``pkg/shim/v1/utils/volumes.go``: the sandbox spec gets ``dev.gvisor.spec.mount.<volume>.type:
-  tmpfs``, ``share: pod`` and the kubelet's folder as ``source``; each container keeps a bind
-  mount of that folder]. So a Pod snapshot holds their files, as GKE's documentation says.
+  tmpfs``, ``share: pod`` and the kubelet's folder as ``source``; a container keeps a bind mount
+  of that folder, a tmpfs one for ``medium: Memory``]. So a Pod snapshot holds their files, as
+  GKE's documentation says.
 * **Pod annotations** ``dev.gvisor.*`` reach the sandbox's and every container's spec
   [containerd's ``pod_annotations`` pass-through of GKE's runsc handler].
 * **postStart** hooks run as ``runsc exec`` in the container [kubelet ``runner.Run``].
+* **A restore** brings back the containers that ran at the checkpoint, in the kubelet's order,
+  and runs no hook and no run-to-completion init container: runsc refuses a container its
+  checkpoint does not hold, and an exec before the last container is restored. What GKE's node
+  agent and kubelet do with a restoring pod's hooks and run-to-completion init containers is not
+  public; snapready's own container needs neither.
 
 ``Pod`` starts such a pod from a Pod object (what snapready's injection left, ``as_admitted``),
 or restores one from a checkpoint image.

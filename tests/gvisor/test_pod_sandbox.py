@@ -32,7 +32,7 @@ from tests.gvisor.pod import EMPTY_DIR, Pod, image_factory
 from tests.support.gvisor import Runsc, parse_report
 from tests.support.required import unavailable
 from webhook.mutation import as_admitted
-from webhook.mutation.helpers import COPY_COMMAND, HELPERS_NAME
+from webhook.mutation.helpers import HELPERS_NAME
 
 APP_IMAGE = "registry.example/llm:1"
 REPORTED = ["WHO", "PLAIN"]
@@ -142,8 +142,8 @@ def test_an_init_container_first_to_mount_an_emptydir_leaves_it_unrestorable(
     mounted first, whatever the restoring pod holds."""
     pod = injected("llm-a", "old")
     ours = pod["spec"]["initContainers"][0]
-    del ours["restartPolicy"], ours["lifecycle"]
-    ours["command"] = list(COPY_COMMAND)
+    del ours["restartPolicy"]
+    ours["command"] = ["cp", "-R", "/opt/snapready/helpers/.", "/snapready/"]
     original = running_pod(runsc, pod, images)
     assert original.container_id(HELPERS_NAME) not in runsc.started  # exited, then deleted
     original.checkpoint(tmp_path / "image")

@@ -46,25 +46,19 @@ HELPERS_INIT_CONTAINER = {
     "name": "snapready-helpers",
     "image": IMAGE,
     # A native sidecar: it runs for the pod's life, so a GKE Pod snapshot restores it with the
-    # pod and the emptyDir it first mounted (tests/gvisor/test_pod_sandbox.py).
+    # pod and the emptyDir it first mounted (tests/gvisor/test_pod_sandbox.py). It copies, then
+    # waits; no postStart hook (a restore could not run it).
     "restartPolicy": "Always",
-    "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"],
-    "lifecycle": {
-        "postStart": {
-            "exec": {
-                "command": [
-                    "/bin/sh",
-                    "-c",
-                    "set -e; for f in /opt/snapready/helpers/*; do n=${f##*/}; "
-                    'cp "$f" "/snapready/.$n.new"; '
-                    'mv -f "/snapready/.$n.new" "/snapready/$n"; done',
-                ]
-            }
-        }
-    },
+    "command": [
+        "/bin/sh",
+        "-c",
+        "set -e; for f in /opt/snapready/helpers/*; do n=${f##*/}; "
+        'cp "$f" "/snapready/.$n.new"; mv -f "/snapready/.$n.new" "/snapready/$n"; done; '
+        "set +e; trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done",
+    ],
     "resources": {
-        "limits": {"cpu": "10m", "memory": "16Mi"},
-        "requests": {"cpu": "10m", "memory": "16Mi"},
+        "limits": {"cpu": "50m", "memory": "16Mi"},
+        "requests": {"cpu": "50m", "memory": "16Mi"},
     },
     "volumeMounts": [{"name": "snapready-helpers", "mountPath": "/snapready"}],
     "terminationMessagePath": "/dev/termination-log",

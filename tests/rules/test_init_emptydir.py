@@ -103,6 +103,34 @@ def test_the_first_mount_of_each_emptydir_decides(pod: Pod, paths: list[str]) ->
     assert decision.allowed  # a warning: GKE runs its own runsc build
 
 
+def test_an_emptydir_forced_to_stay_a_host_bind_mount_is_not_in_the_sandbox() -> None:
+    pod = pod_with([init("fetch", mount())], [mount()], [DISK])
+    pod["metadata"]["annotations"] = {"dev.gvisor.empty-dir.cache.force-shared": "true"}
+    assert RULE not in outcomes(judge(pod))["warn"]
+
+
+def test_a_pod_copied_from_one_an_earlier_version_admitted_is_ours_and_warned() -> None:
+    """Earlier versions injected a run-to-completion init container; such a pod is no
+    ``helper-collision`` (nothing is injected twice) but cannot be restored."""
+    pod = pod_with([], [], [])
+    admitted = as_admitted(copy.deepcopy(pod), make_settings())
+    legacy = admitted["spec"]["initContainers"][0]
+    del legacy["restartPolicy"]
+    legacy["command"] = ["cp", "-R", "/opt/snapready/helpers/.", "/snapready/"]
+    assert as_admitted(admitted, make_settings()) == admitted  # recognised: nothing added
+    decision = judge(admitted)
+    assert decision.allowed
+    found = [path for rule, path, _ in lines(decision) if rule == RULE]
+    assert found == ["spec.initContainers[0].volumeMounts[0]"]
+
+
+def test_a_mount_name_of_another_type_is_skipped_not_a_crash() -> None:
+    """Found by tests/server/test_hostile.py: a list as a mount's name (unhashable)."""
+    pod = pod_with([init("fetch", {"name": ["cache"], "mountPath": "/c"}, mount())], [], [DISK])
+    found = [path for rule, path, _ in lines(judge(pod)) if rule == RULE]
+    assert found == ["spec.initContainers[0].volumeMounts[1]"]
+
+
 def test_the_warning_names_the_container_the_volume_and_the_fix() -> None:
     decision = judge(pod_with([init("fetch", mount())], [mount()], [DISK]))
     ((_, _, message),) = [line for line in lines(decision) if line[0] == RULE]

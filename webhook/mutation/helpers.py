@@ -3,21 +3,29 @@
 Contract with the image (Dockerfile target ``helpers``): a busybox-based image that holds exactly
 the two files of ``webhook/assets/helpers/`` (``rehydrate``, mode 0755, and
 ``snapready_rehydrate.py``) in ``/opt/snapready/helpers/``. The injected container is a native
-sidecar (the first init container, ``restartPolicy: Always``): its ``postStart`` hook copies the
-files into the emptyDir ``snapready-helpers`` (each through a temporary name and a rename), and
-its command then waits, doing nothing, until the pod ends. Every app container and every other
-native sidecar mounts the emptyDir read-only at ``/snapready``. The kubelet starts the next
-container only once a sidecar's ``postStart`` hook has returned (KEP-753), so every container
-finds the files when it starts; existing init containers keep their order.
+sidecar (the first init container, ``restartPolicy: Always``) whose command copies the files into
+the emptyDir ``snapready-helpers`` (each through a temporary name and a rename) and then waits,
+doing nothing, until the pod ends. Every app container and every other native sidecar mounts the
+emptyDir read-only at ``/snapready``; existing init containers keep their order.
 
 Why a sidecar and not a run-to-completion init container: a GKE Pod snapshot holds the pod's
-emptyDirs inside the gVisor sandbox (GKE's runsc shim hints them as pod-shared tmpfs,
-``pkg/shim/v1/utils/volumes.go``), and runsc files that tmpfs under the name of the first
-container that mounted it (``runsc/boot/vfs.go configureRestore``). A restore brings back only
-the containers that were running at the checkpoint (containerd deletes an exited container's
-task), so with an init container as the first mounter the restore failed (``Memory file for
-"snapready-helpers:/snapready" not found``): ``tests/gvisor/test_pod_sandbox.py`` shows it with
-runsc itself. The sidecar is still running at the checkpoint and restored with the pod.
+emptyDirs inside the gVisor sandbox (GKE Sandbox's admission hints them as pod-shared tmpfs and
+its runsc shim fills in the kubelet's folder, ``pkg/shim/v1/utils/volumes.go``), and runsc files
+that tmpfs under the name of the first container that mounted it (``runsc/boot/vfs.go
+configureRestore``). A restore brings back only the containers that were running at the
+checkpoint (containerd deletes an exited container's task), so with an init container as the
+first mounter the restore failed (``Memory file for "snapready-helpers:/snapready" not found``):
+``tests/gvisor/test_pod_sandbox.py`` shows it with runsc itself. The sidecar is still running at
+the checkpoint and restored with the pod.
+
+Why no ``postStart`` hook or startup probe (either would make the kubelet start the app
+containers only once the copy is done): the kubelet does not know a pod is being restored and
+runs them on the restored sidecar, but runsc resumes a sandbox only when its last container is
+restored and refuses an exec before that (``container ... not started``), and the kubelet would
+not create the app containers until the hook returned. So on a first start an app container
+could in principle reach ``/snapready`` before the copy (a few milliseconds for two small files;
+creating and starting the next container takes longer): it would then fail once and be
+restarted by the kubelet.
 
 Everything injected is part of the fingerprint (docs/gke-facts.md#section-3: volumes, init
 containers, mounts, securityContext are hashed), so every value here is a constant or comes from
@@ -41,7 +49,7 @@ from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
 
 HELPERS_NAME = "snapready-helpers"
-"""Name of the injected init container and emptyDir volume (reserved)."""
+"""Name of the injected sidecar (an init container) and emptyDir volume (reserved)."""
 MOUNT_PATH = "/snapready"
 """Where the helpers appear in every app container (reserved)."""
 IMAGE_HELPERS_DIR = "/opt/snapready/helpers"
@@ -51,19 +59,25 @@ COPY_SCRIPT = (
     f"for f in {IMAGE_HELPERS_DIR}/*; do n=${{f##*/}}; "
     f'cp "$f" "{MOUNT_PATH}/.$n.new"; mv -f "{MOUNT_PATH}/.$n.new" "{MOUNT_PATH}/$n"; done'
 )
-"""The ``postStart`` copy (busybox sh): each file through a temporary name and a rename, so a
-process that already runs a helper keeps reading the file it opened (a rename replaces the name,
-not the file), even when the hook runs again: after a sidecar restart, or on a restored pod."""
-COPY_COMMAND = ("/bin/sh", "-c", COPY_SCRIPT)
+"""The copy (busybox sh): each file through a temporary name and a rename, so a process that
+already runs a helper keeps reading the file it opened (a rename replaces the name, not the
+file) when the copy runs again after a sidecar restart. A failed copy ends the sidecar (the
+kubelet restarts it), where it can be seen."""
 HOLD_SCRIPT = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
-"""The sidecar's command: wait for the pod to end. The shell is the container's PID 1, which the
-kernel sends no signal it has not asked for: the trap lets SIGTERM end it at once instead of at
-the end of the grace period."""
-HOLD_COMMAND = ("/bin/sh", "-c", HOLD_SCRIPT)
-RESOURCES = {"cpu": "10m", "memory": "16Mi"}
+"""Then wait for the pod to end. The shell is the container's PID 1, which the kernel sends no
+signal it has not asked for: the trap lets SIGTERM end it at once instead of at the end of the
+grace period."""
+SIDECAR_COMMAND = ("/bin/sh", "-c", f"{COPY_SCRIPT}; set +e; {HOLD_SCRIPT}")
+"""The sidecar's command: copy, then wait."""
+LEGACY_COMMAND = ("cp", "-R", f"{IMAGE_HELPERS_DIR}/.", f"{MOUNT_PATH}/")
+"""The run-to-completion init container earlier versions injected: a pod copied from one they
+admitted is recognised as ours (not a ``helper-collision``), and ``init-emptydir`` warns that
+it cannot be restored."""
+RESOURCES = {"cpu": "50m", "memory": "16Mi"}
 """Requests and limits of the sidecar (equal, so a Guaranteed pod stays Guaranteed). A native
 sidecar's resources count for the pod's whole life (added to the app containers'); a sleeping
-busybox shell and a copy of two small files need a few MiB."""
+busybox shell and a copy of two small files need a few MiB, and the CPU limit keeps the copy
+from being throttled where the limit is enforced per container (runc)."""
 NONROOT_ID = 65532
 """The conventional "nonroot" uid/gid of distroless images: busybox would otherwise run as root,
 which ``runAsNonRoot`` refuses. The emptyDir is created world-writable (mode 0777)."""
@@ -72,7 +86,7 @@ which ``runAsNonRoot`` refuses. The emptyDir is created world-writable (mode 077
 SA_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where the ServiceAccount plugin mounts the API token (``DefaultAPITokenMountPath``)."""
 HELPERS_INIT_MOUNT = {"name": HELPERS_NAME, "mountPath": MOUNT_PATH}
-"""The init container's (writable) mount of the helpers volume."""
+"""The sidecar's (writable) mount of the helpers volume."""
 
 
 def helpers_volume() -> RawObject:
@@ -87,13 +101,13 @@ def helpers_mount() -> RawObject:
 
 def token_mount(volumes: Any) -> RawObject | None:
     """The service-account token mount the API server's ServiceAccount plugin would add to our
-    init container, or None when the pod has no token volume (``automountServiceAccountToken``
+    sidecar, or None when the pod has no token volume (``automountServiceAccountToken``
     false).
 
     The plugin (k8s.io/kubernetes plugin/pkg/admission/serviceaccount ``mountServiceAccountToken``)
     runs before webhooks and again after a webhook changed the pod: it mounts the first volume
     named ``kube-api-access-*`` at ``/var/run/secrets/kubernetes.io/serviceaccount`` (read-only)
-    in every container lacking a mount there. Giving our init container that mount up front
+    in every container lacking a mount there. Giving our sidecar that mount up front
     leaves the re-run nothing to add, so the API server does not call the mutating webhooks a
     second time (``reinvocationPolicy: IfNeeded``). The end state is the one the plugin produces
     anyway, and the token volume and its mounts are not part of the fingerprint
@@ -108,14 +122,13 @@ def token_mount(volumes: Any) -> RawObject | None:
 
 def init_container(image: str, token: RawObject | None = None) -> RawObject:
     """The injected native sidecar for ``image`` (fixed, restricted-PSS securityContext), with
-    the service-account ``token`` mount when the pod has one (``token_mount``): ``postStart``
-    copies the helpers (``COPY_COMMAND``), the command waits (``HOLD_COMMAND``)."""
+    the service-account ``token`` mount when the pod has one (``token_mount``); its command
+    copies the helpers, then waits (``SIDECAR_COMMAND``)."""
     return {
         "name": HELPERS_NAME,
         "image": image,
         "restartPolicy": "Always",
-        "command": list(HOLD_COMMAND),
-        "lifecycle": {"postStart": {"exec": {"command": list(COPY_COMMAND)}}},
+        "command": list(SIDECAR_COMMAND),
         "resources": {"limits": dict(RESOURCES), "requests": dict(RESOURCES)},
         "volumeMounts": [dict(HELPERS_INIT_MOUNT), *([dict(token)] if token else [])],
         "terminationMessagePath": "/dev/termination-log",
@@ -174,7 +187,7 @@ def is_our_init_container(container: RawObject) -> bool:
     mounts = container.get("volumeMounts")
     return (
         container.get("name") == HELPERS_NAME
-        and container.get("command") == list(HOLD_COMMAND)
+        and container.get("command") in (list(SIDECAR_COMMAND), list(LEGACY_COMMAND))
         and isinstance(mounts, list)
         and any(is_ours(mount, HELPERS_INIT_MOUNT) for mount in mounts)
     )

@@ -120,6 +120,9 @@ class EphemeralCompat:
 
 
 INIT_EMPTYDIR_RULE = "init-emptydir"
+FORCE_SHARED_PREFIX = "dev.gvisor.empty-dir."
+"""``dev.gvisor.empty-dir.<volume>.force-shared: "true"`` keeps an emptyDir a host bind mount
+(GKE's runsc shim, ``emptyDirForceShared``): not in the sandbox, not filed under a container."""
 
 
 class InitEmptyDir:
@@ -135,7 +138,8 @@ class InitEmptyDir:
     runsc refuses the restore (``Memory file for "<init>:<path>" not found``), disk or memory
     medium, whether or not app containers use the volume; a native sidecar mounting it first
     does not (``tests/gvisor/test_pod_sandbox.py``, ``docs/concepts/helpers.md``). Not for
-    ``rootfs-only`` policies, whose restores load no memory.
+    ``rootfs-only`` policies, whose restores load no memory, nor for an emptyDir the pod forces
+    to stay a host bind mount (``FORCE_SHARED_PREFIX``).
     """
 
     rule_ids: tuple[str, ...] = (INIT_EMPTYDIR_RULE,)
@@ -146,10 +150,14 @@ class InitEmptyDir:
         init containers, then app containers)."""
         if pod.rootfs_only:
             return
+        annotations = pod.metadata.get("annotations")
+        annotations = annotations if isinstance(annotations, dict) else {}
         pending = {
             name
             for volume in pod.items("volumes")
-            if "emptyDir" in volume and isinstance(name := volume.get("name"), str)
+            if "emptyDir" in volume
+            and isinstance(name := volume.get("name"), str)
+            and annotations.get(f"{FORCE_SHARED_PREFIX}{name}.force-shared") != "true"
         }
         for kind in ("initContainers", "containers"):
             for index, container in enumerate(pod.items(kind)):
@@ -157,8 +165,8 @@ class InitEmptyDir:
                     return
                 for mount_index, mount in enumerate(list_of_dicts(container.get("volumeMounts"))):
                     volume = mount.get("name")
-                    if volume not in pending:
-                        continue
+                    if not isinstance(volume, str) or volume not in pending:
+                        continue  # a name of another type is the API server's to refuse
                     pending.discard(volume)
                     if kind == "containers" or container.get("restartPolicy") == "Always":
                         continue
