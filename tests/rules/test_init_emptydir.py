@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import make_settings
+from tests.mutation.test_mutation import engine_for, make_review, run
 from tests.rules.test_facts import engine_with, policy
 from tests.rules.test_table import STRICT_RULES, cpu_pod, judge, lines, outcomes
 from webhook.admission.engine import admit
 from webhook.kube.review import AdmissionRequest
 from webhook.mutation import as_admitted
+from webhook.rules.sandbox import INIT_EMPTYDIR_RULE, _init_message
 from webhook.server.runner import build_engine
 
 Pod = dict[str, Any]
@@ -120,8 +122,23 @@ def test_a_pod_copied_from_one_an_earlier_version_admitted_is_ours_and_warned() 
     assert as_admitted(admitted, make_settings()) == admitted  # recognised: nothing added
     decision = judge(admitted)
     assert decision.allowed
-    found = [path for rule, path, _ in lines(decision) if rule == RULE]
-    assert found == ["spec.initContainers[0].volumeMounts[0]"]
+    ((_, path, message),) = [line for line in lines(decision) if line[0] == RULE]
+    assert path == "spec.initContainers[0].volumeMounts[0]"
+    assert message.startswith("remove the 'snapready-helpers' init container and volume")
+
+
+def test_the_older_command_made_a_sidecar_is_not_ours() -> None:
+    """A ``cp`` that exits, made a sidecar, would be restarted for ever: a reserved-name
+    collision, not our container (a new-user trial silenced the warning that way)."""
+    admitted = as_admitted(pod_with([], [], []), make_settings())
+    admitted["spec"]["initContainers"][0]["command"] = [
+        "cp", "-R", "/opt/snapready/helpers/.", "/snapready/"
+    ]  # fmt: skip
+    assert as_admitted(admitted, make_settings()) is admitted  # a collision: nothing injected
+    assert RULE not in outcomes(judge(admitted))["warn"]  # a sidecar mounts first
+    decision = run(make_review(admitted), engine_for())
+    assert not decision.allowed
+    assert "spec.initContainers[0]: container name 'snapready-helpers'" in (decision.message or "")
 
 
 def test_a_mount_name_of_another_type_is_skipped_not_a_crash() -> None:
@@ -135,7 +152,21 @@ def test_the_warning_names_the_container_the_volume_and_the_fix() -> None:
     decision = judge(pod_with([init("fetch", mount())], [mount()], [DISK]))
     ((_, _, message),) = [line for line in lines(decision) if line[0] == RULE]
     assert "'fetch'" in message and "'cache'" in message
-    assert "restartPolicy: Always" in message
+    assert message.startswith("mount emptyDir 'cache' first in a native sidecar that keeps")
+
+
+@pytest.mark.parametrize(
+    "path_prefix",
+    ["spec", "spec.template.spec", "spec.jobTemplate.spec.template.spec"],
+)
+def test_the_warning_fits_the_api_servers_256_characters(path_prefix: str) -> None:
+    """k8s.io/apiserver cuts a warning at 256 characters: the fix must survive, even for long
+    names under a CronJob."""
+    path = f"{path_prefix}.initContainers[0].volumeMounts[0]"
+    container = {"name": "fetch-weights-from-gcs"}
+    message = _init_message(INIT_EMPTYDIR_RULE, path, container, "hf-model-cache")
+    assert len(f"[{INIT_EMPTYDIR_RULE}] {path}: {message}") <= 256
+    assert message.startswith("mount emptyDir 'hf-model-cache' first in a native sidecar")
 
 
 def test_a_deployment_template_is_judged_at_its_template_path() -> None:

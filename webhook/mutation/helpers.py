@@ -187,10 +187,18 @@ def is_our_init_container(container: RawObject) -> bool:
     mounts = container.get("volumeMounts")
     return (
         container.get("name") == HELPERS_NAME
-        and container.get("command") in (list(SIDECAR_COMMAND), list(LEGACY_COMMAND))
+        and _our_command(container)
         and isinstance(mounts, list)
         and any(is_ours(mount, HELPERS_INIT_MOUNT) for mount in mounts)
     )
+
+
+def _our_command(container: RawObject) -> bool:
+    """Our sidecar's command with ``restartPolicy: Always``, or the older run-to-completion copy
+    without it (a copy of the older command made a sidecar would restart for ever: not ours)."""
+    sidecar = container.get("restartPolicy") == "Always"
+    command = container.get("command")
+    return command == list(SIDECAR_COMMAND if sidecar else LEGACY_COMMAND)
 
 
 def indexed_dicts(value: Any) -> Iterator[tuple[int, RawObject]]:

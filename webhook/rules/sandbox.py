@@ -15,6 +15,7 @@ from typing import Any
 from webhook.base.sections import SandboxFeature
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext, list_of_dicts
+from webhook.rules.constraints import fit
 
 _MESSAGES: dict[SandboxFeature, str] = {
     "privileged": "privileged containers cannot run in GKE Sandbox; drop privileged: true "
@@ -171,15 +172,38 @@ class InitEmptyDir:
                     if kind == "containers" or container.get("restartPolicy") == "Always":
                         continue
                     path = pod.spec_field(kind, index, "volumeMounts", mount_index)
-                    message = _init_message(container, volume)
+                    message = _init_message(INIT_EMPTYDIR_RULE, path, container, volume)
                     yield Finding(path, INIT_EMPTYDIR_RULE, message, "warn")
 
 
-def _init_message(container: dict[str, Any], volume: str) -> str:
-    """The fix first: the API server cuts a warning at 256 characters (rule and path included)."""
+INJECTED_NAME = "snapready-helpers"
+"""The reserved name of snapready's injected container (``webhook.mutation.helpers``, a sibling
+layer): an init container of that name that reaches this rule is the run-to-completion one an
+older snapready injected (the mutating webhook denies any other use of the name)."""
+
+
+def _init_message(rule: str, path: str, container: dict[str, Any], volume: str) -> str:
+    """The fix first, in the longest wording that fits: the API server cuts a warning at 256
+    characters, rule and path included (``constraints.fit``)."""
     name = container.get("name")
-    return (
-        f"make init container {name!r} a native sidecar (restartPolicy: Always): it mounts "
-        f"emptyDir {volume!r} first and will have exited at the checkpoint, so gVisor cannot "
-        "restore the pod"
+    if name == INJECTED_NAME:
+        return fit(
+            rule,
+            path,
+            f"remove the {INJECTED_NAME!r} init container and volume (copied from a pod an older "
+            "snapready admitted): the webhook then injects its sidecar, which a restore brings "
+            "back; this one will have exited at the checkpoint, so gVisor cannot restore the pod",
+            f"remove the {INJECTED_NAME!r} init container and volume (from an older snapready): "
+            "gVisor cannot restore the pod",
+        )
+    return fit(
+        rule,
+        path,
+        f"mount emptyDir {volume!r} first in a native sidecar that keeps running (restartPolicy: "
+        f"Always, before {name!r}): init container {name!r} mounts it first and will have "
+        "exited at the checkpoint, so gVisor cannot restore the pod",
+        f"mount emptyDir {volume!r} first in a native sidecar that keeps running: {name!r} "
+        "exits before the checkpoint, so gVisor cannot restore the pod",
+        "mount this emptyDir first in a native sidecar that keeps running: gVisor cannot "
+        "restore the pod",
     )
