@@ -31,8 +31,8 @@ from tests.gvisor.conftest import PROGRAMS
 from tests.gvisor.pod import EMPTY_DIR, Pod, image_factory
 from tests.support.gvisor import Runsc, parse_report
 from tests.support.required import unavailable
+from webhook.base.keys import HELPERS_NAME
 from webhook.mutation import as_admitted
-from webhook.mutation.helpers import HELPERS_NAME
 
 APP_IMAGE = "registry.example/llm:1"
 REPORTED = ["WHO", "PLAIN"]

@@ -62,3 +62,8 @@ IGNORE: Final = "ignore"
 """Namespace label ``true``: snapready judges no pod of that namespace."""
 ORIGIN: Final = "origin"
 """The legacy origin annotation on PodSnapshots (before ``SnapshotRecord``), read to convert it."""
+
+# Reserved names in a selected pod's spec.
+HELPERS_NAME: Final = "snapready-helpers"
+"""The injected helpers container (a native sidecar) and its emptyDir volume
+(``mutation.helpers``); ``rules.sandbox`` names it too."""

@@ -10,7 +10,8 @@ copies files and waits.
 
 from __future__ import annotations
 
-from webhook.mutation.helpers import HELPERS_NAME, MOUNT_PATH, indexed_dicts
+from webhook.base.keys import HELPERS_NAME
+from webhook.mutation.helpers import MOUNT_PATH, indexed_dicts
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext, list_of_dicts
 

@@ -42,14 +42,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from webhook.base.config import Settings
-from webhook.base.keys import INJECT
+from webhook.base.keys import HELPERS_NAME, INJECT
 from webhook.base.types import RawObject
 from webhook.kube.token_volume import SERVICE_ACCOUNT_VOLUME_PREFIX
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
 
-HELPERS_NAME = "snapready-helpers"
-"""Name of the injected sidecar (an init container) and emptyDir volume (reserved)."""
 MOUNT_PATH = "/snapready"
 """Where the helpers appear in every app container (reserved)."""
 IMAGE_HELPERS_DIR = "/opt/snapready/helpers"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from webhook.base.keys import HELPERS_NAME
 from webhook.base.sections import SandboxFeature
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext, list_of_dicts
@@ -176,24 +177,20 @@ class InitEmptyDir:
                     yield Finding(path, INIT_EMPTYDIR_RULE, message, "warn")
 
 
-INJECTED_NAME = "snapready-helpers"
-"""The reserved name of snapready's injected container (``webhook.mutation.helpers``, a sibling
-layer): an init container of that name that reaches this rule is the run-to-completion one an
-older snapready injected (the mutating webhook denies any other use of the name)."""
-
-
 def _init_message(rule: str, path: str, container: dict[str, Any], volume: str) -> str:
     """The fix first, in the longest wording that fits: the API server cuts a warning at 256
-    characters, rule and path included (``constraints.fit``)."""
+    characters, rule and path included (``constraints.fit``). An init container named
+    ``HELPERS_NAME`` that reaches this rule is the run-to-completion one an older snapready
+    injected (``mutation.helpers`` recognises it; another use of the name is a collision)."""
     name = container.get("name")
-    if name == INJECTED_NAME:
+    if name == HELPERS_NAME:
         return fit(
             rule,
             path,
-            f"remove the {INJECTED_NAME!r} init container and volume (copied from a pod an older "
+            f"remove the {HELPERS_NAME!r} init container and volume (copied from a pod an older "
             "snapready admitted): the webhook then injects its sidecar, which a restore brings "
             "back; this one will have exited at the checkpoint, so gVisor cannot restore the pod",
-            f"remove the {INJECTED_NAME!r} init container and volume (from an older snapready): "
+            f"remove the {HELPERS_NAME!r} init container and volume (from an older snapready): "
             "gVisor cannot restore the pod",
         )
     return fit(

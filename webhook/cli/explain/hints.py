@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.mutation.helpers import HELPERS_NAME
+from webhook.base.keys import HELPERS_NAME
 from webhook.pod.restore import PodFacts, differences
 from webhook.snapshots.state import NodePoolFacts
 from webhook.snapshots.views import OriginRecord
