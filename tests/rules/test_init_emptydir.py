@@ -105,10 +105,25 @@ def test_the_first_mount_of_each_emptydir_decides(pod: Pod, paths: list[str]) ->
     assert decision.allowed  # a warning: GKE runs its own runsc build
 
 
-def test_an_emptydir_forced_to_stay_a_host_bind_mount_is_not_in_the_sandbox() -> None:
+@pytest.mark.parametrize(
+    ("value", "warned"), [("true", False), ("True", False), ("1", False), ("no", True)]
+)
+def test_an_emptydir_forced_to_stay_a_host_bind_mount_is_not_in_the_sandbox(
+    value: str, warned: bool
+) -> None:
+    """GKE's shim reads the annotation with Go's ``strconv.ParseBool`` (a trial: ``True``)."""
     pod = pod_with([init("fetch", mount())], [mount()], [DISK])
-    pod["metadata"]["annotations"] = {"dev.gvisor.empty-dir.cache.force-shared": "true"}
-    assert RULE not in outcomes(judge(pod))["warn"]
+    pod["metadata"]["annotations"] = {"dev.gvisor.empty-dir.cache.force-shared": value}
+    assert (RULE in outcomes(judge(pod))["warn"]) is warned
+
+
+def test_a_users_own_container_named_snapready_helpers_gets_the_general_advice() -> None:
+    """With injection off (or in offline ``check``) nothing refuses the reserved name; only our
+    older command earns "remove it" (a trial: it told a user to delete their own volume)."""
+    pod = pod_with([init("snapready-helpers", mount())], [mount()], [DISK])
+    decision = judge(pod)
+    ((_, _, message),) = [line for line in lines(decision) if line[0] == RULE]
+    assert message.startswith("mount emptyDir 'cache' first in a native sidecar")
 
 
 def test_a_pod_copied_from_one_an_earlier_version_admitted_is_ours_and_warned() -> None:
@@ -167,6 +182,10 @@ def test_the_warning_fits_the_api_servers_256_characters(path_prefix: str) -> No
     message = _init_message(INIT_EMPTYDIR_RULE, path, container, "hf-model-cache")
     assert len(f"[{INIT_EMPTYDIR_RULE}] {path}: {message}") <= 256
     assert message.startswith("mount emptyDir 'hf-model-cache' first in a native sidecar")
+    long_name = {"name": "f" * 63}
+    shortest = _init_message(INIT_EMPTYDIR_RULE, path, long_name, "v" * 63)
+    assert len(f"[{INIT_EMPTYDIR_RULE}] {path}: {shortest}") <= 256
+    assert shortest.startswith("mount this emptyDir first")
 
 
 def test_a_deployment_template_is_judged_at_its_template_path() -> None:

@@ -67,3 +67,6 @@ ORIGIN: Final = "origin"
 HELPERS_NAME: Final = "snapready-helpers"
 """The injected helpers container (a native sidecar) and its emptyDir volume
 (``mutation.helpers``); ``rules.sandbox`` names it too."""
+LEGACY_HELPERS_COMMAND: Final = ("cp", "-R", "/opt/snapready/helpers/.", "/snapready/")
+"""The command of the run-to-completion ``HELPERS_NAME`` init container earlier versions
+injected (a pod copied from one they admitted still carries it)."""

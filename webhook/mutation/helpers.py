@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from webhook.base.config import Settings
-from webhook.base.keys import HELPERS_NAME, INJECT
+from webhook.base.keys import HELPERS_NAME, INJECT, LEGACY_HELPERS_COMMAND
 from webhook.base.types import RawObject
 from webhook.kube.token_volume import SERVICE_ACCOUNT_VOLUME_PREFIX
 from webhook.mutation.patch import Draft
@@ -67,10 +67,6 @@ signal it has not asked for: the trap lets SIGTERM end it at once instead of at 
 grace period."""
 SIDECAR_COMMAND = ("/bin/sh", "-c", f"{COPY_SCRIPT}; set +e; {HOLD_SCRIPT}")
 """The sidecar's command: copy, then wait."""
-LEGACY_COMMAND = ("cp", "-R", f"{IMAGE_HELPERS_DIR}/.", f"{MOUNT_PATH}/")
-"""The run-to-completion init container earlier versions injected: a pod copied from one they
-admitted is recognised as ours (not a ``helper-collision``), and ``init-emptydir`` warns that
-it cannot be restored."""
 RESOURCES = {"cpu": "50m", "memory": "16Mi"}
 """Requests and limits of the sidecar (equal, so a Guaranteed pod stays Guaranteed). A native
 sidecar's resources count for the pod's whole life (added to the app containers'); a sleeping
@@ -193,10 +189,12 @@ def is_our_init_container(container: RawObject) -> bool:
 
 def _our_command(container: RawObject) -> bool:
     """Our sidecar's command with ``restartPolicy: Always``, or the older run-to-completion copy
-    without it (a copy of the older command made a sidecar would restart for ever: not ours)."""
+    without it: a pod copied from one an earlier version admitted is ours (not a
+    ``helper-collision``; ``init-emptydir`` says to remove it), but the older command made a
+    sidecar would restart for ever: not ours."""
     sidecar = container.get("restartPolicy") == "Always"
     command = container.get("command")
-    return command == list(SIDECAR_COMMAND if sidecar else LEGACY_COMMAND)
+    return command == list(SIDECAR_COMMAND if sidecar else LEGACY_HELPERS_COMMAND)
 
 
 def indexed_dicts(value: Any) -> Iterator[tuple[int, RawObject]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from webhook.base.keys import HELPERS_NAME
+from webhook.base.keys import HELPERS_NAME, LEGACY_HELPERS_COMMAND
 from webhook.base.sections import SandboxFeature
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext, list_of_dicts
@@ -159,7 +159,7 @@ class InitEmptyDir:
             for volume in pod.items("volumes")
             if "emptyDir" in volume
             and isinstance(name := volume.get("name"), str)
-            and annotations.get(f"{FORCE_SHARED_PREFIX}{name}.force-shared") != "true"
+            and not _go_true(annotations.get(f"{FORCE_SHARED_PREFIX}{name}.force-shared"))
         }
         for kind in ("initContainers", "containers"):
             for index, container in enumerate(pod.items(kind)):
@@ -177,13 +177,18 @@ class InitEmptyDir:
                     yield Finding(path, INIT_EMPTYDIR_RULE, message, "warn")
 
 
+def _go_true(value: Any) -> bool:
+    """Go's ``strconv.ParseBool`` true, as GKE's shim reads the force-shared annotation."""
+    return value in ("1", "t", "T", "TRUE", "true", "True")
+
+
 def _init_message(rule: str, path: str, container: dict[str, Any], volume: str) -> str:
     """The fix first, in the longest wording that fits: the API server cuts a warning at 256
-    characters, rule and path included (``constraints.fit``). An init container named
-    ``HELPERS_NAME`` that reaches this rule is the run-to-completion one an older snapready
-    injected (``mutation.helpers`` recognises it; another use of the name is a collision)."""
+    characters, rule and path included (``constraints.fit``). Our own older run-to-completion
+    container (``HELPERS_NAME`` running ``LEGACY_HELPERS_COMMAND``) gets its own advice; a user's
+    container of that name (injection off, or offline ``check``) gets the general one."""
     name = container.get("name")
-    if name == HELPERS_NAME:
+    if name == HELPERS_NAME and container.get("command") == list(LEGACY_HELPERS_COMMAND):
         return fit(
             rule,
             path,
@@ -201,6 +206,8 @@ def _init_message(rule: str, path: str, container: dict[str, Any], volume: str) 
         "exited at the checkpoint, so gVisor cannot restore the pod",
         f"mount emptyDir {volume!r} first in a native sidecar that keeps running: {name!r} "
         "exits before the checkpoint, so gVisor cannot restore the pod",
+        f"mount this emptyDir first in a native sidecar that keeps running, before {name!r}: "
+        "gVisor cannot restore the pod",
         "mount this emptyDir first in a native sidecar that keeps running: gVisor cannot "
         "restore the pod",
     )
