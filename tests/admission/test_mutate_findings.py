@@ -87,10 +87,17 @@ HASH = stamped_hash()
 
 def cluster_engine(*, hit: bool, workload: str = "decode", **overrides: Any) -> Engine:
     """``engine_for(**overrides)`` whose state knows the Ready snapshot ``snap-1``."""
-    base = engine_for(**overrides)
+    spec_hash = HASH if hit else "v1:sha256:" + "b" * 64
+    return with_snapshot(engine_for(**overrides), spec_hash, workload)
+
+
+def with_snapshot(base: Engine, spec_hash: str, workload: str = "decode") -> Engine:
+    """``base`` whose state knows the Ready snapshot ``snap-1`` of ``llm-policy`` in ``snap``,
+    taken from a pod of fingerprint ``spec_hash`` (of ``Deployment <workload>``, which read
+    Secret ``hf-token``, since deleted)."""
     origin = OriginRecord(
         "origin",
-        HASH if hit else "v1:sha256:" + "b" * 64,
+        spec_hash,
         workload=WorkloadRef("Deployment", workload),
         config=(ConfigRef("Secret", "hf-token", "1"),),
     )
@@ -331,3 +338,39 @@ def test_the_audits_prediction_result_agrees_with_admission(
     assert judgement is not None
     (prediction,) = [r for r in judgement.results if r.rule == "restore-prediction"]
     assert (prediction.result, prediction.severity) == expected
+
+
+def fetching_pod() -> RawObject:
+    """``prefill_pod`` whose init container ``fetch`` is the first to mount emptyDir ``cache``:
+    gVisor cannot restore it (rule ``init-emptydir``, tests/gvisor/test_pod_sandbox.py)."""
+    pod = prefill_pod()
+    cache = {"name": "cache", "mountPath": "/cache"}
+    spec = pod["spec"]
+    spec["initContainers"] = [container("fetch") | {"volumeMounts": [cache]}]
+    spec["containers"][0]["volumeMounts"] = [cache]
+    spec["volumes"] = [{"name": "cache", "emptyDir": {}}]
+    return pod
+
+
+def test_a_matching_snapshot_gvisor_cannot_restore_is_warned_and_audited_as_such() -> None:
+    """The pod's own fingerprint is Ready (``snap-1``), but the restore would crash-loop: the
+    mutating webhook warns ``will fail to restore``, not ``will cold-start``, and the leader's
+    audit of the running pod says a new replica cannot restore."""
+    pod = fetching_pod()
+    stamped = apply(pod, run(make_review(pod), engine_for()))["metadata"]["annotations"]
+    engine = with_snapshot(engine_for(), stamped["snapready.io/spec-hash"], "prefill")
+    decision = run(make_review(pod), engine)
+    expected = (
+        "snapready: will fail to restore (snap-1): matches snapshot snap-1, but gVisor cannot "
+        "restore the pod: init container 'fetch' mounts emptyDir 'cache' first and has exited "
+        "by the checkpoint (init-emptydir)"
+    )
+    assert expected in decision.warnings
+    assert not any("will cold-start" in w for w in decision.warnings)
+    running = apply(pod, decision)  # the audit judges running pods, as admitted
+    running["metadata"]["uid"] = "uid-1"
+    judgement = judge(running, "v1", "Pod", engine)
+    assert judgement is not None
+    (prediction,) = [r for r in judgement.results if r.rule == "restore-prediction"]
+    assert prediction.message.startswith("a new replica cannot restore: matches snapshot snap-1")
+    assert (prediction.result, dict(prediction.properties)["prediction"]) == ("warn", "miss")

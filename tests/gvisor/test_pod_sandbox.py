@@ -26,9 +26,11 @@ from typing import Any
 
 import pytest
 
+from tests.admission.test_mutate_findings import with_snapshot
 from tests.conftest import make_settings
 from tests.gvisor.conftest import PROGRAMS
 from tests.gvisor.pod import EMPTY_DIR, Pod, image_factory
+from tests.mutation.test_mutation import apply, engine_for, make_pod, make_review, run
 from tests.support.gvisor import Runsc, parse_report
 from tests.support.required import unavailable
 from webhook.base.keys import HELPERS_NAME
@@ -192,8 +194,13 @@ def user_pod(name: str, medium: str, first: str) -> dict[str, Any]:
 def test_the_first_container_to_mount_an_emptydir_must_run_at_the_checkpoint(
     runsc: Runsc, images: Any, tmp_path: Path, case: tuple[str, str, bool]
 ) -> None:
-    """What ``init-emptydir`` (docs/rules/init-emptydir.md) warns about, in a user's pod."""
+    """What ``init-emptydir`` (docs/rules/init-emptydir.md) warns about, in a user's pod, and
+    what admission predicts for a new pod of it once a snapshot of the same fingerprint is
+    Ready: ``hit`` exactly when runsc restores it."""
     medium, first, restores = case
+    outcome, warnings = predicted(user_pod("job-b", medium, first))
+    assert outcome == ("hit" if restores else "miss"), warnings
+    assert any(w.startswith("snapready: will fail to restore") for w in warnings) != restores
     original = Pod(runsc, user_pod("job-a", medium, first), images, PROGRAMS).start()
     original.containers["app"].wait_for(r"No such file" if first == "init-only" else r"^weights$")
     original.checkpoint(tmp_path / "image")
@@ -211,3 +218,16 @@ def test_the_first_container_to_mount_an_emptydir_must_run_at_the_checkpoint(
         with pytest.raises(AssertionError) as refused:
             copy.restore(tmp_path / "image", names)
         assert 'Memory file for "fetch:/cache" not found' in str(refused.value)
+
+
+def predicted(pod: dict[str, Any]) -> tuple[str, list[str]]:
+    """snapready's ``/mutate`` answer for ``pod`` (selected by ``llm-policy``, helpers not
+    injected, so that runsc runs the pod as predicted) when a Ready snapshot of its own
+    fingerprint exists: the ``restore-prediction`` it stamps, and its warnings."""
+    subject = make_pod(pod["spec"], annotations={"snapready.io/inject": "false"})
+    subject["spec"]["runtimeClassName"] = "gvisor"
+    first = apply(subject, run(make_review(subject), engine_for()))
+    engine = with_snapshot(engine_for(), first["metadata"]["annotations"]["snapready.io/spec-hash"])
+    decision = run(make_review(subject), engine)
+    annotations = apply(subject, decision)["metadata"]["annotations"]
+    return annotations["snapready.io/restore-prediction"], list(decision.warnings)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from webhook.kube.matching import Policy, compile_selector
 from webhook.pod import restore
+from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import LANDING_MEMO_SIZE, PodFacts, differences, landing_pools, predict
 from webhook.snapshots.index import SnapshotIndex
@@ -290,3 +291,75 @@ def test_huge_pin_sets_are_answered_but_not_kept() -> None:
     )
     assert landing_pools(huge, pools) == []
     assert all(not known for _, known in restore._LANDING)
+
+
+CACHE = {"name": "cache", "mountPath": "/c"}
+FETCH: dict[str, Any] = {"name": "fetch", "image": "x", "volumeMounts": [CACHE]}
+INIT_FIRST: dict[str, Any] = {
+    "initContainers": [FETCH],
+    "containers": [{"name": "app", "image": "y", "volumeMounts": [CACHE]}],
+    "volumes": [{"name": "cache", "emptyDir": {}}],
+}
+
+
+def blocked(spec: dict[str, Any], annotations: dict[str, str] | None = None) -> PodFacts:
+    """A pod of group m1 whose blocker is read from ``spec`` as the callers read it."""
+    facts = pod({"app": "llm", "model": "m1"}, annotations)
+    facts.blocker = lambda: restore_blocker(spec, facts.annotations)
+    return facts
+
+
+def test_a_matching_snapshot_is_a_miss_when_gvisor_cannot_restore_the_pod() -> None:
+    """The snapshot matches, but the pod's init container ``fetch`` is the first to mount the
+    emptyDir ``cache``: runsc refuses the restore (tests/gvisor/test_pod_sandbox.py), and a
+    refused restore crash-loops instead of cold-starting. The prediction names the snapshot and
+    the container and volume that stop it."""
+    result = predict(blocked(INIT_FIRST), SnapshotIndex.build([snapshot("s1")]), {},
+                     rootfs_only=False)  # fmt: skip
+    assert (result.outcome, result.snapshot, result.restore_fails) == ("miss", "s1", True)
+    assert result.reason.startswith("matches snapshot s1, but gVisor cannot restore the pod")
+    assert "'fetch'" in result.reason and "'cache'" in result.reason
+    assert result.fields == ()
+
+
+@pytest.mark.parametrize(
+    ("spec", "annotations"),
+    [
+        pytest.param(
+            {**INIT_FIRST, "initContainers": [{**FETCH, "restartPolicy": "Always"}]},
+            {}, id="native-sidecar-first",
+        ),
+        pytest.param(
+            INIT_FIRST, {"dev.gvisor.empty-dir.cache.force-shared": "true"}, id="force-shared"
+        ),
+        pytest.param({**INIT_FIRST, "volumes": [{"name": "cache", "configMap": {"name": "c"}}]},
+                     {}, id="not-an-emptydir"),
+    ],
+)  # fmt: skip
+def test_a_pod_gvisor_can_restore_still_hits(
+    spec: dict[str, Any], annotations: dict[str, str]
+) -> None:
+    result = predict(blocked(spec, annotations), SnapshotIndex.build([snapshot("s1")]), {},
+                     rootfs_only=False)  # fmt: skip
+    assert (result.outcome, result.snapshot, result.restore_fails) == ("hit", "s1", False)
+
+
+def test_a_rootfs_only_policy_loads_no_memory_so_the_init_container_does_not_matter() -> None:
+    result = predict(blocked(INIT_FIRST), SnapshotIndex.build([snapshot("s1")]), {},
+                     rootfs_only=True)  # fmt: skip
+    assert (result.outcome, result.restore_fails) == ("hit", False)
+
+
+@pytest.mark.parametrize("kind", ["none", "miss"])
+def test_the_blocker_is_read_only_when_a_snapshot_matches(kind: str) -> None:
+    """A pod without a match cold-starts whatever its init containers do: the blocker is not
+    computed, and the reason stays the fingerprint's or the first start's."""
+    facts = pod({"app": "llm", "model": "m1"})
+
+    def never() -> str | None:
+        raise AssertionError("the blocker was computed without a match")
+
+    facts.blocker = never
+    views = [snapshot("s1", spec_hash="v1:sha256:" + "b" * 64)] if kind == "miss" else []
+    result = predict(facts, SnapshotIndex.build(views), {}, rootfs_only=False)
+    assert (result.outcome, result.restore_fails) == (kind, False)

@@ -40,6 +40,7 @@ from webhook.kube.policy_reports import Result, Scope, Severity, result
 from webhook.kube.review import AdmissionRequest
 from webhook.kube.workloads import TEMPLATE_PATHS
 from webhook.pod.distill import fingerprint
+from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, predict
@@ -216,6 +217,7 @@ def prediction_result(
         spec_hash=spec_hash,
         fields=lambda: field_digests(pod),
         selection=lambda: node_selection(spec, "spec"),
+        blocker=lambda: restore_blocker(spec, annotations),
     )
     rootfs = all(p.scope == "rootfs-only" for p in policies)
     found = predict(facts, state.snapshots, state.node_pools, rootfs_only=rootfs)
@@ -235,5 +237,6 @@ def prediction_result(
     elif found.outcome == "miss":
         deny = miss_denies(engine.settings)
         status, severity = ("fail", "high") if deny else ("warn", "medium")
-        message = f"a new replica starts cold: {found.reason}"
+        start = "cannot restore" if found.restore_fails else "starts cold"
+        message = f"a new replica {start}: {found.reason}"
     return (result(policy, PREDICTION_RULE, status, severity, message, props),)

@@ -15,10 +15,11 @@ for byte.
 
 from __future__ import annotations
 
-from webhook.base.types import Finding, Wording
+from webhook.base.types import Finding, Wording, mapping
 from webhook.mutation import as_admitted
 from webhook.pod.context import PodContext
 from webhook.pod.distill import fingerprint
+from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, predict
@@ -51,12 +52,15 @@ def rollout_warning(ctx: PodContext) -> str | None:
         spec_hash=fingerprint(pod),
         fields=lambda: field_digests(pod),
         selection=node_selection(ctx.spec, ctx.spec_path),
+        blocker=lambda: restore_blocker(mapping(pod.get("spec")), ctx.annotations),
     )
     result = predict(facts, state.snapshots, state.node_pools, rootfs_only=ctx.rootfs_only)
     if result.outcome != "miss":
         return None
     names = ", ".join(p.name for p in ctx.policies)
     count = _ready_count(state.snapshots, ctx)
+    if result.restore_fails:
+        return f"this rollout's pods cannot restore ({result.snapshot}): {result.reason}"
     return (
         f"this rollout will cold-start: {count} Ready snapshot(s) of {names} differ "
         f"(closest {result.snapshot}: {result.reason})"

@@ -343,8 +343,9 @@ class RestoreSettings(Section):
     on_miss: Literal["warn", "deny", "off"] = Field(
         "warn",
         description="A selected pod predicted to miss every Ready snapshot (it would cold-start "
-        "silently): `warn` admits it with a warning, `deny` refuses it (for teams that want no "
-        "silent cold start), `off` only writes the annotations. Default warn: the prediction "
+        "silently), or to match one whose restore gVisor refuses (it would crash-loop: rule "
+        "init-emptydir): `warn` admits it with a warning, `deny` refuses it (for teams that want "
+        "no silent cold start), `off` only writes the annotations. Default warn: the prediction "
         "is our model, not GKE's promise.",
     )
     cross_workload: Literal["warn", "deny", "allow"] = Field(
@@ -367,7 +368,8 @@ class RestoreSettings(Section):
     rollout_warnings: bool = Field(
         True,
         description="Warn when a Deployment/StatefulSet/Job/CronJob template no longer matches "
-        "any Ready snapshot of its policy (the rollout will cold-start).",
+        "any Ready snapshot of its policy (the rollout will cold-start), or matches one gVisor "
+        "cannot restore its pods from (rule init-emptydir).",
     )
     readiness_gate: bool = Field(
         False,

@@ -26,6 +26,7 @@ from webhook.base.types import mapping
 from webhook.mutation.annotations import DISTILLED_KEY, FINGERPRINT_KEY
 from webhook.mutation.patch import Draft
 from webhook.pod.context import PodContext
+from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.memo import admitted_field_digests
 from webhook.pod.node_pins import node_selection
@@ -72,6 +73,8 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
         ),
         # Injection never touches node pins; read only when there are snapshots to compare.
         selection=lambda: node_selection(ctx.spec, "spec"),
+        # The final pod's init containers (our sidecar included); read only on a match.
+        blocker=lambda: restore_blocker(mapping(doc.get("spec")), annotations),
     )
 
 

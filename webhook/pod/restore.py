@@ -13,7 +13,11 @@ version and driver branch (docs/gke-facts.md#section-3). Otherwise it cold-start
    the pod's machine pins allow the origin's family and arch, and some node pool the pod can land
    on runs the origin's node version and GPU driver label (pools unknown: not checked);
 3. ``hit`` names the first match; ``miss`` the closest candidate and every difference; ``none``
-   means no ready snapshot with a known origin exists yet.
+   means no ready snapshot with a known origin exists yet;
+4. a match is still a ``miss`` (``Prediction.restore_fails``) when gVisor itself would refuse
+   the restore: a run-to-completion init container mounts an emptyDir first
+   (``pod.emptydirs``; not for ``rootfs-only`` policies). Such a restore crash-loops with no
+   cold-start fallback (docs/gke-facts.md#section-9).
 Our fingerprint is our own, not GKE's hash: a prediction is a strong hint, not a promise.
 Pure module.
 """
@@ -59,6 +63,8 @@ class Prediction:
         reason: one line naming what differs (miss), what matched (hit) or why none.
         fields: the differing field paths of ``snapshot`` (miss), all of them.
         candidates: how many ready candidates were compared.
+        restore_fails: a ``miss`` whose snapshot matches but whose restore gVisor refuses
+            (``PodFacts.blocker``): the pod would crash-loop, not cold-start.
     """
 
     outcome: Outcome
@@ -66,6 +72,7 @@ class Prediction:
     reason: str
     fields: tuple[str, ...] = ()
     candidates: int = 0
+    restore_fails: bool = False
 
 
 @dataclass
@@ -79,6 +86,9 @@ class PodFacts:
             needs them, so the common case (hit, none) never distills the pod a second time.
         selection: its node pins (``pod.node_pins.node_selection``), or a function computing
             them: only a pod with Ready recorded snapshots to compare needs them.
+        blocker: why gVisor would refuse to restore the pod from any snapshot
+            (``pod.emptydirs.restore_blocker``), or a function computing it: only a match
+            needs it. None: nothing known stops a restore.
     """
 
     namespace: str
@@ -88,6 +98,13 @@ class PodFacts:
     spec_hash: str
     fields: Mapping[str, str] | Callable[[], Mapping[str, str]]
     selection: NodeSelection | Callable[[], NodeSelection]
+    blocker: str | Callable[[], str | None] | None = None
+
+    def restore_blocker(self) -> str | None:
+        """The blocker (computed once, on first use)."""
+        if callable(self.blocker):
+            self.blocker = self.blocker()
+        return self.blocker
 
     def field_digests(self) -> Mapping[str, str]:
         """The digests (computed once, on first use)."""
@@ -323,6 +340,15 @@ def comparisons(pod: PodFacts, index: SnapshotIndex) -> tuple[int, int, list[Ori
     return count, comparable, classes, ""
 
 
+def _matched(pod: PodFacts, snapshot: str, comparable: int, rootfs_only: bool) -> Prediction:
+    """A ``hit`` on ``snapshot``, or the ``miss`` of a pod gVisor cannot restore at all."""
+    blocker = None if rootfs_only else pod.restore_blocker()
+    if blocker is None:
+        return Prediction("hit", snapshot, "matches snapshot " + snapshot, (), comparable)
+    reason = f"matches snapshot {snapshot}, but gVisor cannot restore the pod: {blocker}"
+    return Prediction("miss", snapshot, reason, (), comparable, restore_fails=True)
+
+
 def predict(
     pod: PodFacts,
     index: SnapshotIndex,
@@ -355,7 +381,7 @@ def predict(
         if rootfs_only or view.origin.spec_hash == pod.spec_hash:
             fields, reasons = compared[number] = differences(pod, view.origin, landing, rootfs_only)
             if not reasons:
-                return Prediction("hit", view.name, "matches snapshot " + view.name, (), comparable)
+                return _matched(pod, view.name, comparable, rootfs_only)
     best: tuple[int, SnapshotView, list[str], list[str]] | None = None
     by_hash: dict[str, list[str]] = {}
     for number, (_, view) in enumerate(classes):

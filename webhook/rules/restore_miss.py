@@ -41,7 +41,9 @@ class RestoreMiss:
         result: Prediction | None = pod.memo.get(PREDICTION_KEY)
         if setting == "off" or result is None or result.outcome != "miss":
             return ()
-        message = f"will cold-start ({result.snapshot}): {result.reason}"
+        # A restore gVisor refuses crash-loops, with no cold-start fallback (section 9).
+        start = "will fail to restore" if result.restore_fails else "will cold-start"
+        message = f"{start} ({result.snapshot}): {result.reason}"
         path = pod.metadata_field("annotations", pod.settings.annotation(RESTORE_PREDICTION))
         return (Finding(path, RULE, message, "deny" if setting == "deny" else "warn"),)
 

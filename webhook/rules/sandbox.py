@@ -16,6 +16,7 @@ from webhook.base.keys import HELPERS_NAME, LEGACY_HELPERS_COMMAND
 from webhook.base.sections import SandboxFeature
 from webhook.base.types import Finding
 from webhook.pod.context import PodContext, list_of_dicts
+from webhook.pod.emptydirs import ownerless_mounts
 from webhook.rules.constraints import fit
 
 _MESSAGES: dict[SandboxFeature, str] = {
@@ -122,26 +123,15 @@ class EphemeralCompat:
 
 
 INIT_EMPTYDIR_RULE = "init-emptydir"
-FORCE_SHARED_PREFIX = "dev.gvisor.empty-dir."
-"""``dev.gvisor.empty-dir.<volume>.force-shared: "true"`` keeps an emptyDir a host bind mount
-(GKE's runsc shim, ``emptyDirForceShared``): not in the sandbox, not filed under a container."""
 
 
 class InitEmptyDir:
     """``init-emptydir`` (warn): a run-to-completion init container is the first container of
-    the pod to mount an emptyDir.
-
-    Source: gVisor itself (``gvisor.dev/gvisor`` as pinned in ``gvisor/go.mod``), in the pod
-    layout of GKE: GKE's runsc shim keeps a pod's emptyDirs inside the sandbox as pod-shared
-    tmpfs (``pkg/shim/v1/utils/volumes.go``), runsc files each one under the name of the first
-    container that mounted it (``runsc/boot/vfs.go configureRestore``), and a restore brings
-    back only the containers still running at the checkpoint (containerd deletes an exited
-    container's task). An init container that has exited leaves its emptyDir without an owner:
-    runsc refuses the restore (``Memory file for "<init>:<path>" not found``), disk or memory
-    medium, whether or not app containers use the volume; a native sidecar mounting it first
-    does not (``tests/gvisor/test_pod_sandbox.py``, ``docs/concepts/helpers.md``). Not for
-    ``rootfs-only`` policies, whose restores load no memory, nor for an emptyDir the pod forces
-    to stay a host bind mount (``FORCE_SHARED_PREFIX``).
+    the pod to mount an emptyDir, so gVisor cannot restore the pod (``pod.emptydirs``, which
+    gives the source: gVisor's ``configureRestore`` in GKE's pod layout, shown with runsc in
+    ``tests/gvisor/test_pod_sandbox.py``). Not for ``rootfs-only`` policies, whose restores load
+    no memory, nor for an emptyDir the pod forces to stay a host bind mount. The restore
+    prediction says ``miss`` for such a pod even when a snapshot matches (``pod.restore``).
     """
 
     rule_ids: tuple[str, ...] = (INIT_EMPTYDIR_RULE,)
@@ -153,33 +143,15 @@ class InitEmptyDir:
         if pod.rootfs_only:
             return
         annotations = pod.metadata.get("annotations")
-        annotations = annotations if isinstance(annotations, dict) else {}
-        pending = {
-            name
-            for volume in pod.items("volumes")
-            if "emptyDir" in volume
-            and isinstance(name := volume.get("name"), str)
-            and not _go_true(annotations.get(f"{FORCE_SHARED_PREFIX}{name}.force-shared"))
-        }
-        for kind in ("initContainers", "containers"):
-            for index, container in enumerate(pod.items(kind)):
-                if not pending:
-                    return
-                for mount_index, mount in enumerate(list_of_dicts(container.get("volumeMounts"))):
-                    volume = mount.get("name")
-                    if not isinstance(volume, str) or volume not in pending:
-                        continue  # a name of another type is the API server's to refuse
-                    pending.discard(volume)
-                    if kind == "containers" or container.get("restartPolicy") == "Always":
-                        continue
-                    path = pod.spec_field(kind, index, "volumeMounts", mount_index)
-                    message = _init_message(INIT_EMPTYDIR_RULE, path, container, volume)
-                    yield Finding(path, INIT_EMPTYDIR_RULE, message, "warn")
-
-
-def _go_true(value: Any) -> bool:
-    """Go's ``strconv.ParseBool`` true, as GKE's shim reads the force-shared annotation."""
-    return value in ("1", "t", "T", "TRUE", "true", "True")
+        for found in ownerless_mounts(
+            pod.items("initContainers"),
+            pod.items("containers"),
+            pod.items("volumes"),
+            annotations if isinstance(annotations, dict) else {},
+        ):
+            path = pod.spec_field("initContainers", found.index, "volumeMounts", found.mount_index)
+            message = _init_message(INIT_EMPTYDIR_RULE, path, found.container, found.volume)
+            yield Finding(path, INIT_EMPTYDIR_RULE, message, "warn")
 
 
 def _init_message(rule: str, path: str, container: dict[str, Any], volume: str) -> str:

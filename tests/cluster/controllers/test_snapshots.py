@@ -62,7 +62,8 @@ class Env:
     origin_hash: str = ""
 
     def pod(self, name: str, **changes: Any) -> dict[str, Any]:
-        """A selected gVisor L4 pod pinned to the pool (``changes`` edit container 0)."""
+        """A selected gVisor L4 pod pinned to the pool (``changes`` edit container 0, and
+        ``spec`` adds PodSpec fields)."""
         container = {
             "name": "server",
             "image": IMAGE,
@@ -83,6 +84,7 @@ class Env:
                 "runtimeClassName": "gvisor",
                 "nodeSelector": {"cloud.google.com/gke-nodepool": self.pool},
                 "containers": [container],
+                **changes.pop("spec", {}),
             },
         }
 
@@ -387,30 +389,30 @@ def test_on_miss_deny_refuses_a_pod_that_would_cold_start(
     assert env.mutate(env.pod("same"), strict).allowed
 
 
-def test_rollout_warning_names_the_fields_and_the_count(env: Env) -> None:
-    take_snapshot(env)
-    template = env.pod("ignored", container={"image": "registry.example/llm:v2"})
-    deployment: dict[str, Any] = {
+def deployment_of(env: Env, pod: dict[str, Any]) -> AdmissionRequest:
+    """A CREATE of Deployment ``llm`` whose template is ``pod``'s labels and spec."""
+    template = {"metadata": {"labels": pod["metadata"]["labels"]}, "spec": pod["spec"]}
+    deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "llm", "namespace": env.namespace},
-        "spec": {
-            "selector": {"matchLabels": {"app": "llm"}},
-            "template": {
-                "metadata": {"labels": template["metadata"]["labels"]},
-                "spec": template["spec"],
-            },
-        },
+        "spec": {"selector": {"matchLabels": {"app": "llm"}}, "template": template},
     }
-    request = AdmissionRequest.model_validate(
+    return AdmissionRequest.model_validate(
         {
-            "uid": "d-1",
+            "uid": secrets.token_hex(4),
             "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
             "namespace": env.namespace,
             "operation": "CREATE",
             "object": deployment,
         }
     )
+
+
+def test_rollout_warning_names_the_fields_and_the_count(env: Env) -> None:
+    take_snapshot(env)
+    request = deployment_of(env, env.pod("ignored", container={"image": "registry.example/llm:v2"}))
+    deployment = request.object
     decision = admit(request, "validate", env.engine)
     warning = next(w for w in decision.warnings if "rollout will cold-start" in w)
     assert "1 Ready snapshot(s) of llm-policy" in warning
@@ -419,6 +421,34 @@ def test_rollout_warning_names_the_fields_and_the_count(env: Env) -> None:
     same["spec"]["template"]["spec"] = env.pod("x")["spec"]
     request2 = request.model_copy(update={"object": same})
     assert not any("rollout" in w for w in admit(request2, "validate", env.engine).warnings)
+
+
+def test_a_matching_snapshot_of_a_pod_gvisor_cannot_restore_is_a_miss(env: Env) -> None:
+    """The origin's init container ``fetch`` is the first to mount the emptyDir ``cache``: its
+    snapshot is Ready and a new pod of the same spec matches it, but runsc refuses that
+    restore (``tests/gvisor/test_pod_sandbox.py``) and a refused restore crash-loops. The pod
+    and its Deployment are told so, with the snapshot, the container and the volume."""
+    cache = {"name": "cache", "mountPath": "/cache"}
+    spec = {
+        "initContainers": [
+            {"name": "fetch", "image": IMAGE, "command": ["true"], "volumeMounts": [cache]}
+        ],
+        "volumes": [{"name": "cache", "emptyDir": {}}],
+    }
+    take_snapshot(env, container={"volumeMounts": [cache]}, spec=spec)
+    pod = env.pod("same", container={"volumeMounts": [cache]}, spec=spec)
+    decision = env.mutate(pod)
+    annotations = jsonpatch.apply_patch(pod, list(decision.patch))["metadata"]["annotations"]
+    assert annotations["snapready.io/spec-hash"] == env.origin_hash
+    assert annotations["snapready.io/restore-prediction"] == "miss"
+    assert annotations["snapready.io/restore-snapshot"] == "snap-1"
+    reason = annotations["snapready.io/restore-reason"]
+    assert reason.startswith("matches snapshot snap-1, but gVisor cannot restore the pod")
+    assert "'fetch'" in reason and "'cache'" in reason
+    assert any(w.startswith("snapready: will fail to restore (snap-1)") for w in decision.warnings)
+
+    warnings = admit(deployment_of(env, pod), "validate", env.engine).warnings
+    assert any("this rollout's pods cannot restore (snap-1)" in w for w in warnings), warnings
 
 
 def test_file_mode_writes_no_prediction() -> None:

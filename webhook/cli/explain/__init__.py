@@ -46,6 +46,7 @@ from webhook.cluster.api.snapshot_reader import Live, read_gke_events, read_live
 from webhook.cluster.api.stamped_pods import pod_record
 from webhook.kube.matching import PolicyIndex
 from webhook.pod.distill import fingerprint
+from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.restore import PodFacts, candidates, landing_pools, predict
@@ -126,6 +127,7 @@ def pod_facts(pod: RawObject, live: Live, prefix: str) -> tuple[PodFacts, str]:
         spec_hash=stamped or fingerprint(pod),
         fields=field_digests(pod),
         selection=node_selection(spec, "spec"),
+        blocker=lambda: restore_blocker(spec, annotations),
     )
     return facts, "annotation" if stamped else "computed"
 

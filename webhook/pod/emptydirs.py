@@ -1,0 +1,112 @@
+"""EmptyDirs a restore cannot bring back: those a run-to-completion init container mounts first.
+
+Source: gVisor itself (``gvisor.dev/gvisor`` as pinned in ``gvisor/go.mod``), in the pod layout of
+GKE: GKE's runsc shim keeps a pod's emptyDirs inside the sandbox as pod-shared tmpfs
+(``pkg/shim/v1/utils/volumes.go``), runsc files each one under the name of the first container that
+mounted it (``runsc/boot/vfs.go configureRestore``), and a restore brings back only the containers
+still running at the checkpoint (containerd deletes an exited container's task). An init container
+that has exited leaves its emptyDir without an owner: runsc refuses the restore (``Memory file for
+"<init>:<path>" not found``), disk or memory medium, whether or not app containers use the volume;
+a native sidecar mounting it first does not (``tests/gvisor/test_pod_sandbox.py``,
+``docs/concepts/helpers.md``). A failed restore crash-loops, with no cold-start fallback
+(docs/gke-facts.md#section-9). Not for an emptyDir the pod forces to stay a host bind mount
+(``FORCE_SHARED_PREFIX``), and meaningless for ``rootfs-only`` policies (callers skip those: their
+restores load no memory). Rule ``init-emptydir`` reports each such mount; ``pod.restore.predict``
+turns a matching snapshot into a ``miss`` for such a pod. Pure module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.base.text import clip
+from webhook.base.types import RawObject
+from webhook.pod.context import list_of_dicts
+
+FORCE_SHARED_PREFIX = "dev.gvisor.empty-dir."
+"""``dev.gvisor.empty-dir.<volume>.force-shared: "true"`` keeps an emptyDir a host bind mount
+(GKE's runsc shim, ``emptyDirForceShared``): not in the sandbox, not filed under a container."""
+
+
+@dataclass(frozen=True)
+class OwnerlessMount:
+    """The first mount of an emptyDir, made by a run-to-completion init container.
+
+    Attributes:
+        index: the init container's position among the dict items of ``spec.initContainers``
+            (``PodContext.items`` counts the same way).
+        mount_index: the mount's position among the dict items of its ``volumeMounts``.
+        container: the init container (raw). volume: the emptyDir's name.
+    """
+
+    index: int
+    mount_index: int
+    container: RawObject
+    volume: str
+
+
+def go_true(value: Any) -> bool:
+    """Go's ``strconv.ParseBool`` true, as GKE's shim reads the force-shared annotation."""
+    return value in ("1", "t", "T", "TRUE", "true", "True")
+
+
+def ownerless_mounts(
+    init_containers: list[RawObject],
+    containers: list[RawObject],
+    volumes: list[RawObject],
+    annotations: Mapping[str, Any],
+) -> Iterator[OwnerlessMount]:
+    """Each emptyDir's first mount, when an init container without ``restartPolicy: Always``
+    makes it, taking containers in the kubelet's start order (init containers, then app
+    containers). Lists as ``list_of_dicts`` gives them; names that are not strings are skipped
+    (the API server refuses them). Most pods have no run-to-completion init container with
+    mounts (snapready's own is a native sidecar): they are answered without a walk."""
+    if not any(
+        c.get("restartPolicy") != "Always" and c.get("volumeMounts") for c in init_containers
+    ):
+        return
+    pending = {
+        name
+        for volume in volumes
+        if "emptyDir" in volume
+        and isinstance(name := volume.get("name"), str)
+        and not go_true(annotations.get(f"{FORCE_SHARED_PREFIX}{name}.force-shared"))
+    }
+    for kind, items in (("initContainers", init_containers), ("containers", containers)):
+        for index, container in enumerate(items):
+            if not pending:
+                return
+            for mount_index, mount in enumerate(list_of_dicts(container.get("volumeMounts"))):
+                volume = mount.get("name")
+                if not isinstance(volume, str) or volume not in pending:
+                    continue
+                pending.discard(volume)
+                if kind == "initContainers" and container.get("restartPolicy") != "Always":
+                    yield OwnerlessMount(index, mount_index, container, volume)
+
+
+def restore_blocker(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> str | None:
+    """Why gVisor refuses to restore this pod even from a matching snapshot (its first
+    ownerless emptyDir, one line), or None. ``spec``: the pod's spec (raw); ``annotations``:
+    its annotations (the force-shared ones are read)."""
+    inits = spec.get("initContainers")
+    if not inits:
+        return None
+    found = next(
+        ownerless_mounts(
+            list_of_dicts(inits),
+            list_of_dicts(spec.get("containers")),
+            list_of_dicts(spec.get("volumes")),
+            annotations,
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    name = found.container.get("name")
+    return (
+        f"init container {clip(name, 63)!r} mounts emptyDir {clip(found.volume, 63)!r} first and "
+        "has exited by the checkpoint (init-emptydir)"
+    )
