@@ -340,6 +340,13 @@ def test_the_audits_prediction_result_agrees_with_admission(
     assert (prediction.result, prediction.severity) == expected
 
 
+BLOCKER = (
+    "init container 'fetch' mounts emptyDir 'cache' first and has exited by the checkpoint "
+    "(init-emptydir)"
+)
+FAILS = "snapready: will fail to restore (snap-1): " + BLOCKER
+
+
 def fetching_pod() -> RawObject:
     """``prefill_pod`` whose init container ``fetch`` is the first to mount emptyDir ``cache``:
     gVisor cannot restore it (rule ``init-emptydir``, tests/gvisor/test_pod_sandbox.py)."""
@@ -360,17 +367,41 @@ def test_a_matching_snapshot_gvisor_cannot_restore_is_warned_and_audited_as_such
     stamped = apply(pod, run(make_review(pod), engine_for()))["metadata"]["annotations"]
     engine = with_snapshot(engine_for(), stamped["snapready.io/spec-hash"], "prefill")
     decision = run(make_review(pod), engine)
-    expected = (
-        "snapready: will fail to restore (snap-1): matches snapshot snap-1, but gVisor cannot "
-        "restore the pod: init container 'fetch' mounts emptyDir 'cache' first and has exited "
-        "by the checkpoint (init-emptydir)"
-    )
-    assert expected in decision.warnings
+    assert FAILS in decision.warnings
     assert not any("will cold-start" in w for w in decision.warnings)
     running = apply(pod, decision)  # the audit judges running pods, as admitted
     running["metadata"]["uid"] = "uid-1"
     judgement = judge(running, "v1", "Pod", engine)
     assert judgement is not None
     (prediction,) = [r for r in judgement.results if r.rule == "restore-prediction"]
-    assert prediction.message.startswith("a new replica cannot restore: matches snapshot snap-1")
-    assert (prediction.result, dict(prediction.properties)["prediction"]) == ("warn", "miss")
+    assert prediction.message == "a new replica cannot restore (snap-1): " + BLOCKER
+    properties = dict(prediction.properties)
+    assert (prediction.result, properties["prediction"]) == ("warn", "miss")
+    assert properties["restoreFails"] == BLOCKER
+
+
+def blocked_engine(**settings: Any) -> Engine:
+    """An engine whose Ready ``snap-1`` has ``fetching_pod()``'s admitted fingerprint."""
+    pod = fetching_pod()
+    stamped = apply(pod, run(make_review(pod), engine_for()))["metadata"]["annotations"]
+    return with_snapshot(engine_for(**settings), stamped["snapready.io/spec-hash"], "prefill")
+
+
+def test_on_miss_deny_refuses_a_match_gvisor_cannot_restore_with_its_own_fix() -> None:
+    decision = run(make_review(fetching_pod()), blocked_engine(restore={"on_miss": "deny"}))
+    assert not decision.allowed
+    assert decision.message == (
+        FAILS + ". Set restore.on_miss=warn to admit pods predicted to miss, or remove what "
+        "stops the restore (docs/rules/init-emptydir.md)."
+    )
+
+
+def test_disabling_init_emptydir_turns_its_model_off_in_the_prediction() -> None:
+    """``init-emptydir`` is a warning because GKE's runsc build may differ; a team that knows
+    GKE restores such pods disables it, and the prediction then says ``hit``."""
+    engine = blocked_engine(restore={"on_miss": "deny"}, rules={"disabled": ["init-emptydir"]})
+    pod = fetching_pod()
+    decision = run(make_review(pod), engine)
+    assert decision.allowed, decision.message
+    annotations = apply(pod, decision)["metadata"]["annotations"]
+    assert annotations["snapready.io/restore-prediction"] == "hit"

@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.kube.matching import Policy, compile_selector
-from webhook.pod import restore
+from webhook.pod import pools as pool_memo
 from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.node_pins import node_selection
-from webhook.pod.restore import LANDING_MEMO_SIZE, PodFacts, differences, landing_pools, predict
+from webhook.pod.pools import LANDING_MEMO_SIZE, landing_pools
+from webhook.pod.restore import PodFacts, differences, predict
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.state import NodePoolFacts
 from webhook.snapshots.views import OriginRecord, SnapshotView, snapshot_view
@@ -285,12 +286,12 @@ def test_huge_pin_sets_are_answered_but_not_kept() -> None:
     """A tenant's pod pinning megabytes of pool names (admission runs before the API server
     validates the pod) gets its answer; the memo keeps none of it."""
     pools = {"g2-pool": NodePoolFacts("g2-pool", 3, machine_families=frozenset({"g2"}))}
-    restore._LANDING.clear()
+    pool_memo._LANDING.clear()
     huge = node_selection(
         {"nodeSelector": {"cloud.google.com/gke-nodepool": "p" * 100_000}}, "spec"
     )
     assert landing_pools(huge, pools) == []
-    assert all(not known for _, known in restore._LANDING)
+    assert all(not known for _, known in pool_memo._LANDING)
 
 
 CACHE = {"name": "cache", "mountPath": "/c"}
@@ -317,9 +318,45 @@ def test_a_matching_snapshot_is_a_miss_when_gvisor_cannot_restore_the_pod() -> N
     result = predict(blocked(INIT_FIRST), SnapshotIndex.build([snapshot("s1")]), {},
                      rootfs_only=False)  # fmt: skip
     assert (result.outcome, result.snapshot, result.restore_fails) == ("miss", "s1", True)
-    assert result.reason.startswith("matches snapshot s1, but gVisor cannot restore the pod")
-    assert "'fetch'" in result.reason and "'cache'" in result.reason
+    assert result.reason == (
+        "gVisor cannot restore the pod: init container 'fetch' mounts emptyDir 'cache' first "
+        "and has exited by the checkpoint (init-emptydir); it matches snapshot s1"
+    )
+    assert result.blocker is not None and result.reason.startswith("gVisor cannot restore")
     assert result.fields == ()
+
+
+def test_a_snapshot_of_a_pod_gvisor_cannot_restore_matches_no_pod() -> None:
+    """The origin pod had ``fetch`` as a run-to-completion init container; the new pod makes
+    it a native sidecar. ``restartPolicy`` is not in the distilled spec, so the fingerprints
+    match, but the snapshot filed ``cache`` under the exited ``fetch``: no pod restores from
+    it. The record keeps the origin's blocker (``OriginRecord.blocker``)."""
+    origin_blocker = restore_blocker(INIT_FIRST, {})
+    assert origin_blocker is not None
+    origin = OriginRecord("origin", HASH, {}, {}, {"model": "m1"}, blocker=origin_blocker)
+    view = SnapshotView("snap", "s1", "llm-policy", "origin", True, "Ready",
+                        "2026-12-01T10:00:00Z", None, origin)  # fmt: skip
+    sidecar = {**INIT_FIRST, "initContainers": [{**FETCH, "restartPolicy": "Always"}]}
+    result = predict(blocked(sidecar), SnapshotIndex.build([view]), {}, rootfs_only=False)
+    assert (result.outcome, result.snapshot) == ("miss", "s1")
+    assert result.reason.startswith("gVisor cannot restore snapshot s1, taken from a pod whose ")
+    assert result.reason.endswith("(init-emptydir): delete it")
+    plain = predict(blocked(sidecar), SnapshotIndex.build([snapshot("s1")]), {},
+                    rootfs_only=False)  # fmt: skip
+    assert plain.outcome == "hit"
+
+
+def test_with_init_emptydir_disabled_the_prediction_ignores_its_model() -> None:
+    """A team that knows GKE restores such pods disables the rule; the prediction follows."""
+    result = predict(blocked(INIT_FIRST), SnapshotIndex.build([snapshot("s1")]), {},
+                     rootfs_only=False, blockers=False)  # fmt: skip
+    assert (result.outcome, result.blocker) == ("hit", None)
+
+
+def test_a_ps_name_pin_to_a_match_gvisor_cannot_restore_is_a_miss() -> None:
+    facts = blocked(INIT_FIRST, {"podsnapshot.gke.io/ps-name": "s1"})
+    result = predict(facts, SnapshotIndex.build([snapshot("s1")]), {}, rootfs_only=False)
+    assert (result.outcome, result.snapshot, result.restore_fails) == ("miss", "s1", True)
 
 
 @pytest.mark.parametrize(

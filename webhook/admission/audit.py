@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from webhook.admission.engine import Engine, admit
 from webhook.base.keys import RESTORE_OUTCOME, USER_ANNOTATIONS, USER_LABELS
 from webhook.base.reporting import ResultStatus
+from webhook.base.rule_ids import INIT_EMPTYDIR
 from webhook.base.types import Finding, Mode, RawObject, mapping
 from webhook.kube.matching import Policy
 from webhook.kube.policy_reports import Result, Scope, Severity, result
@@ -220,7 +221,8 @@ def prediction_result(
         blocker=lambda: restore_blocker(spec, annotations),
     )
     rootfs = all(p.scope == "rootfs-only" for p in policies)
-    found = predict(facts, state.snapshots, state.node_pools, rootfs_only=rootfs)
+    blockers = INIT_EMPTYDIR not in engine.settings.rules.disabled
+    found = predict(facts, state.snapshots, state.node_pools, rootfs_only=rootfs, blockers=blockers)
     outcome = annotations.get(engine.settings.annotation(RESTORE_OUTCOME))
     props = {
         "admission": "admitted" if is_admitted else "never-judged",
@@ -228,6 +230,7 @@ def prediction_result(
         "prediction": found.outcome,
         "predictedSnapshot": found.snapshot,
         "outcome": outcome if is_admitted and outcome in OUTCOMES else None,
+        "restoreFails": found.blocker,
     }
     status: ResultStatus = "skip"
     severity: Severity = "info"
@@ -237,6 +240,7 @@ def prediction_result(
     elif found.outcome == "miss":
         deny = miss_denies(engine.settings)
         status, severity = ("fail", "high") if deny else ("warn", "medium")
-        start = "cannot restore" if found.restore_fails else "starts cold"
-        message = f"a new replica {start}: {found.reason}"
+        message = f"a new replica starts cold: {found.reason}"
+        if found.blocker is not None:
+            message = f"a new replica cannot restore ({found.snapshot}): {found.blocker}"
     return (result(policy, PREDICTION_RULE, status, severity, message, props),)

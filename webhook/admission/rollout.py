@@ -5,7 +5,9 @@ template is taken as its pods will be admitted (snapready's injection replayed,
 ``mutation.as_admitted``) and run through the same prediction as a pod (``pod.restore``). When
 Ready snapshots of its policy exist and none matches, ``kubectl apply`` prints, before any pod
 exists: ``this rollout will cold-start: 3 Ready snapshots of llm-policy differ in
-spec.containers[0].image``. Rule ``rollout-cold-start``: advisory (``warn``) whatever the
+spec.containers[0].image``; when one matches but gVisor cannot restore the pods from it
+(``pod.emptydirs``: they would crash-loop), ``this rollout's pods cannot restore (snap-1): ...``.
+Rule ``rollout-cold-start``: advisory (``warn``) whatever the
 template's enforcement mode and never a denial (a ``warn``-severity finding:
 ``admission.decision.finding_outcome``), since a rollout is how snapshots get replaced;
 ``rules.disabled`` drops it and ``rules.modes`` ``audit`` keeps it out of the warnings (logged
@@ -15,6 +17,8 @@ for byte.
 
 from __future__ import annotations
 
+from webhook.base.rule_ids import INIT_EMPTYDIR
+from webhook.base.text import clip
 from webhook.base.types import Finding, Wording, mapping
 from webhook.mutation import as_admitted
 from webhook.pod.context import PodContext
@@ -39,7 +43,7 @@ def rollout_findings(ctx: PodContext) -> list[Finding]:
 
 def rollout_warning(ctx: PodContext) -> str | None:
     """The warning text for one controller template view, or None (no snapshot, or one
-    matches)."""
+    matches that gVisor can restore the pods from)."""
     state = ctx.cluster
     if not state.snapshots_known or not ctx.settings.restore.rollout_warnings:
         return None
@@ -54,13 +58,16 @@ def rollout_warning(ctx: PodContext) -> str | None:
         selection=node_selection(ctx.spec, ctx.spec_path),
         blocker=lambda: restore_blocker(mapping(pod.get("spec")), ctx.annotations),
     )
-    result = predict(facts, state.snapshots, state.node_pools, rootfs_only=ctx.rootfs_only)
+    blockers = INIT_EMPTYDIR not in ctx.settings.rules.disabled
+    result = predict(
+        facts, state.snapshots, state.node_pools, rootfs_only=ctx.rootfs_only, blockers=blockers
+    )
     if result.outcome != "miss":
         return None
     names = ", ".join(p.name for p in ctx.policies)
     count = _ready_count(state.snapshots, ctx)
-    if result.restore_fails:
-        return f"this rollout's pods cannot restore ({result.snapshot}): {result.reason}"
+    if result.blocker is not None:
+        return f"this rollout's pods cannot restore ({clip(result.snapshot, 63)}): {result.blocker}"
     return (
         f"this rollout will cold-start: {count} Ready snapshot(s) of {names} differ "
         f"(closest {result.snapshot}: {result.reason})"

@@ -13,6 +13,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+INIT_EMPTYDIR = "init-emptydir"
+"""The rule whose model (``pod.emptydirs``) the restore prediction also applies: disabling it
+turns that model off in the prediction too."""
+
 RULE_IDS: frozenset[str] = frozenset(
     {
         # Pods and workload templates (webhook/rules, webhook/admission, webhook/cli/check).

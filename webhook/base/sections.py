@@ -344,9 +344,10 @@ class RestoreSettings(Section):
         "warn",
         description="A selected pod predicted to miss every Ready snapshot (it would cold-start "
         "silently), or to match one whose restore gVisor refuses (it would crash-loop: rule "
-        "init-emptydir): `warn` admits it with a warning, `deny` refuses it (for teams that want "
-        "no silent cold start), `off` only writes the annotations. Default warn: the prediction "
-        "is our model, not GKE's promise.",
+        "init-emptydir, whose model the prediction applies unless that rule is disabled): `warn` "
+        "admits it with a warning, `deny` refuses it (for teams that want every selected pod to "
+        "restore), `off` only writes the annotations. Default warn: the prediction is our "
+        "model, not GKE's promise.",
     )
     cross_workload: Literal["warn", "deny", "allow"] = Field(
         "warn",

@@ -22,6 +22,7 @@ from webhook.base.keys import (
     SELECTED,
     SPEC_HASH,
 )
+from webhook.base.rule_ids import INIT_EMPTYDIR
 from webhook.base.types import mapping
 from webhook.mutation.annotations import DISTILLED_KEY, FINGERPRINT_KEY
 from webhook.mutation.patch import Draft
@@ -84,7 +85,11 @@ def stamp_prediction(draft: Draft, ctx: PodContext) -> bool:
     if not state.snapshots_known:
         return False
     result: Prediction = predict(
-        pod_facts(draft, ctx), state.snapshots, state.node_pools, rootfs_only=ctx.rootfs_only
+        pod_facts(draft, ctx),
+        state.snapshots,
+        state.node_pools,
+        rootfs_only=ctx.rootfs_only,
+        blockers=INIT_EMPTYDIR not in ctx.settings.rules.disabled,
     )
     ctx.memo[PREDICTION_KEY] = result
     changed = draft.put(ANNOTATIONS, ctx.settings.annotation(RESTORE_PREDICTION), result.outcome)

@@ -91,12 +91,12 @@ def restore_blocker(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> 
     """Why gVisor refuses to restore this pod even from a matching snapshot (its first
     ownerless emptyDir, one line), or None. ``spec``: the pod's spec (raw); ``annotations``:
     its annotations (the force-shared ones are read)."""
-    inits = spec.get("initContainers")
-    if not inits:
-        return None
+    inits = list_of_dicts(spec.get("initContainers"))
+    if not any(c.get("restartPolicy") != "Always" and c.get("volumeMounts") for c in inits):
+        return None  # the common case, before the other lists are built
     found = next(
         ownerless_mounts(
-            list_of_dicts(inits),
+            inits,
             list_of_dicts(spec.get("containers")),
             list_of_dicts(spec.get("volumes")),
             annotations,
@@ -110,3 +110,17 @@ def restore_blocker(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> 
         f"init container {clip(name, 63)!r} mounts emptyDir {clip(found.volume, 63)!r} first and "
         "has exited by the checkpoint (init-emptydir)"
     )
+
+
+def refusal(pod: str | None, origin: str | None, snapshot: str) -> tuple[str, str] | None:
+    """(reason, why) for a snapshot that matches the pod but that gVisor cannot restore it
+    from, or None. ``pod``: the new pod's ``restore_blocker``; ``origin``: the one the
+    snapshot's record holds for its origin pod (container ``restartPolicy`` is not in the
+    distilled spec, so the two can differ while the fingerprints match: either refuses)."""
+    shown = clip(snapshot, 63)
+    if pod is not None:
+        return f"gVisor cannot restore the pod: {pod}; it matches snapshot {shown}", pod
+    if origin is not None:
+        why = f"taken from a pod whose {origin}: delete it"
+        return f"gVisor cannot restore snapshot {shown}, {why}", why
+    return None

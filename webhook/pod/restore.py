@@ -12,12 +12,13 @@ version and driver branch (docs/gke-facts.md#section-3). Otherwise it cold-start
 2. a candidate matches when the fingerprints are equal (skipped for ``rootfs-only`` policies),
    the pod's machine pins allow the origin's family and arch, and some node pool the pod can land
    on runs the origin's node version and GPU driver label (pools unknown: not checked);
-3. ``hit`` names the first match; ``miss`` the closest candidate and every difference; ``none``
-   means no ready snapshot with a known origin exists yet;
-4. a match is still a ``miss`` (``Prediction.restore_fails``) when gVisor itself would refuse
-   the restore: a run-to-completion init container mounts an emptyDir first
-   (``pod.emptydirs``; not for ``rootfs-only`` policies). Such a restore crash-loops with no
-   cold-start fallback (docs/gke-facts.md#section-9).
+3. ``hit`` names the first match gVisor can restore; ``miss`` the closest candidate and every
+   difference; ``none`` means no ready snapshot with a known origin exists yet;
+4. a match is still a ``miss`` (``Prediction.blocker``) when gVisor itself would refuse the
+   restore: a run-to-completion init container of the pod, or of the snapshot's origin pod,
+   mounts an emptyDir first (``pod.emptydirs``; not for ``rootfs-only`` policies, nor with
+   rule ``init-emptydir`` disabled). Such a restore crash-loops, with no cold-start fallback
+   (docs/gke-facts.md#section-9).
 Our fingerprint is our own, not GKE's hash: a prediction is a strong hint, not a promise.
 Pure module.
 """
@@ -29,10 +30,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from webhook.base.text import clip
-from webhook.kube.gke import ARCHITECTURE, INSTANCE_TYPE, MACHINE_FAMILY, NODE_POOL, PS_NAME
+from webhook.kube.gke import ARCHITECTURE, INSTANCE_TYPE, MACHINE_FAMILY, PS_NAME
 from webhook.kube.matching import Policy
+from webhook.pod.emptydirs import refusal
 from webhook.pod.fields import differing_fields
 from webhook.pod.node_pins import NodeSelection
+from webhook.pod.pools import landing_pools
 from webhook.snapshots.index import (
     OriginKey,
     ReadyGroups,
@@ -63,8 +66,8 @@ class Prediction:
         reason: one line naming what differs (miss), what matched (hit) or why none.
         fields: the differing field paths of ``snapshot`` (miss), all of them.
         candidates: how many ready candidates were compared.
-        restore_fails: a ``miss`` whose snapshot matches but whose restore gVisor refuses
-            (``PodFacts.blocker``): the pod would crash-loop, not cold-start.
+        blocker: for a ``miss`` whose snapshot matches but whose restore gVisor refuses
+            (``pod.emptydirs.refusal``), why; the pod would crash-loop, not cold-start.
     """
 
     outcome: Outcome
@@ -72,7 +75,12 @@ class Prediction:
     reason: str
     fields: tuple[str, ...] = ()
     candidates: int = 0
-    restore_fails: bool = False
+    blocker: str | None = None
+
+    @property
+    def restore_fails(self) -> bool:
+        """A matching snapshot gVisor refuses to restore (``blocker``)."""
+        return self.blocker is not None
 
 
 @dataclass
@@ -188,71 +196,6 @@ def _families(selection: NodeSelection) -> frozenset[str] | None:
     return None
 
 
-_LANDING_PINS = (NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE)
-Landing = tuple[frozenset[str] | None, ...]
-"""The values of a pod's exhaustive pool, family, instance-type and architecture pins, in
-``_LANDING_PINS`` order (None: no such exhaustive pin)."""
-LANDING_MEMO_SIZE = 64
-"""Pin sets whose landing pools are remembered per node-pool map (pods pin few distinct ones)."""
-LANDING_MAX_CHARS = 1024
-"""Characters of pin values a remembered pin set holds at most (real ones: a few names of up
-to 63 characters; admission runs before the API server validates the pod)."""
-_LANDING: list[tuple[Mapping[str, NodePoolFacts], dict[Landing, tuple[NodePoolFacts, ...]]]] = []
-"""The last node-pool map seen and, per pin set (``Landing``), the pools a pod with those pins
-can land on. The cluster state replaces that map on a change and never edits it, so identity
-is enough: 20 pools cost a pinned pod ~30 us per admission before (``make bench-scale --profile``:
-``landing_pools`` was the top frame of its own at scale)."""
-
-
-def landing_pools(
-    selection: NodeSelection, pools: Mapping[str, NodePoolFacts]
-) -> list[NodePoolFacts]:
-    """Known node pools the pod can be scheduled on, judged by its exhaustive pins.
-
-    A pod without an exhaustive pool, family, instance-type or architecture pin can land on
-    every pool with nodes. The answer is computed once per node-pool map and set of exhaustive
-    pins (``_LANDING``), not per admission.
-    """
-    wanted: Landing = tuple(
-        pin.values if pin is not None and pin.exhaustive else None
-        for pin in (selection.pins.get(key) for key in _LANDING_PINS)
-    )
-    cached = _LANDING[0] if _LANDING else None
-    if cached is None or cached[0] is not pools:
-        cached = (pools, {})
-        _LANDING[:] = [cached]
-    known = cached[1]
-    found = known.get(wanted)
-    if found is None:
-        found = _landing(wanted, pools)
-        if sum(len(value) for values in wanted if values for value in values) > LANDING_MAX_CHARS:
-            return list(found)  # a tenant's huge pins are not kept
-        if len(known) >= LANDING_MEMO_SIZE:
-            known.clear()
-        known[wanted] = found
-    return list(found)
-
-
-def _landing(wanted: Landing, pools: Mapping[str, NodePoolFacts]) -> tuple[NodePoolFacts, ...]:
-    """``landing_pools`` computed: the pools with nodes whose known facts meet every pin."""
-    out = []
-    for facts in pools.values():
-        if facts.node_count == 0:
-            continue
-        known = (
-            frozenset({facts.name}),
-            facts.machine_families,
-            facts.instance_types,
-            facts.architectures,
-        )
-        if all(
-            pinned is None or not values or pinned & values
-            for pinned, values in zip(wanted, known, strict=True)
-        ):
-            out.append(facts)
-    return tuple(sorted(out, key=lambda f: f.name))
-
-
 def differences(
     pod: PodFacts,
     origin: OriginRecord,
@@ -340,13 +283,15 @@ def comparisons(pod: PodFacts, index: SnapshotIndex) -> tuple[int, int, list[Ori
     return count, comparable, classes, ""
 
 
-def _matched(pod: PodFacts, snapshot: str, comparable: int, rootfs_only: bool) -> Prediction:
-    """A ``hit`` on ``snapshot``, or the ``miss`` of a pod gVisor cannot restore at all."""
-    blocker = None if rootfs_only else pod.restore_blocker()
-    if blocker is None:
-        return Prediction("hit", snapshot, "matches snapshot " + snapshot, (), comparable)
-    reason = f"matches snapshot {snapshot}, but gVisor cannot restore the pod: {blocker}"
-    return Prediction("miss", snapshot, reason, (), comparable, restore_fails=True)
+def _matched(pod: PodFacts, view: SnapshotView, comparable: int, blockers: bool) -> Prediction:
+    """A ``hit`` on ``view``, or the ``miss`` of a match gVisor cannot restore from."""
+    found = None
+    if blockers:
+        origin = view.origin.blocker if view.origin is not None else None
+        found = refusal(pod.restore_blocker(), origin, view.name)
+    if found is None:
+        return Prediction("hit", view.name, "matches snapshot " + view.name, (), comparable)
+    return Prediction("miss", view.name, found[0], (), comparable, blocker=found[1])
 
 
 def predict(
@@ -355,8 +300,11 @@ def predict(
     pools: Mapping[str, NodePoolFacts],
     *,
     rootfs_only: bool,
+    blockers: bool = True,
 ) -> Prediction:
     """The prediction for ``pod`` from the snapshot index and node-pool facts (no I/O).
+    ``blockers``: whether gVisor's refusals count (``pod.emptydirs``; callers pass False when
+    rule ``init-emptydir`` is disabled: a team that knows GKE restores such pods).
 
     Reads only the pod's group(s) of the index (``comparisons``), and compares each distinct
     origin once: snapshots of one template on one pool share their record's fingerprint and
@@ -381,7 +329,7 @@ def predict(
         if rootfs_only or view.origin.spec_hash == pod.spec_hash:
             fields, reasons = compared[number] = differences(pod, view.origin, landing, rootfs_only)
             if not reasons:
-                return _matched(pod, view.name, comparable, rootfs_only)
+                return _matched(pod, view, comparable, blockers and not rootfs_only)
     best: tuple[int, SnapshotView, list[str], list[str]] | None = None
     by_hash: dict[str, list[str]] = {}
     for number, (_, view) in enumerate(classes):

@@ -27,7 +27,7 @@ from webhook.base.text import clip
 from webhook.base.types import Finding
 from webhook.kube.gke import COMPUTE_CLASS, GPU_DRIVER_VERSION, LATEST_DRIVER, NODE_POOL
 from webhook.pod.context import PodContext
-from webhook.pod.restore import landing_pools
+from webhook.pod.pools import landing_pools
 from webhook.rules.constraints import fit
 from webhook.rules.placement import Placement
 

@@ -1,5 +1,6 @@
 """``restore-miss`` (cluster mode, mutating): a selected pod predicted to miss every Ready snapshot
-of its policy and group, i.e. to cold-start silently. Pure module.
+of its policy and group, i.e. to cold-start silently, or to match one gVisor cannot restore it
+from (``pod.emptydirs``: it would crash-loop, with no cold-start fallback). Pure module.
 
 Source: ``pod.restore.predict`` (snapready's model of GKE's matching: docs/gke-facts.md#section-3
 and #section-9; the prediction is our model, not GKE's promise, hence a warning by default).
@@ -14,16 +15,26 @@ from collections.abc import Iterable
 
 from webhook.base.config import Settings
 from webhook.base.keys import RESTORE_PREDICTION
+from webhook.base.text import clip
 from webhook.base.types import Finding, Wording
 from webhook.pod.context import PodContext
 from webhook.pod.restore import PREDICTION_KEY, Prediction
 
 RULE = "restore-miss"
+FAILS = "will fail to restore"
+"""How a match gVisor cannot restore from begins (``Prediction.blocker``)."""
 WORDING = Wording(
     warning="snapready: {message}",
     denial=(
         "snapready: {message}. Set restore.on_miss=warn to admit pods predicted to miss, or match "
         "the snapshot (`snapready explain`)."
+    ),
+    denial_by_prefix=(
+        (
+            FAILS,
+            "snapready: {message}. Set restore.on_miss=warn to admit pods predicted to miss, or "
+            "remove what stops the restore (docs/rules/init-emptydir.md).",
+        ),
     ),
 )
 """The texts users saw before this was a finding (kept byte for byte)."""
@@ -41,9 +52,9 @@ class RestoreMiss:
         result: Prediction | None = pod.memo.get(PREDICTION_KEY)
         if setting == "off" or result is None or result.outcome != "miss":
             return ()
-        # A restore gVisor refuses crash-loops, with no cold-start fallback (section 9).
-        start = "will fail to restore" if result.restore_fails else "will cold-start"
-        message = f"{start} ({result.snapshot}): {result.reason}"
+        message = f"will cold-start ({result.snapshot}): {result.reason}"
+        if result.blocker is not None:  # it crash-loops, with no cold-start fallback
+            message = f"{FAILS} ({clip(result.snapshot, 63)}): {result.blocker}"
         path = pod.metadata_field("annotations", pod.settings.annotation(RESTORE_PREDICTION))
         return (Finding(path, RULE, message, "deny" if setting == "deny" else "warn"),)
 

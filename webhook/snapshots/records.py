@@ -83,6 +83,8 @@ MAX_CONFIG = 2048
 MAX_TEXT = 253
 """``maxLength`` of names and node facts in the CRD: a longer value is unknown (null)."""
 MAX_UID = 128
+MAX_BLOCKER = 512
+"""``spec.restoreBlocker`` ``maxLength`` in the CRD (the sentence clips names to 63)."""
 
 
 def _bounded(value: str | None, limit: int = MAX_TEXT) -> str | None:
@@ -125,6 +127,7 @@ def record_spec(record: OriginRecord, snapshot: SnapshotView, *, converted: bool
         else {"kind": workload.kind, "name": workload.name, "uid": workload.uid},
         "config": None if config is None else [ref.to_json() for ref in config],
         "convertedFrom": "annotation" if converted else None,
+        "restoreBlocker": _bounded(record.blocker, MAX_BLOCKER),
     }
 
 
@@ -192,6 +195,7 @@ def record_from_spec(spec: Mapping[str, Any]) -> OriginRecord:
         node_name=shared(_str(spec.get("originNode"))),
         node_from=node_from if node_from in NODE_FROM else None,
         triggered_by=shared(_str(spec.get("triggeredBy"))),
+        blocker=_bounded(_str(spec.get("restoreBlocker")), MAX_BLOCKER),
     )
 
 

@@ -125,6 +125,10 @@ class OriginRecord:
             GKE's ``origin-node`` annotation; ``pod``: the origin pod's ``spec.nodeName``);
             None when unknown.
         triggered_by: the PodSnapshotManualTrigger that made it (GKE's label), if any.
+        blocker: why gVisor cannot restore any pod from it (``pod.emptydirs.restore_blocker``
+            of the origin pod: its run-to-completion init container mounted an emptyDir
+            first), or None (no such mount, or not known: the origin pod was gone, or an
+            older record).
     """
 
     pod: str | None
@@ -137,6 +141,7 @@ class OriginRecord:
     node_name: str | None = None
     node_from: str | None = None
     triggered_by: str | None = None
+    blocker: str | None = None
 
     def to_json(self) -> str:
         """Compact JSON with sorted keys (the annotation value; ~1-3 KiB)."""

@@ -443,12 +443,40 @@ def test_a_matching_snapshot_of_a_pod_gvisor_cannot_restore_is_a_miss(env: Env) 
     assert annotations["snapready.io/restore-prediction"] == "miss"
     assert annotations["snapready.io/restore-snapshot"] == "snap-1"
     reason = annotations["snapready.io/restore-reason"]
-    assert reason.startswith("matches snapshot snap-1, but gVisor cannot restore the pod")
-    assert "'fetch'" in reason and "'cache'" in reason
+    assert reason.startswith("gVisor cannot restore the pod: init container 'fetch' mounts ")
+    assert "'cache'" in reason and reason.endswith("it matches snapshot snap-1")
     assert any(w.startswith("snapready: will fail to restore (snap-1)") for w in decision.warnings)
 
     warnings = admit(deployment_of(env, pod), "validate", env.engine).warnings
     assert any("this rollout's pods cannot restore (snap-1)" in w for w in warnings), warnings
+
+
+def test_a_snapshot_taken_from_a_pod_gvisor_cannot_restore_is_a_miss_for_every_pod(
+    env: Env,
+) -> None:
+    """The origin's ``fetch`` is a run-to-completion init container (helpers not injected, so
+    that only ``restartPolicy`` tells the two pods apart, and it is not fingerprinted). The
+    leader's SnapshotRecord keeps why gVisor cannot restore from that snapshot, through the
+    CRD's schema, and a new pod whose ``fetch`` is a native sidecar, which matches the
+    fingerprint, is told the snapshot can never restore."""
+    cache = {"name": "cache", "mountPath": "/cache"}
+    fetch = {"name": "fetch", "image": IMAGE, "command": ["true"], "volumeMounts": [cache]}
+    spec = {"initContainers": [fetch], "volumes": [{"name": "cache", "emptyDir": {}}]}
+    plain = {"snapready.io/inject": "false"}
+    record = take_snapshot(env, container={"volumeMounts": [cache]}, spec=spec, annotations=plain)
+    assert record["spec"]["restoreBlocker"] == (
+        "init container 'fetch' mounts emptyDir 'cache' first and has exited by the checkpoint "
+        "(init-emptydir)"
+    )
+    sidecar = {**spec, "initContainers": [{**fetch, "restartPolicy": "Always"}]}
+    pod = env.pod("sidecar", container={"volumeMounts": [cache]}, spec=sidecar, annotations=plain)
+    decision = env.mutate(pod)
+    annotations = jsonpatch.apply_patch(pod, list(decision.patch))["metadata"]["annotations"]
+    assert annotations["snapready.io/spec-hash"] == env.origin_hash
+    assert annotations["snapready.io/restore-prediction"] == "miss"
+    reason = annotations["snapready.io/restore-reason"]
+    assert reason.startswith("gVisor cannot restore snapshot snap-1, taken from a pod whose ")
+    assert reason.endswith(": delete it")
 
 
 def test_file_mode_writes_no_prediction() -> None:

@@ -37,6 +37,7 @@ from webhook.base.keys import (
     SELECTED,
     SPEC_HASH,
 )
+from webhook.base.rule_ids import INIT_EMPTYDIR
 from webhook.base.types import RawObject
 from webhook.cli.common.cluster_command import FORMAT_VERSION, add_cluster_arguments, run_reader
 from webhook.cli.common.entries import awaiting_entry, failed_entry, judge
@@ -49,7 +50,8 @@ from webhook.pod.distill import fingerprint
 from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
-from webhook.pod.restore import PodFacts, candidates, landing_pools, predict
+from webhook.pod.pools import landing_pools
+from webhook.pod.restore import PodFacts, candidates, predict
 from webhook.snapshots.checkpoints import checkpoint_seconds
 from webhook.snapshots.config_refs import config_changes
 from webhook.snapshots.evidence import GkeEvent, events_of
@@ -145,7 +147,8 @@ def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) ->
     found: list[SnapshotView] = []
     why_none = "no PodSnapshotPolicy of the namespace selects this pod"
     if facts.policies:
-        result = predict(facts, live.index, live.pools, rootfs_only=rootfs_only)
+        blockers = INIT_EMPTYDIR not in settings.rules.disabled
+        result = predict(facts, live.index, live.pools, rootfs_only=rootfs_only, blockers=blockers)
         hit = live.index.named(facts.namespace, result.snapshot) if result.snapshot else None
         prediction = {
             "outcome": result.outcome,
@@ -153,6 +156,7 @@ def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) ->
             "reason": result.reason,
             "fields": list(result.fields),
             "candidates": result.candidates,
+            "restoreFails": result.blocker,
             # A hit restores the configuration its origin pod read (rule ``stale-config``).
             "staleConfig": [c.text() for c in config_changes(hit, live.configs)]
             if hit is not None and result.outcome == "hit"

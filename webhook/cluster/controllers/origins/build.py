@@ -23,6 +23,7 @@ from webhook.kube.gke import (
     MACHINE_FAMILY,
 )
 from webhook.pod.distill import fingerprint
+from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.restore import group_of
 from webhook.snapshots.state import ClusterState
@@ -72,11 +73,12 @@ def build_record(
         spec_hash: str | None = fingerprint(pod)
         fields = field_digests(pod)
         workload = workload_of(metadata)
+        blocker = restore_blocker(spec, mapping(metadata.get("annotations")))
     elif cached is not None:
         labels, node = dict(cached.labels), cached.node_name
-        spec_hash, fields, workload = cached.spec_hash, {}, cached.owner
+        spec_hash, fields, workload, blocker = cached.spec_hash, {}, cached.owner, None
     else:
-        labels, node, spec_hash, fields, workload = {}, None, None, {}, None
+        labels, node, spec_hash, fields, workload, blocker = {}, None, None, {}, None, None
     pod_node = node if isinstance(node, str) and node else None
     node_name = view.origin_node or pod_node
     return OriginRecord(
@@ -90,6 +92,7 @@ def build_record(
         node_name=node_name,
         node_from="gke" if view.origin_node else ("pod" if pod_node else None),
         triggered_by=view.triggered_by,
+        blocker=blocker,
     )
 
 
