@@ -400,3 +400,20 @@ def test_the_blocker_is_read_only_when_a_snapshot_matches(kind: str) -> None:
     views = [snapshot("s1", spec_hash="v1:sha256:" + "b" * 64)] if kind == "miss" else []
     result = predict(facts, SnapshotIndex.build(views), {}, rootfs_only=False)
     assert (result.outcome, result.restore_fails) == (kind, False)
+
+
+def test_a_rootfs_only_policys_snapshot_loads_no_memory_beside_a_whole_pod_policy() -> None:
+    """Two policies select the pod: the whole-pod one's snapshot is refused by gVisor, the
+    rootfs-only one's is not (its restore loads no memory, so no emptyDir is filed)."""
+    rootfs = Policy(
+        "fs-policy", "snap", compile_selector({"matchLabels": {"app": "llm"}}), "s",
+        scope="rootfs-only",
+    )  # fmt: skip
+    facts = blocked(INIT_FIRST)
+    facts.policies = (POLICY, rootfs)
+    for name, policy, outcome in (("whole", "llm-policy", "miss"), ("fs", "fs-policy", "hit")):
+        view = snapshot(
+            name, policy=policy, group={"model": "m1"} if policy == "llm-policy" else {}
+        )
+        result = predict(facts, SnapshotIndex.build([view]), {}, rootfs_only=False)
+        assert (result.outcome, result.snapshot) == (outcome, name)

@@ -284,9 +284,11 @@ def comparisons(pod: PodFacts, index: SnapshotIndex) -> tuple[int, int, list[Ori
 
 
 def _matched(pod: PodFacts, view: SnapshotView, comparable: int, blockers: bool) -> Prediction:
-    """A ``hit`` on ``view``, or the ``miss`` of a match gVisor cannot restore from."""
+    """A ``hit`` on ``view``, or the ``miss`` of a match gVisor cannot restore from (not for a
+    snapshot of a ``rootfs-only`` policy, when another policy selects the pod too)."""
     found = None
-    if blockers:
+    memory = all(p.scope != "rootfs-only" for p in pod.policies if p.name == view.policy)
+    if blockers and memory:
         origin = view.origin.blocker if view.origin is not None else None
         found = refusal(pod.restore_blocker(), origin, view.name)
     if found is None:
