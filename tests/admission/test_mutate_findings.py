@@ -91,15 +91,18 @@ def cluster_engine(*, hit: bool, workload: str = "decode", **overrides: Any) -> 
     return with_snapshot(engine_for(**overrides), spec_hash, workload)
 
 
-def with_snapshot(base: Engine, spec_hash: str, workload: str = "decode") -> Engine:
+def with_snapshot(
+    base: Engine, spec_hash: str, workload: str = "decode", blocker: str | None = None
+) -> Engine:
     """``base`` whose state knows the Ready snapshot ``snap-1`` of ``llm-policy`` in ``snap``,
     taken from a pod of fingerprint ``spec_hash`` (of ``Deployment <workload>``, which read
-    Secret ``hf-token``, since deleted)."""
+    Secret ``hf-token``, since deleted; gVisor cannot restore from it for ``blocker``)."""
     origin = OriginRecord(
         "origin",
         spec_hash,
         workload=WorkloadRef("Deployment", workload),
         config=(ConfigRef("Secret", "hf-token", "1"),),
+        blocker=blocker,
     )
     view = SnapshotView(
         "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
@@ -377,7 +380,7 @@ def test_a_matching_snapshot_gvisor_cannot_restore_is_warned_and_audited_as_such
     assert prediction.message == "a new replica cannot restore (snap-1): " + BLOCKER
     properties = dict(prediction.properties)
     assert (prediction.result, properties["prediction"]) == ("warn", "miss")
-    assert properties["restoreFails"] == BLOCKER
+    assert (properties["restoreFails"], properties["restoreFailsFrom"]) == (BLOCKER, "pod")
 
 
 def blocked_engine(**settings: Any) -> Engine:
@@ -391,8 +394,8 @@ def test_on_miss_deny_refuses_a_match_gvisor_cannot_restore_with_its_own_fix() -
     decision = run(make_review(fetching_pod()), blocked_engine(restore={"on_miss": "deny"}))
     assert not decision.allowed
     assert decision.message == (
-        FAILS + ". Set restore.on_miss=warn to admit pods predicted to miss, or remove what "
-        "stops the restore (docs/rules/init-emptydir.md)."
+        FAILS + ". Set restore.on_miss=warn to admit pods predicted to miss, or mount that "
+        "emptyDir first in a native sidecar that keeps running (docs/rules/init-emptydir.md)."
     )
 
 
@@ -405,3 +408,33 @@ def test_disabling_init_emptydir_turns_its_model_off_in_the_prediction() -> None
     assert decision.allowed, decision.message
     annotations = apply(pod, decision)["metadata"]["annotations"]
     assert annotations["snapready.io/restore-prediction"] == "hit"
+
+
+def test_a_snapshot_no_pod_can_restore_from_is_warned_and_denied_with_its_own_fix() -> None:
+    """The pod's ``fetch`` is a native sidecar (it could be restored), but ``snap-1`` was taken
+    from a pod whose ``fetch`` ran to completion: the record's blocker refuses every pod."""
+    pod = fetching_pod()
+    pod["spec"]["initContainers"][0]["restartPolicy"] = "Always"
+    stamped = apply(pod, run(make_review(pod), engine_for()))["metadata"]["annotations"]
+    engine = with_snapshot(engine_for(), stamped["snapready.io/spec-hash"], "prefill", BLOCKER)
+    warned = run(make_review(pod), engine)
+    text = (
+        "snapready: will fail to restore (snap-1): no pod can restore from it: its origin pod's "
+        + BLOCKER
+        + "; delete that PodSnapshot"
+    )
+    assert text in warned.warnings
+    annotations = apply(pod, warned)["metadata"]["annotations"]
+    assert annotations["snapready.io/restore-reason"] == (
+        f"gVisor cannot restore snapshot snap-1: its origin pod's {BLOCKER}; delete that "
+        "PodSnapshot"
+    )
+    strict = with_snapshot(
+        engine_for(restore={"on_miss": "deny"}), stamped["snapready.io/spec-hash"], "prefill",
+        BLOCKER,
+    )  # fmt: skip
+    denied = run(make_review(pod), strict)
+    assert denied.message == text + (
+        ". Set restore.on_miss=warn to admit pods predicted to miss, or have that PodSnapshot "
+        "deleted (docs/rules/init-emptydir.md)."
+    )

@@ -45,6 +45,7 @@ def test_explain_says_why_a_matching_snapshot_cannot_restore_the_pod() -> None:
         "init container 'fetch' mounts emptyDir 'cache' first and has exited by the checkpoint "
         "(init-emptydir)"
     )
+    assert prediction["restoreFailsFrom"] == "pod"
     (candidate,) = doc["candidates"]
     assert candidate["matches"] is True  # the fingerprint matches: gVisor is what refuses
 
@@ -53,3 +54,4 @@ def test_explain_follows_init_emptydir_disabled() -> None:
     settings = make_settings(rules={"disabled": ["init-emptydir"]})
     prediction = explain(POD, live(), settings, now=NOW)["prediction"]
     assert (prediction["outcome"], prediction["restoreFails"]) == ("hit", None)
+    assert prediction["restoreFailsFrom"] is None

@@ -322,7 +322,7 @@ def test_a_matching_snapshot_is_a_miss_when_gvisor_cannot_restore_the_pod() -> N
         "gVisor cannot restore the pod: init container 'fetch' mounts emptyDir 'cache' first "
         "and has exited by the checkpoint (init-emptydir); it matches snapshot s1"
     )
-    assert result.blocker is not None and result.reason.startswith("gVisor cannot restore")
+    assert result.refusal is not None and result.refusal.by == "pod"
     assert result.fields == ()
 
 
@@ -339,8 +339,11 @@ def test_a_snapshot_of_a_pod_gvisor_cannot_restore_matches_no_pod() -> None:
     sidecar = {**INIT_FIRST, "initContainers": [{**FETCH, "restartPolicy": "Always"}]}
     result = predict(blocked(sidecar), SnapshotIndex.build([view]), {}, rootfs_only=False)
     assert (result.outcome, result.snapshot) == ("miss", "s1")
-    assert result.reason.startswith("gVisor cannot restore snapshot s1, taken from a pod whose ")
-    assert result.reason.endswith("(init-emptydir): delete it")
+    assert result.reason == (
+        f"gVisor cannot restore snapshot s1: its origin pod's {origin_blocker}; delete that "
+        "PodSnapshot"
+    )
+    assert result.refusal is not None and result.refusal.by == "origin"
     plain = predict(blocked(sidecar), SnapshotIndex.build([snapshot("s1")]), {},
                     rootfs_only=False)  # fmt: skip
     assert plain.outcome == "hit"
@@ -350,7 +353,7 @@ def test_with_init_emptydir_disabled_the_prediction_ignores_its_model() -> None:
     """A team that knows GKE restores such pods disables the rule; the prediction follows."""
     result = predict(blocked(INIT_FIRST), SnapshotIndex.build([snapshot("s1")]), {},
                      rootfs_only=False, blockers=False)  # fmt: skip
-    assert (result.outcome, result.blocker) == ("hit", None)
+    assert (result.outcome, result.refusal) == ("hit", None)
 
 
 def test_a_ps_name_pin_to_a_match_gvisor_cannot_restore_is_a_miss() -> None:

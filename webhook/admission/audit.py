@@ -230,7 +230,8 @@ def prediction_result(
         "prediction": found.outcome,
         "predictedSnapshot": found.snapshot,
         "outcome": outcome if is_admitted and outcome in OUTCOMES else None,
-        "restoreFails": found.blocker,
+        "restoreFails": found.refusal.blocker if found.refusal is not None else None,
+        "restoreFailsFrom": found.refusal.by if found.refusal is not None else None,
     }
     status: ResultStatus = "skip"
     severity: Severity = "info"
@@ -241,6 +242,7 @@ def prediction_result(
         deny = miss_denies(engine.settings)
         status, severity = ("fail", "high") if deny else ("warn", "medium")
         message = f"a new replica starts cold: {found.reason}"
-        if found.blocker is not None:
-            message = f"a new replica cannot restore ({found.snapshot}): {found.blocker}"
+        if found.refusal is not None:
+            text = found.refusal.text()
+            message = f"a new replica cannot restore ({found.snapshot}): {text}"
     return (result(policy, PREDICTION_RULE, status, severity, message, props),)

@@ -66,8 +66,9 @@ def rollout_warning(ctx: PodContext) -> str | None:
         return None
     names = ", ".join(p.name for p in ctx.policies)
     count = _ready_count(state.snapshots, ctx)
-    if result.blocker is not None:
-        return f"this rollout's pods cannot restore ({clip(result.snapshot, 63)}): {result.blocker}"
+    if result.refusal is not None:
+        shown = clip(result.snapshot, 63)
+        return f"this rollout's pods cannot restore ({shown}): {result.refusal.text()}"
     return (
         f"this rollout will cold-start: {count} Ready snapshot(s) of {names} differ "
         f"(closest {result.snapshot}: {result.reason})"

@@ -111,14 +111,14 @@ class Wording:
             the global mode), as validating findings are; False: judged as ``enforce``, so
             ``Finding.severity`` (set from the rule's own setting, e.g. ``restore.on_miss``)
             decides alone. ``rules.modes`` overrides either.
-        denial_by_prefix: (message prefix, denial) pairs tried before ``denial``: a finding
-            whose message starts so gets that denial (its fix differs).
+        denial_if_contains: (text, denial) pairs tried in order before ``denial``: a finding
+            whose message contains the text gets that denial (its fix differs).
     """
 
     warning: str
     denial: str
     pod_mode: bool = False
-    denial_by_prefix: tuple[tuple[str, str], ...] = ()
+    denial_if_contains: tuple[tuple[str, str], ...] = ()
 
     def warning_for(self, finding: Finding) -> str:
         """The warning line of ``finding``."""
@@ -126,7 +126,7 @@ class Wording:
 
     def denial_for(self, finding: Finding) -> str:
         """The denial message of ``finding``."""
-        for prefix, denial in self.denial_by_prefix:
-            if finding.message.startswith(prefix):
+        for text, denial in self.denial_if_contains:
+            if text in finding.message:
                 return denial.format(message=finding.message)
         return self.denial.format(message=finding.message)

@@ -112,15 +112,46 @@ def restore_blocker(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> 
     )
 
 
-def refusal(pod: str | None, origin: str | None, snapshot: str) -> tuple[str, str] | None:
-    """(reason, why) for a snapshot that matches the pod but that gVisor cannot restore it
-    from, or None. ``pod``: the new pod's ``restore_blocker``; ``origin``: the one the
-    snapshot's record holds for its origin pod (container ``restartPolicy`` is not in the
-    distilled spec, so the two can differ while the fingerprints match: either refuses)."""
+ORIGIN = "origin"
+"""``Refusal.by`` when the snapshot's origin pod is what gVisor cannot restore."""
+NO_POD_CAN = "no pod can restore from it"
+"""What every message about an origin's blocker says (``rules.restore_miss`` picks its denial
+by it)."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why gVisor refuses to restore a pod from a snapshot that matches it.
+
+    Attributes:
+        blocker: the ``restore_blocker`` sentence (one line, names clipped to 63).
+        by: ``pod`` (the new pod's own init container) or ``origin`` (the snapshot's origin
+            pod's, from its record: container ``restartPolicy`` is not in the distilled spec,
+            so the two can differ while the fingerprints match, and either refuses).
+        reason: the ``<prefix>restore-reason`` line.
+    """
+
+    blocker: str
+    by: str
+    reason: str
+
+    def text(self) -> str:
+        """For a warning, after ``(<snapshot>): ``: the blocker, and for an origin's, that no
+        pod restores from that snapshot and what to do."""
+        if self.by == ORIGIN:
+            return f"{NO_POD_CAN}: its origin pod's {self.blocker}; delete that PodSnapshot"
+        return self.blocker
+
+
+def refusal(pod: str | None, origin: str | None, snapshot: str) -> Refusal | None:
+    """Why gVisor cannot restore the pod from ``snapshot``, which matches it, or None.
+    ``pod``: the new pod's ``restore_blocker``; ``origin``: the one the snapshot's record holds
+    for its origin pod (None: none, or not known)."""
     shown = clip(snapshot, 63)
     if pod is not None:
-        return f"gVisor cannot restore the pod: {pod}; it matches snapshot {shown}", pod
+        reason = f"gVisor cannot restore the pod: {pod}; it matches snapshot {shown}"
+        return Refusal(pod, "pod", reason)
     if origin is not None:
-        why = f"taken from a pod whose {origin}: delete it"
-        return f"gVisor cannot restore snapshot {shown}, {why}", why
+        reason = f"gVisor cannot restore snapshot {shown}: its origin pod's {origin}"
+        return Refusal(origin, ORIGIN, reason + "; delete that PodSnapshot")
     return None

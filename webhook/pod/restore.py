@@ -14,7 +14,7 @@ version and driver branch (docs/gke-facts.md#section-3). Otherwise it cold-start
    on runs the origin's node version and GPU driver label (pools unknown: not checked);
 3. ``hit`` names the first match gVisor can restore; ``miss`` the closest candidate and every
    difference; ``none`` means no ready snapshot with a known origin exists yet;
-4. a match is still a ``miss`` (``Prediction.blocker``) when gVisor itself would refuse the
+4. a match is still a ``miss`` (``Prediction.refusal``) when gVisor itself would refuse the
    restore: a run-to-completion init container of the pod, or of the snapshot's origin pod,
    mounts an emptyDir first (``pod.emptydirs``; not for ``rootfs-only`` policies, nor with
    rule ``init-emptydir`` disabled). Such a restore crash-loops, with no cold-start fallback
@@ -32,7 +32,7 @@ from typing import Literal
 from webhook.base.text import clip
 from webhook.kube.gke import ARCHITECTURE, INSTANCE_TYPE, MACHINE_FAMILY, PS_NAME
 from webhook.kube.matching import Policy
-from webhook.pod.emptydirs import refusal
+from webhook.pod.emptydirs import Refusal, refusal
 from webhook.pod.fields import differing_fields
 from webhook.pod.node_pins import NodeSelection
 from webhook.pod.pools import landing_pools
@@ -66,7 +66,7 @@ class Prediction:
         reason: one line naming what differs (miss), what matched (hit) or why none.
         fields: the differing field paths of ``snapshot`` (miss), all of them.
         candidates: how many ready candidates were compared.
-        blocker: for a ``miss`` whose snapshot matches but whose restore gVisor refuses
+        refusal: for a ``miss`` whose snapshot matches but whose restore gVisor refuses
             (``pod.emptydirs.refusal``), why; the pod would crash-loop, not cold-start.
     """
 
@@ -75,12 +75,12 @@ class Prediction:
     reason: str
     fields: tuple[str, ...] = ()
     candidates: int = 0
-    blocker: str | None = None
+    refusal: Refusal | None = None
 
     @property
     def restore_fails(self) -> bool:
-        """A matching snapshot gVisor refuses to restore (``blocker``)."""
-        return self.blocker is not None
+        """A matching snapshot gVisor refuses to restore (``refusal``)."""
+        return self.refusal is not None
 
 
 @dataclass
@@ -293,7 +293,7 @@ def _matched(pod: PodFacts, view: SnapshotView, comparable: int, blockers: bool)
         found = refusal(pod.restore_blocker(), origin, view.name)
     if found is None:
         return Prediction("hit", view.name, "matches snapshot " + view.name, (), comparable)
-    return Prediction("miss", view.name, found[0], (), comparable, blocker=found[1])
+    return Prediction("miss", view.name, found.reason, (), comparable, refusal=found)
 
 
 def predict(

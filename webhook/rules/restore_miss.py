@@ -18,6 +18,7 @@ from webhook.base.keys import RESTORE_PREDICTION
 from webhook.base.text import clip
 from webhook.base.types import Finding, Wording
 from webhook.pod.context import PodContext
+from webhook.pod.emptydirs import NO_POD_CAN
 from webhook.pod.restore import PREDICTION_KEY, Prediction
 
 RULE = "restore-miss"
@@ -29,11 +30,17 @@ WORDING = Wording(
         "snapready: {message}. Set restore.on_miss=warn to admit pods predicted to miss, or match "
         "the snapshot (`snapready explain`)."
     ),
-    denial_by_prefix=(
+    denial_if_contains=(
+        (
+            NO_POD_CAN,
+            "snapready: {message}. Set restore.on_miss=warn to admit pods predicted to miss, or "
+            "have that PodSnapshot deleted (docs/rules/init-emptydir.md).",
+        ),
         (
             FAILS,
             "snapready: {message}. Set restore.on_miss=warn to admit pods predicted to miss, or "
-            "remove what stops the restore (docs/rules/init-emptydir.md).",
+            "mount that emptyDir first in a native sidecar that keeps running "
+            "(docs/rules/init-emptydir.md).",
         ),
     ),
 )
@@ -53,8 +60,8 @@ class RestoreMiss:
         if setting == "off" or result is None or result.outcome != "miss":
             return ()
         message = f"will cold-start ({result.snapshot}): {result.reason}"
-        if result.blocker is not None:  # it crash-loops, with no cold-start fallback
-            message = f"{FAILS} ({clip(result.snapshot, 63)}): {result.blocker}"
+        if result.refusal is not None:  # it crash-loops, with no cold-start fallback
+            message = f"{FAILS} ({clip(result.snapshot, 63)}): {result.refusal.text()}"
         path = pod.metadata_field("annotations", pod.settings.annotation(RESTORE_PREDICTION))
         return (Finding(path, RULE, message, "deny" if setting == "deny" else "warn"),)
 

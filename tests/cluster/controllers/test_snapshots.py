@@ -474,9 +474,12 @@ def test_a_snapshot_taken_from_a_pod_gvisor_cannot_restore_is_a_miss_for_every_p
     annotations = jsonpatch.apply_patch(pod, list(decision.patch))["metadata"]["annotations"]
     assert annotations["snapready.io/spec-hash"] == env.origin_hash
     assert annotations["snapready.io/restore-prediction"] == "miss"
-    reason = annotations["snapready.io/restore-reason"]
-    assert reason.startswith("gVisor cannot restore snapshot snap-1, taken from a pod whose ")
-    assert reason.endswith(": delete it")
+    blocker = record["spec"]["restoreBlocker"]
+    assert annotations["snapready.io/restore-reason"] == (
+        f"gVisor cannot restore snapshot snap-1: its origin pod's {blocker}; delete that "
+        "PodSnapshot"
+    )
+    assert any("no pod can restore from it" in w for w in decision.warnings), decision.warnings
 
 
 def test_file_mode_writes_no_prediction() -> None:

@@ -156,7 +156,8 @@ def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) ->
             "reason": result.reason,
             "fields": list(result.fields),
             "candidates": result.candidates,
-            "restoreFails": result.blocker,
+            "restoreFails": result.refusal.blocker if result.refusal is not None else None,
+            "restoreFailsFrom": result.refusal.by if result.refusal is not None else None,
             # A hit restores the configuration its origin pod read (rule ``stale-config``).
             "staleConfig": [c.text() for c in config_changes(hit, live.configs)]
             if hit is not None and result.outcome == "hit"

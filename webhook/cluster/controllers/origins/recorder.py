@@ -78,6 +78,9 @@ class OriginTransport(Protocol):
     def delete(self, path: str, *, uid: str = "") -> RawObject: ...
 
 
+APPLY = "apply chart/crds/ (kubectl apply --server-side -f chart/crds/)"
+
+
 class OriginRecorder(Reconciler):
     """Writes a SnapshotRecord for every PodSnapshot without one (leader only); wakes on cache
     changes and every minute.
@@ -123,6 +126,9 @@ class OriginRecorder(Reconciler):
         """PodSnapshot uid -> the last record every replica believed (a removed one is
         written again from it)."""
         self._unserved_said = False
+        self.dropped: tuple[str, ...] = ()
+        """``spec`` keys of a record the API server did not keep: its SnapshotRecord CRD is
+        older than this snapready (a structural schema prunes unknown fields)."""
 
     @property
     def written(self) -> int:
@@ -205,8 +211,27 @@ class OriginRecorder(Reconciler):
                     self._handled.pop((namespace, name), None)  # retried on the next pass
         self._forget(present, state)
         if count:
-            self.set_status(f"{self.written} written")
+            stale = f"; CRD older than snapready, drops spec.{', spec.'.join(self.dropped)}: "
+            self.set_status(f"{self.written} written" + (stale + APPLY if self.dropped else ""))
         return count
+
+    def _check_kept(self, sent: RawObject, stored: RawObject) -> None:
+        """Say once, loudly, when the API server pruned keys of a record it stored: an
+        upgrade that skipped ``kubectl apply -f chart/crds/`` (``helm upgrade`` applies no
+        CRD) loses what those fields carry, e.g. ``restoreBlocker``, and every prediction
+        that needs it is made as if nothing stopped the restore."""
+        kept = stored.get("spec") if isinstance(stored, dict) else None
+        if not isinstance(kept, dict):
+            return  # nothing to compare (the answer holds no object)
+        dropped = tuple(sorted(k for k in mapping(sent.get("spec")) if k not in kept))
+        if dropped and dropped != self.dropped:
+            log.error(
+                "the API server dropped spec.%s of a SnapshotRecord: its CRD is older than "
+                "this snapready; %s",
+                ", spec.".join(dropped),
+                APPLY,
+            )
+        self.dropped = dropped
 
     def _forget(self, present: set[str], state: ClusterState) -> None:
         """Drop what is kept about PodSnapshots that are gone (memory stays bounded by them)."""
@@ -250,10 +275,11 @@ class OriginRecorder(Reconciler):
         )
         collection = f"/apis/{GROUP}/{VERSION}/namespaces/{view.namespace}/{PLURAL}"
         try:
-            self.transport.create(collection, body)
+            created = self.transport.create(collection, body)
         except Conflict:  # created meanwhile (a predecessor's write): it stands
             log.info("origin record of %s/%s already written", view.namespace, view.name)
             return 0
+        self._check_kept(body, created)
         self.actions[action] += 1
         log.info(
             "origin record written for PodSnapshot %s/%s (%s)", view.namespace, view.name, action
@@ -361,5 +387,5 @@ class OriginRecorder(Reconciler):
                 view.name,
                 self.stamp,
             )
-            record = replace(record, spec_hash=None, fields={})
+            record = replace(record, spec_hash=None, fields={}, blocker=None)
         return record
