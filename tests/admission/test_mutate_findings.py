@@ -419,9 +419,8 @@ def test_a_snapshot_no_pod_can_restore_from_is_warned_and_denied_with_its_own_fi
     engine = with_snapshot(engine_for(), stamped["snapready.io/spec-hash"], "prefill", BLOCKER)
     warned = run(make_review(pod), engine)
     text = (
-        "snapready: will fail to restore (snap-1): no pod can restore from it: its origin pod's "
-        + BLOCKER
-        + "; delete that PodSnapshot"
+        "snapready: will fail to restore from a snapshot no pod can restore (snap-1): its "
+        f"origin pod's {BLOCKER}; delete that PodSnapshot"
     )
     assert text in warned.warnings
     annotations = apply(pod, warned)["metadata"]["annotations"]

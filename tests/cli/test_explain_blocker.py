@@ -55,3 +55,22 @@ def test_explain_follows_init_emptydir_disabled() -> None:
     prediction = explain(POD, live(), settings, now=NOW)["prediction"]
     assert (prediction["outcome"], prediction["restoreFails"]) == ("hit", None)
     assert prediction["restoreFailsFrom"] is None
+
+
+def test_explain_shows_a_candidates_recorded_blocker() -> None:
+    """The pod's ``fetch`` is a native sidecar; the snapshot's record says its origin pod's was
+    not: the candidate still ``matches``, and says why no pod restores from it."""
+    pod = {**POD, "spec": {**POD["spec"], "initContainers": [
+        {**POD["spec"]["initContainers"][0], "restartPolicy": "Always"}]}}  # fmt: skip
+    blocker = "init container 'fetch' mounts emptyDir 'cache' first and has exited by the checkpoint (init-emptydir)"  # noqa: E501
+    origin = OriginRecord("origin", fingerprint(pod), {}, {}, {}, blocker=blocker)
+    view = SnapshotView("snap", "snap-1", "llm-policy", "origin", True, "Ready",
+                        "2026-12-01T10:00:00Z", None, origin)  # fmt: skip
+    found = Live("snap", policies=[policy()], snapshots=[view], index=SnapshotIndex.build([view]))
+    doc = explain(pod, found, make_settings(), now=NOW)
+    assert (doc["prediction"]["outcome"], doc["prediction"]["restoreFailsFrom"]) == (
+        "miss",
+        "origin",
+    )
+    (candidate,) = doc["candidates"]
+    assert (candidate["matches"], candidate["restoreBlocker"]) == (True, blocker)

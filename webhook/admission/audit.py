@@ -199,8 +199,10 @@ def prediction_result(
 ) -> tuple[Result, ...]:
     """The ``restore-prediction`` result of a pod (none before the snapshots are listed):
     what a pod created now with this spec would restore from, with the properties
-    ``fingerprint``, ``prediction``, ``predictedSnapshot``, ``admission`` and, for an admitted
-    pod, ``outcome`` (the leader's recorded ``<prefix>restore-outcome``, once known)."""
+    ``fingerprint``, ``prediction``, ``predictedSnapshot``, ``admission``, ``restoreFails`` and
+    ``restoreFailsFrom`` (why gVisor cannot restore from a matching snapshot, and whose init
+    container: ``pod`` or ``origin``; None else) and, for an admitted pod, ``outcome`` (the
+    leader's recorded ``<prefix>restore-outcome``, once known)."""
     state = engine.state()
     if not state.snapshots_known or not policies:
         return ()

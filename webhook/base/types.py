@@ -111,14 +111,15 @@ class Wording:
             the global mode), as validating findings are; False: judged as ``enforce``, so
             ``Finding.severity`` (set from the rule's own setting, e.g. ``restore.on_miss``)
             decides alone. ``rules.modes`` overrides either.
-        denial_if_contains: (text, denial) pairs tried in order before ``denial``: a finding
-            whose message contains the text gets that denial (its fix differs).
+        denial_by_prefix: (prefix, denial) pairs tried in order before ``denial``: a finding
+            whose message starts with the prefix gets that denial (its fix differs; a prefix,
+            so that names a user wrote further on cannot pick it).
     """
 
     warning: str
     denial: str
     pod_mode: bool = False
-    denial_if_contains: tuple[tuple[str, str], ...] = ()
+    denial_by_prefix: tuple[tuple[str, str], ...] = ()
 
     def warning_for(self, finding: Finding) -> str:
         """The warning line of ``finding``."""
@@ -126,7 +127,7 @@ class Wording:
 
     def denial_for(self, finding: Finding) -> str:
         """The denial message of ``finding``."""
-        for text, denial in self.denial_if_contains:
-            if text in finding.message:
+        for prefix, denial in self.denial_by_prefix:
+            if finding.message.startswith(prefix):
                 return denial.format(message=finding.message)
         return self.denial.format(message=finding.message)

@@ -115,8 +115,7 @@ def restore_blocker(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> 
 ORIGIN = "origin"
 """``Refusal.by`` when the snapshot's origin pod is what gVisor cannot restore."""
 NO_POD_CAN = "no pod can restore from it"
-"""What every message about an origin's blocker says (``rules.restore_miss`` picks its denial
-by it)."""
+"""How ``Refusal.text`` says an origin's blocker (the rollout warning, the audit)."""
 
 
 @dataclass(frozen=True)

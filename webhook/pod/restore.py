@@ -12,13 +12,14 @@ version and driver branch (docs/gke-facts.md#section-3). Otherwise it cold-start
 2. a candidate matches when the fingerprints are equal (skipped for ``rootfs-only`` policies),
    the pod's machine pins allow the origin's family and arch, and some node pool the pod can land
    on runs the origin's node version and GPU driver label (pools unknown: not checked);
-3. ``hit`` names the first match gVisor can restore; ``miss`` the closest candidate and every
+3. ``hit`` names the first (newest) match; ``miss`` the closest candidate and every
    difference; ``none`` means no ready snapshot with a known origin exists yet;
-4. a match is still a ``miss`` (``Prediction.refusal``) when gVisor itself would refuse the
-   restore: a run-to-completion init container of the pod, or of the snapshot's origin pod,
-   mounts an emptyDir first (``pod.emptydirs``; not for ``rootfs-only`` policies, nor with
-   rule ``init-emptydir`` disabled). Such a restore crash-loops, with no cold-start fallback
-   (docs/gke-facts.md#section-9).
+4. that first match is still a ``miss`` (``Prediction.refusal``) when gVisor itself would
+   refuse the restore (GKE's choice among several matches is not documented: like the ``hit``,
+   the prediction takes the newest): a run-to-completion init container of the pod, or of the
+   snapshot's origin pod, mounts an emptyDir first (``pod.emptydirs``; not for ``rootfs-only``
+   policies, nor with rule ``init-emptydir`` disabled). Such a restore crash-loops, with no
+   cold-start fallback (docs/gke-facts.md#section-9).
 Our fingerprint is our own, not GKE's hash: a prediction is a strong hint, not a promise.
 Pure module.
 """

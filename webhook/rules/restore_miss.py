@@ -18,21 +18,23 @@ from webhook.base.keys import RESTORE_PREDICTION
 from webhook.base.text import clip
 from webhook.base.types import Finding, Wording
 from webhook.pod.context import PodContext
-from webhook.pod.emptydirs import NO_POD_CAN
+from webhook.pod.emptydirs import ORIGIN
 from webhook.pod.restore import PREDICTION_KEY, Prediction
 
 RULE = "restore-miss"
 FAILS = "will fail to restore"
-"""How a match gVisor cannot restore from begins (``Prediction.blocker``)."""
+"""How a match gVisor cannot restore the pod from begins (``Prediction.refusal``)."""
+FAILS_ORIGIN = "will fail to restore from a snapshot no pod can restore"
+"""How a match taken from a pod gVisor cannot restore begins (``Refusal.by`` ``origin``)."""
 WORDING = Wording(
     warning="snapready: {message}",
     denial=(
         "snapready: {message}. Set restore.on_miss=warn to admit pods predicted to miss, or match "
         "the snapshot (`snapready explain`)."
     ),
-    denial_if_contains=(
+    denial_by_prefix=(
         (
-            NO_POD_CAN,
+            FAILS_ORIGIN,
             "snapready: {message}. Set restore.on_miss=warn to admit pods predicted to miss, or "
             "have that PodSnapshot deleted (docs/rules/init-emptydir.md).",
         ),
@@ -60,8 +62,13 @@ class RestoreMiss:
         if setting == "off" or result is None or result.outcome != "miss":
             return ()
         message = f"will cold-start ({result.snapshot}): {result.reason}"
-        if result.refusal is not None:  # it crash-loops, with no cold-start fallback
-            message = f"{FAILS} ({clip(result.snapshot, 63)}): {result.refusal.text()}"
+        refusal = result.refusal
+        if refusal is not None:  # it crash-loops, with no cold-start fallback
+            shown = clip(result.snapshot, 63)
+            message = f"{FAILS} ({shown}): {refusal.blocker}"
+            if refusal.by == ORIGIN:
+                message = f"{FAILS_ORIGIN} ({shown}): its origin pod's {refusal.blocker}"
+                message += "; delete that PodSnapshot"
         path = pod.metadata_field("annotations", pod.settings.annotation(RESTORE_PREDICTION))
         return (Finding(path, RULE, message, "deny" if setting == "deny" else "warn"),)
 

@@ -74,5 +74,6 @@ def failed_note(record: PodRecord, verdict: Verdict) -> str:
         f"restore crashed ({verdict.failure}); GKE does not fall back to a cold start, so the pod "
         f"will not serve: delete it to cold-start it (--force may be needed). Workloads that "
         f"write files after the checkpoint (databases) need postCheckpoint: stop or "
-        f"snapshotScope: rootfs-only on {policy}"
+        f"snapshotScope: rootfs-only on {policy}; a pod rule init-emptydir warns about, or "
+        f"taken from one, never restores: fix it and delete that PodSnapshot"
     )

@@ -34,6 +34,7 @@ from tests.support.records import get_record, records_in, view_of, wait_record
 from webhook.snapshots.views import OriginRecord, SnapshotView
 
 RECORDS = ("snapready.io", "v1alpha1", "snapshotrecords")
+SPEC_HASH = "snapready.io/spec-hash"
 
 
 def wait_cached(env: Env, name: str) -> SnapshotView:
@@ -142,7 +143,8 @@ def test_an_older_snapreadys_annotation_is_converted_once(
     """Records written as ``snapready.io/origin`` by a snapready before SnapshotRecords (on a
     cluster without GKE's guard: here written through GKE's identity under snapready's old
     field manager) are converted once, as they were: the origin pod is gone by then, so the
-    converted fingerprint can only come from the annotation."""
+    converted fingerprint can only come from the annotation. Where the live origin pod checks out
+    (its stamp is the annotation's fingerprint), the record also gets its ``restoreBlocker``."""
     gke = control_plane.gke_client()
     legacy = OriginRecord(
         pod="gone-origin",
@@ -161,12 +163,27 @@ def test_an_older_snapreadys_annotation_is_converted_once(
     }
     client.CoreV1Api(kube_admin).create_namespaced_pod(namespace, client.V1Pod.model_validate(live))
     claimed = OriginRecord(pod="alive-origin", spec_hash="v1:sha256:" + "ee" * 32)
+    fetching = OriginRecord(pod="init-origin", spec_hash="v1:sha256:" + "bb" * 32)
+    cache = {"name": "cache", "mountPath": "/cache"}
+    image = "registry.example/x"
+    init_first = {
+        "metadata": {"name": "init-origin", "annotations": {SPEC_HASH: fetching.spec_hash}},
+        "spec": {
+            "initContainers": [{"name": "fetch", "image": image, "volumeMounts": [cache]}],
+            "containers": [{"name": "c", "image": image, "volumeMounts": [cache]}],
+            "volumes": [{"name": "cache", "emptyDir": {}}],
+        },
+    }
+    client.CoreV1Api(kube_admin).create_namespaced_pod(
+        namespace, client.V1Pod.model_validate(init_first)
+    )
     custom = client.CustomObjectsApi(gke)
     try:
         for name, record, manager in (
             ("converted", legacy, "snapready-origin"),
             ("not-ours", foreign, "kubectl-edit"),
             ("claimed", claimed, "snapready-origin"),
+            ("fetching", fetching, "snapready-origin"),
         ):
             body = {
                 "apiVersion": f"{GROUP}/{VERSION}",
@@ -192,7 +209,14 @@ def test_an_older_snapreadys_annotation_is_converted_once(
             assert not rebuilt.converted and rebuilt.record.spec_hash is None  # pod is gone
             forged = view_of(wait_record(env.api, namespace, "claimed"))
             assert not forged.converted and forged.record.spec_hash != claimed.spec_hash
-            assert env.source.origins.actions["converted"] == 1
+            blocked = view_of(wait_record(env.api, namespace, "fetching"))
+            assert blocked.converted and blocked.record.spec_hash == fetching.spec_hash
+            assert blocked.record.blocker == (
+                "init container 'fetch' mounts emptyDir 'cache' first and has exited by the "
+                "checkpoint (init-emptydir)"
+            )
+            assert converted.record.blocker is None  # its origin pod is gone: not known
+            assert env.source.origins.actions["converted"] == 2
             view = env.source.state().snapshots.named(namespace, "converted")
             assert view is not None and view.legacy  # the annotation stays; never written
     finally:

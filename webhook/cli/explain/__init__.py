@@ -204,6 +204,8 @@ def _candidate(
         "originPod": view.origin_pod,
         "originNode": dict(view.origin.node) if view.origin is not None else None,
         "originNodeName": view.origin_node,
+        # gVisor cannot restore any pod from it (its record): "matches" stays the comparison's.
+        "restoreBlocker": view.origin.blocker if view.origin is not None else None,
     }
     if view.origin is None or not view.origin.spec_hash:  # unknown origin: nothing to compare
         return {**entry, "matches": None, "differences": []}

@@ -52,6 +52,7 @@ from webhook.cluster.controllers.origins.build import (
     permanent,
 )
 from webhook.cluster.controllers.origins.consumed import ConsumedConfig
+from webhook.pod.emptydirs import restore_blocker
 from webhook.snapshots.records import (
     GROUP,
     PLURAL,
@@ -317,11 +318,16 @@ class OriginRecorder(Reconciler):
                 and ours(metadata, self.key)
                 and (not stamped or stamped == old.spec_hash)
             ):
+                blocker = None
+                if pod is not None:  # the live origin pod checked out: its blocker is known
+                    annotations = mapping(mapping(pod.get("metadata")).get("annotations"))
+                    blocker = restore_blocker(mapping(pod.get("spec")), annotations)
                 converted = replace(
                     old,
                     node_name=view.origin_node or old.node_name,
                     node_from="gke" if view.origin_node else old.node_from,
                     triggered_by=view.triggered_by,
+                    blocker=blocker,
                 )
                 return converted, True
             log.warning(
