@@ -317,7 +317,7 @@ def test_a_matching_snapshot_is_a_miss_when_gvisor_cannot_restore_the_pod() -> N
     the container and volume that stop it."""
     result = predict(blocked(INIT_FIRST), SnapshotIndex.build([snapshot("s1")]), {},
                      rootfs_only=False)  # fmt: skip
-    assert (result.outcome, result.snapshot, result.restore_fails) == ("miss", "s1", True)
+    assert (result.outcome, result.snapshot, result.refusal is not None) == ("miss", "s1", True)
     assert result.reason == (
         "gVisor cannot restore the pod: init container 'fetch' mounts emptyDir 'cache' first "
         "and has exited by the checkpoint (init-emptydir); it matches snapshot s1"
@@ -359,7 +359,7 @@ def test_with_init_emptydir_disabled_the_prediction_ignores_its_model() -> None:
 def test_a_ps_name_pin_to_a_match_gvisor_cannot_restore_is_a_miss() -> None:
     facts = blocked(INIT_FIRST, {"podsnapshot.gke.io/ps-name": "s1"})
     result = predict(facts, SnapshotIndex.build([snapshot("s1")]), {}, rootfs_only=False)
-    assert (result.outcome, result.snapshot, result.restore_fails) == ("miss", "s1", True)
+    assert (result.outcome, result.snapshot, result.refusal is not None) == ("miss", "s1", True)
 
 
 @pytest.mark.parametrize(
@@ -381,13 +381,13 @@ def test_a_pod_gvisor_can_restore_still_hits(
 ) -> None:
     result = predict(blocked(spec, annotations), SnapshotIndex.build([snapshot("s1")]), {},
                      rootfs_only=False)  # fmt: skip
-    assert (result.outcome, result.snapshot, result.restore_fails) == ("hit", "s1", False)
+    assert (result.outcome, result.snapshot, result.refusal) == ("hit", "s1", None)
 
 
 def test_a_rootfs_only_policy_loads_no_memory_so_the_init_container_does_not_matter() -> None:
     result = predict(blocked(INIT_FIRST), SnapshotIndex.build([snapshot("s1")]), {},
                      rootfs_only=True)  # fmt: skip
-    assert (result.outcome, result.restore_fails) == ("hit", False)
+    assert (result.outcome, result.refusal) == ("hit", None)
 
 
 @pytest.mark.parametrize("kind", ["none", "miss"])
@@ -402,7 +402,7 @@ def test_the_blocker_is_read_only_when_a_snapshot_matches(kind: str) -> None:
     facts.blocker = never
     views = [snapshot("s1", spec_hash="v1:sha256:" + "b" * 64)] if kind == "miss" else []
     result = predict(facts, SnapshotIndex.build(views), {}, rootfs_only=False)
-    assert (result.outcome, result.restore_fails) == (kind, False)
+    assert (result.outcome, result.refusal) == (kind, None)
 
 
 def test_a_rootfs_only_policys_snapshot_loads_no_memory_beside_a_whole_pod_policy() -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.base.text import clip
-from webhook.base.types import RawObject
+from webhook.base.types import RawObject, mapping
 from webhook.pod.context import list_of_dicts
 
 FORCE_SHARED_PREFIX = "dev.gvisor.empty-dir."
@@ -52,6 +52,14 @@ def go_true(value: Any) -> bool:
     return value in ("1", "t", "T", "TRUE", "true", "True")
 
 
+def _may_own(init_containers: list[RawObject]) -> bool:
+    """Whether a run-to-completion init container mounts anything: most pods have none
+    (snapready's own is a native sidecar), and are answered without a walk."""
+    return any(
+        c.get("restartPolicy") != "Always" and c.get("volumeMounts") for c in init_containers
+    )
+
+
 def ownerless_mounts(
     init_containers: list[RawObject],
     containers: list[RawObject],
@@ -61,11 +69,8 @@ def ownerless_mounts(
     """Each emptyDir's first mount, when an init container without ``restartPolicy: Always``
     makes it, taking containers in the kubelet's start order (init containers, then app
     containers). Lists as ``list_of_dicts`` gives them; names that are not strings are skipped
-    (the API server refuses them). Most pods have no run-to-completion init container with
-    mounts (snapready's own is a native sidecar): they are answered without a walk."""
-    if not any(
-        c.get("restartPolicy") != "Always" and c.get("volumeMounts") for c in init_containers
-    ):
+    (the API server refuses them); ``_may_own`` answers most pods without a walk."""
+    if not _may_own(init_containers):
         return
     pending = {
         name
@@ -92,7 +97,7 @@ def restore_blocker(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> 
     ownerless emptyDir, one line), or None. ``spec``: the pod's spec (raw); ``annotations``:
     its annotations (the force-shared ones are read)."""
     inits = list_of_dicts(spec.get("initContainers"))
-    if not any(c.get("restartPolicy") != "Always" and c.get("volumeMounts") for c in inits):
+    if not _may_own(inits):
         return None  # the common case, before the other lists are built
     found = next(
         ownerless_mounts(
@@ -112,6 +117,12 @@ def restore_blocker(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> 
     )
 
 
+def blocker_of(pod: Mapping[str, Any]) -> str | None:
+    """``restore_blocker`` of a raw pod object (its spec and annotations; odd shapes: none)."""
+    metadata = mapping(pod.get("metadata"))
+    return restore_blocker(mapping(pod.get("spec")), mapping(metadata.get("annotations")))
+
+
 ORIGIN = "origin"
 """``Refusal.by`` when the snapshot's origin pod is what gVisor cannot restore."""
 NO_POD_CAN = "no pod can restore from it"
@@ -127,30 +138,38 @@ class Refusal:
         by: ``pod`` (the new pod's own init container) or ``origin`` (the snapshot's origin
             pod's, from its record: container ``restartPolicy`` is not in the distilled spec,
             so the two can differ while the fingerprints match, and either refuses).
-        reason: the ``<prefix>restore-reason`` line.
+        snapshot: the matching snapshot's name (clipped to 63).
     """
 
     blocker: str
     by: str
-    reason: str
+    snapshot: str
+
+    def detail(self) -> str:
+        """The blocker, and for an origin's, whose it is and what to do."""
+        if self.by == ORIGIN:
+            return f"its origin pod's {self.blocker}; delete that PodSnapshot"
+        return self.blocker
 
     def text(self) -> str:
-        """For a warning, after ``(<snapshot>): ``: the blocker, and for an origin's, that no
-        pod restores from that snapshot and what to do."""
+        """For a warning, after ``(<snapshot>): ``: ``detail``, saying for an origin's that no
+        pod restores from that snapshot."""
+        return f"{NO_POD_CAN}: {self.detail()}" if self.by == ORIGIN else self.blocker
+
+    @property
+    def reason(self) -> str:
+        """The ``<prefix>restore-reason`` line."""
         if self.by == ORIGIN:
-            return f"{NO_POD_CAN}: its origin pod's {self.blocker}; delete that PodSnapshot"
-        return self.blocker
+            return f"gVisor cannot restore snapshot {self.snapshot}: {self.detail()}"
+        return f"gVisor cannot restore the pod: {self.blocker}; it matches snapshot {self.snapshot}"
 
 
 def refusal(pod: str | None, origin: str | None, snapshot: str) -> Refusal | None:
     """Why gVisor cannot restore the pod from ``snapshot``, which matches it, or None.
     ``pod``: the new pod's ``restore_blocker``; ``origin``: the one the snapshot's record holds
     for its origin pod (None: none, or not known)."""
-    shown = clip(snapshot, 63)
     if pod is not None:
-        reason = f"gVisor cannot restore the pod: {pod}; it matches snapshot {shown}"
-        return Refusal(pod, "pod", reason)
+        return Refusal(pod, "pod", clip(snapshot, 63))
     if origin is not None:
-        reason = f"gVisor cannot restore snapshot {shown}: its origin pod's {origin}"
-        return Refusal(origin, ORIGIN, reason + "; delete that PodSnapshot")
+        return Refusal(origin, ORIGIN, clip(snapshot, 63))
     return None

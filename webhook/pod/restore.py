@@ -78,11 +78,6 @@ class Prediction:
     candidates: int = 0
     refusal: Refusal | None = None
 
-    @property
-    def restore_fails(self) -> bool:
-        """A matching snapshot gVisor refuses to restore (``refusal``)."""
-        return self.refusal is not None
-
 
 @dataclass
 class PodFacts:

@@ -65,10 +65,8 @@ class RestoreMiss:
         refusal = result.refusal
         if refusal is not None:  # it crash-loops, with no cold-start fallback
             shown = clip(result.snapshot, 63)
-            message = f"{FAILS} ({shown}): {refusal.blocker}"
-            if refusal.by == ORIGIN:
-                message = f"{FAILS_ORIGIN} ({shown}): its origin pod's {refusal.blocker}"
-                message += "; delete that PodSnapshot"
+            fails = FAILS_ORIGIN if refusal.by == ORIGIN else FAILS
+            message = f"{fails} ({shown}): {refusal.detail()}"
         path = pod.metadata_field("annotations", pod.settings.annotation(RESTORE_PREDICTION))
         return (Finding(path, RULE, message, "deny" if setting == "deny" else "warn"),)
 

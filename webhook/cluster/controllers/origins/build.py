@@ -23,7 +23,7 @@ from webhook.kube.gke import (
     MACHINE_FAMILY,
 )
 from webhook.pod.distill import fingerprint
-from webhook.pod.emptydirs import restore_blocker
+from webhook.pod.emptydirs import blocker_of
 from webhook.pod.fields import field_digests
 from webhook.pod.restore import group_of
 from webhook.snapshots.state import ClusterState
@@ -73,7 +73,7 @@ def build_record(
         spec_hash: str | None = fingerprint(pod)
         fields = field_digests(pod)
         workload = workload_of(metadata)
-        blocker = restore_blocker(spec, mapping(metadata.get("annotations")))
+        blocker = blocker_of(pod)
     elif cached is not None:
         labels, node = dict(cached.labels), cached.node_name
         spec_hash, fields, workload, blocker = cached.spec_hash, {}, cached.owner, None

@@ -52,7 +52,7 @@ from webhook.cluster.controllers.origins.build import (
     permanent,
 )
 from webhook.cluster.controllers.origins.consumed import ConsumedConfig
-from webhook.pod.emptydirs import restore_blocker
+from webhook.pod.emptydirs import blocker_of
 from webhook.snapshots.records import (
     GROUP,
     PLURAL,
@@ -318,10 +318,8 @@ class OriginRecorder(Reconciler):
                 and ours(metadata, self.key)
                 and (not stamped or stamped == old.spec_hash)
             ):
-                blocker = None
-                if pod is not None:  # the live origin pod checked out: its blocker is known
-                    annotations = mapping(mapping(pod.get("metadata")).get("annotations"))
-                    blocker = restore_blocker(mapping(pod.get("spec")), annotations)
+                # the live origin pod checked out: its blocker is known
+                blocker = blocker_of(pod) if pod is not None else None
                 converted = replace(
                     old,
                     node_name=view.origin_node or old.node_name,
