@@ -127,6 +127,9 @@ ORIGIN = "origin"
 """``Refusal.by`` when the snapshot's origin pod is what gVisor cannot restore."""
 NO_POD_CAN = "no pod can restore from it"
 """How ``Refusal.text`` says an origin's blocker (the rollout warning, the audit)."""
+REFUSED = "gVisor cannot restore "
+"""How every ``Refusal.reason`` begins: the leader tells a pod's refused match by its
+``<prefix>restore-reason`` (``cluster.api.stamped_pods``)."""
 
 
 @dataclass(frozen=True)
@@ -160,8 +163,8 @@ class Refusal:
     def reason(self) -> str:
         """The ``<prefix>restore-reason`` line."""
         if self.by == ORIGIN:
-            return f"gVisor cannot restore snapshot {self.snapshot}: {self.detail()}"
-        return f"gVisor cannot restore the pod: {self.blocker}; it matches snapshot {self.snapshot}"
+            return f"{REFUSED}snapshot {self.snapshot}: {self.detail()}"
+        return f"{REFUSED}the pod: {self.blocker}; it matches snapshot {self.snapshot}"
 
 
 def refusal(pod: str | None, origin: str | None, snapshot: str) -> Refusal | None:

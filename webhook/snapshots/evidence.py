@@ -40,6 +40,11 @@ RESTORE_FAILURE_MARKERS: tuple[tuple[str, str], ...] = (
     ),
     ("restore failed", "runsc: 'OCI runtime restore failed' (docs/gke-facts.md#section-9)"),
     ("failed to restore", "runsc/containerd wording of the same failure"),
+    (
+        "failed to load kernel",
+        "runsc: the checkpoint's kernel state did not load (runsc/boot/restore.go), e.g. an "
+        "emptyDir whose first mounter had exited: init-emptydir",
+    ),
 )
 """Lower-case substrings of the message of a container that could not start (its reason one of
 ``RUNTIME_REASONS``) that mean gVisor's restore crashed, with where each comes from; matched

@@ -19,6 +19,9 @@ class PodRecord:
         node_name: ``spec.nodeName`` once scheduled.
         prediction, predicted_snapshot: the ``<prefix>restore-*`` annotations written at
             admission.
+        refused: its ``<prefix>restore-reason`` says the match is one gVisor refuses
+            (``pod.emptydirs.REFUSED``): prediction ``miss``, yet GKE restores the pod from
+            ``predicted_snapshot`` and the restore crashes (docs/gke-facts.md#section-9).
         created: ``metadata.creationTimestamp``; ``ready_at``: when condition Ready turned True.
         restored: condition ``PodRestored`` is True; ``restored_message``: its message.
         policy: the ``<prefix>policy`` annotation.
@@ -27,7 +30,9 @@ class PodRecord:
         restore_failure: ``snapshots.evidence.restore_failure`` of its container statuses.
         outcome: the ``<prefix>restore-outcome`` annotation the leader writes once it decided.
         gated: the pod carries the ``<prefix>restore-settled`` readiness gate.
-        settled: that condition's status (``True``/``False``), None while unset.
+        settled: that condition's status (``True``/``False``), None while unset;
+            ``settled_reason``: its reason (``AwaitingRestore`` and ``RestoreFailed`` are both
+            False: the leader compares both before it writes).
     """
 
     namespace: str
@@ -39,6 +44,7 @@ class PodRecord:
     node_name: str | None = None
     prediction: str | None = None
     predicted_snapshot: str | None = None
+    refused: bool = False
     created: str = ""
     ready_at: str | None = None
     restored: bool = False
@@ -50,6 +56,7 @@ class PodRecord:
     outcome: str | None = None
     gated: bool = False
     settled: str | None = None
+    settled_reason: str | None = None
     phase: str = ""
     """``status.phase`` (``Pending``, ``Running``, ...; empty when not reported yet)."""
     owner: WorkloadRef | None = None

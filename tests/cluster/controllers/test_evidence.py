@@ -268,6 +268,58 @@ def test_the_readiness_gate_holds_a_checkpointing_origin_and_a_restoring_replica
         assert agent.kubelet_sync("replica")
 
 
+def test_the_readiness_gate_holds_a_pod_whose_match_gvisor_refuses_until_it_crashes(
+    control_plane: ControlPlane,
+    kube_admin: client.ApiClient,
+    namespace: str,
+    podsnapshot_crds: list[str],
+) -> None:
+    """The pod's init container ``fetch`` mounts the emptyDir ``cache`` first: it matches its
+    origin's Ready snapshot, so GKE restores it, and gVisor refuses that restore (runsc,
+    ``tests/gvisor/test_pod_sandbox.py``; domain.md section 9: no cold-start fallback). Its
+    prediction is ``miss``, yet the gate must not settle it as a cold start: it waits for the
+    restore, saying it is predicted to crash, and the crash then fails it."""
+    cache = {"name": "cache", "mountPath": "/cache"}
+    fetch = {"name": "fetch", "image": "registry.example/llm", "command": ["true"]}
+    spec = {
+        "initContainers": [{**fetch, "volumeMounts": [cache]}],
+        "volumes": [{"name": "cache", "emptyDir": {}}],
+    }
+    shape: dict[str, Any] = {"container": {"volumeMounts": [cache]}, "spec": spec}
+    with make_env(control_plane, kube_admin, namespace, restore={"readiness_gate": True}) as env:
+        wait_for("leader", lambda: env.source.state().details.get("leader") == "leader", 20)
+        agent = GkeAgent(env.api, env.namespace, env.gke)
+        take_snapshot(env, **shape)
+        doomed = admit_and_create(env, "doomed", **shape)
+        annotations = doomed["metadata"]["annotations"]
+        assert annotations["snapready.io/restore-prediction"] == "miss"
+        assert annotations["snapready.io/restore-reason"].startswith("gVisor cannot restore")
+        agent.containers_ready("doomed")
+        wait_for("held", lambda: _settled(env, "doomed") == "False", 15)
+        reason, message, since = _gate(env, "doomed")
+        assert reason == "AwaitingRestore", (reason, message)
+        assert message.startswith("restoring from snap-1: waiting for PodRestored")
+        assert "predicted to crash" in message
+        assert not agent.kubelet_sync("doomed"), "not Ready while the refused restore runs"
+        # Still False, a new reason: written, and the transition time stays when it went False.
+        agent.restore_crash("doomed")
+        wait_for("failed", lambda: _gate(env, "doomed")[0] == "RestoreFailed", 15)
+        assert _settled(env, "doomed") == "False"
+        assert _gate(env, "doomed")[2] == since
+
+
+def _gate(env: Env, pod: str) -> tuple[str, str, object]:
+    """The ``snapready.io/restore-settled`` condition's reason, message and
+    ``lastTransitionTime`` ("" and None when unset)."""
+    obj = client.CoreV1Api(env.api).read_namespaced_pod(pod, env.namespace)
+    assert obj.status is not None
+    for condition in obj.status.conditions or []:
+        if condition.type == "snapready.io/restore-settled":
+            reason, message = str(condition.reason or ""), str(condition.message or "")
+            return reason, message, condition.last_transition_time
+    return "", "", None
+
+
 def _settled(env: Env, pod: str) -> str | None:
     obj = client.CoreV1Api(env.api).read_namespaced_pod(pod, env.namespace)
     assert obj.status is not None

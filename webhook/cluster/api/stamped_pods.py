@@ -14,12 +14,14 @@ from webhook.base.keys import (
     POLICY,
     RESTORE_OUTCOME,
     RESTORE_PREDICTION,
+    RESTORE_REASON,
     RESTORE_SETTLED,
     RESTORE_SNAPSHOT,
     SPEC_HASH,
 )
 from webhook.base.types import RawObject, mapping, shared
 from webhook.kube.gke import POD_RESTORED
+from webhook.pod.emptydirs import REFUSED
 from webhook.snapshots.evidence import restore_failure
 from webhook.snapshots.pod_records import PodRecord, condition
 from webhook.snapshots.views import WorkloadRef, workload_of
@@ -60,6 +62,7 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
         node_name=shared(node) if isinstance(node, str) else None,
         prediction=ours(RESTORE_PREDICTION),
         predicted_snapshot=ours(RESTORE_SNAPSHOT),
+        refused=str(annotations.get(prefix + RESTORE_REASON, "")).startswith(REFUSED),
         created=str(metadata.get("creationTimestamp") or ""),
         ready_at=str(ready.get("lastTransitionTime") or "")
         if ready is not None and ready.get("status") == "True"
@@ -73,6 +76,7 @@ def pod_record(obj: RawObject, prefix: str) -> PodRecord | None:
         outcome=ours(RESTORE_OUTCOME),
         gated=gated,
         settled=str(settled.get("status")) if settled is not None else None,
+        settled_reason=shared(str(settled.get("reason") or "")) if settled is not None else None,
         phase=shared(str(mapping(obj.get("status")).get("phase") or "")),
         owner=_shared_owner(workload_of(metadata)),
     )

@@ -7,9 +7,11 @@ done; an origin pod paused for its upload still looks Ready):
 
 - False ``CheckpointInProgress``: the pod is the origin of a PodSnapshot ``AwaitingCheckpoint``
   (for less than ``checkpoint.stall_seconds``; after that True ``Timeout``).
-- False ``AwaitingRestore``: predicted ``hit``, no ``PodRestored``, no GKE fallback Warning, no
-  restore crash, less than ``restore.readiness_gate_timeout_seconds`` after ``PodScheduled``
-  (after that True ``Timeout``).
+- False ``AwaitingRestore``: predicted ``hit``, or a ``miss`` on a match gVisor refuses
+  (``PodRecord.refused``: GKE restores it, and the restore crashes), no ``PodRestored``, no
+  GKE fallback Warning, no restore crash, less than
+  ``restore.readiness_gate_timeout_seconds`` after ``PodScheduled`` (after that True
+  ``Timeout``).
 - False ``RestoreFailed``: a restore crash (it never serves; delete it).
 - True ``Settled``: otherwise (restored, GKE fell back, or nothing to restore).
 
@@ -105,7 +107,9 @@ def gate_status(
         return GateStatus("True", "Timeout", f"checkpoint {uploading.name} stalled")
     if record.restore_failure is not None and not record.restored:
         return GateStatus("False", "RestoreFailed", record.restore_failure)
-    if record.prediction != "hit" or record.restored:
+    # A refused match is a restore too: GKE restores the pod, and gVisor's refusal crashes it.
+    restoring = record.prediction == "hit" or (record.refused and record.prediction == "miss")
+    if not restoring or record.restored:
         return GateStatus("True", "Settled", "restored" if record.restored else "cold start")
     if any(e.kind == "fallback" for e in events):
         return GateStatus("True", "Settled", "GKE fell back to a cold start")
@@ -114,17 +118,18 @@ def gate_status(
         return GateStatus(
             "True", "Timeout", f"no PodRestored {timeout_seconds:.0f} s after scheduling"
         )
-    return GateStatus(
-        "False",
-        "AwaitingRestore",
-        f"restoring from {record.predicted_snapshot}: waiting for PodRestored",
-    )
+    waiting = f"restoring from {record.predicted_snapshot}: waiting for PodRestored"
+    if record.prediction != "hit":
+        waiting += "; predicted to crash (gVisor refuses it: see the pod's restore-reason)"
+    return GateStatus("False", "AwaitingRestore", waiting)
 
 
 def write_gate(
     transport: StatusTransport, record: PodRecord, condition: str, want: GateStatus, now: str
 ) -> bool:
-    """Set the condition on the pod (``pods/status``); True when written. Errors are logged."""
+    """Set the condition on the pod (``pods/status``); True when written. Errors are logged.
+    ``lastTransitionTime`` moves only when the status does (API conventions): a new reason
+    alone (``AwaitingRestore`` to ``RestoreFailed``) keeps the time the pod went False."""
     path = (
         f"/api/v1/namespaces/{quote(record.namespace, safe='')}/pods/"
         f"{quote(record.name, safe='')}/status"
@@ -134,8 +139,9 @@ def write_gate(
         "status": want.status,
         "reason": want.reason,
         "message": want.message[:512],
-        "lastTransitionTime": now,
     }
+    if record.settled != want.status:
+        entry["lastTransitionTime"] = now
     patch: RawObject = {"status": {"conditions": [entry]}}
     if record.uid:  # precondition: never a newer pod of the same name
         patch["metadata"] = {"uid": record.uid}

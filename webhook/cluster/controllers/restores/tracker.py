@@ -354,8 +354,10 @@ class RestoreTracker(Reconciler):
                 timeout_seconds=self.gate_timeout,
                 stall_seconds=self.stall,
             )
-            if not want.waiting and uploading is None and record.settled == want.status:
+            # status and reason: a restore that crashes while AwaitingRestore stays False
+            written = (record.settled, record.settled_reason) == (want.status, want.reason)
+            if not want.waiting and uploading is None and written:
                 self._gates.pop(key, None)  # settled: woken again by its next pod event
                 continue
-            if record.settled != want.status and self.is_leader():
+            if not written and self.is_leader():
                 write_gate(self.pods, record, condition, want, stamp)
