@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tests.gvisor.cri import container_spec
-from tests.support.gvisor import Rootfs, Runsc, debian_rootfs
+from tests.support.gvisor import Rootfs, Runsc, crash_seen, debian_rootfs
 from webhook.pod.distill import fingerprint
 
 Pod = dict[str, Any]
@@ -226,4 +226,6 @@ def test_runsc_refuses_exactly_what_the_fingerprint_separates(
     fingerprints_differ = fingerprint(changed) != fingerprint(base_pod())
 
     assert refused_on == row.refused_on, error
+    # A pod GKE restored this way crash-loops: the leader must see a restore crash in it.
+    assert crash_seen(error) == (refused_on is not None), error
     assert fingerprints_differ == ((refused_on is not None) == row.agrees)

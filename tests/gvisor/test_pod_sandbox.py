@@ -31,11 +31,10 @@ from tests.conftest import make_settings
 from tests.gvisor.conftest import PROGRAMS
 from tests.gvisor.pod import EMPTY_DIR, Pod, image_factory
 from tests.mutation.test_mutation import apply, engine_for, make_pod, make_review, run
-from tests.support.gvisor import Runsc, parse_report
+from tests.support.gvisor import Runsc, crash_seen, parse_report
 from tests.support.required import unavailable
 from webhook.base.keys import HELPERS_NAME
 from webhook.mutation import as_admitted
-from webhook.snapshots.evidence import restore_failure
 
 APP_IMAGE = "registry.example/llm:1"
 REPORTED = ["WHO", "PLAIN"]
@@ -221,16 +220,6 @@ def test_the_first_container_to_mount_an_emptydir_must_run_at_the_checkpoint(
             copy.restore(tmp_path / "image", names)
         assert 'Memory file for "fetch:/cache" not found' in str(refused.value)
         assert crash_seen(str(refused.value)), "the leader would not see this restore crash"
-
-
-def crash_seen(runsc_error: str) -> bool:
-    """Whether the leader's crash detection (``snapshots.evidence.restore_failure``) sees a
-    restore crash in a container whose start failed with runsc's error (its first line, as the
-    kubelet reports a ``StartError``; containerd only prefixes it)."""
-    reason = runsc_error.splitlines()[1]  # line 0 is the harness's "runsc restore ... exited"
-    terminated = {"exitCode": 128, "reason": "StartError", "message": reason}
-    status = {"containerStatuses": [{"name": "app", "lastState": {"terminated": terminated}}]}
-    return restore_failure(status) is not None
 
 
 def predicted(pod: dict[str, Any]) -> tuple[str, list[str]]:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webhook.snapshots.evidence import restore_failure
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNSC_SCRIPT = ROOT / "scripts" / "runsc.sh"
 HELPERS = ROOT / "webhook" / "assets" / "helpers"
@@ -360,3 +362,14 @@ def parse_environ(hexed: str) -> Iterator[tuple[str, bytes]]:
         name, sep, value = entry.partition(b"=")
         if sep:
             yield name.decode("utf-8", "replace"), value
+
+
+def crash_seen(runsc_error: str) -> bool:
+    """Whether the leader's crash detection (``snapshots.evidence.restore_failure``) sees a
+    restore crash in a container whose start failed with ``runsc_error`` (runsc's stderr: its
+    first line that is not a harness line, as the kubelet reports a ``StartError``; containerd
+    only prefixes it)."""
+    lines = [line for line in runsc_error.splitlines() if line and not line.startswith("runsc ")]
+    terminated = {"exitCode": 128, "reason": "StartError", "message": lines[0] if lines else ""}
+    status = {"containerStatuses": [{"name": "app", "lastState": {"terminated": terminated}}]}
+    return restore_failure(status) is not None

@@ -41,6 +41,14 @@ RESTORE_FAILURE_MARKERS: tuple[tuple[str, str], ...] = (
     ("restore failed", "runsc: 'OCI runtime restore failed' (docs/gke-facts.md#section-9)"),
     ("failed to restore", "runsc/containerd wording of the same failure"),
     (
+        "restoring container",
+        "runsc: how it wraps every error of a sandbox's restore (runsc/sandbox/sandbox.go)",
+    ),
+    (
+        "restore spec validation",
+        "runsc: the pod's OCI spec differs where gVisor compares it (runsc/boot/restore.go)",
+    ),
+    (
         "failed to load kernel",
         "runsc: the checkpoint's kernel state did not load (runsc/boot/restore.go), e.g. an "
         "emptyDir whose first mounter had exited: init-emptydir",
