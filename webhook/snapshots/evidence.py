@@ -120,15 +120,25 @@ def named_snapshot(message: str, namespace: str) -> str | None:
 
 
 def gke_event(obj: RawObject) -> GkeEvent | None:
-    """A core/v1 Event of reason ``GKEPodSnapshotting`` about a Pod, else None (kept: nothing)."""
+    """A core/v1 Event of reason ``GKEPodSnapshotting`` about a Pod in the Event's own namespace,
+    else None (kept: nothing).
+
+    GKE records its Events in the pod's namespace. The API server accepts a core/v1 Event
+    whose ``involvedObject`` names a pod of another namespace when ``eventTime`` is set (a
+    hostile trial, 2026-12-07: 201 in namespace A about a pod of B, with ``edit`` in A only),
+    so such an Event says nothing about that pod: it would let a tenant decide another
+    namespace's outcomes and release its readiness gates.
+    """
     if obj.get("reason") != GKE_EVENT_REASON:
         return None
     involved = mapping(obj.get("involvedObject"))
     namespace, pod = involved.get("namespace"), involved.get("name")
     if involved.get("kind") != "Pod" or not isinstance(namespace, str) or not isinstance(pod, str):
         return None
-    message = str(obj.get("message") or "")[:MAX_MESSAGE_CHARS]
     metadata = mapping(obj.get("metadata"))
+    if metadata.get("namespace") != namespace:
+        return None
+    message = str(obj.get("message") or "")[:MAX_MESSAGE_CHARS]
     time = (
         obj.get("eventTime")
         or obj.get("firstTimestamp")

@@ -116,5 +116,7 @@ def test_the_crash_fails_it_and_a_fallback_or_a_restore_settles_it() -> None:
         "Settled",
         "GKE fell back to a cold start",
     )
+    normal = dataclasses.replace(fell_back, type="Normal")  # GKE's skip is a Warning
+    assert gate(stamped("miss", REFUSAL), normal)[:2] == ("False", "AwaitingRestore")
     restored = dataclasses.replace(stamped("miss", REFUSAL), restored=True)
     assert gate(restored) == ("True", "Settled", "restored")

@@ -111,7 +111,7 @@ def gate_status(
     restoring = record.prediction == "hit" or (record.refused and record.prediction == "miss")
     if not restoring or record.restored:
         return GateStatus("True", "Settled", "restored" if record.restored else "cold start")
-    if any(e.kind == "fallback" for e in events):
+    if any(e.kind == "fallback" and e.type == "Warning" for e in events):  # as outcomes.decide
         return GateStatus("True", "Settled", "GKE fell back to a cold start")
     scheduled = parse_time(record.scheduled_at)
     if scheduled is not None and (now - scheduled).total_seconds() >= timeout_seconds:
