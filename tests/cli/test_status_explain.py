@@ -470,6 +470,54 @@ def test_upgrade_makes_the_snapshot_stale_and_explain_names_the_versions(
     assert "after PodScheduled: PodRestored 5 s, Ready 5 s" in text
 
 
+def test_a_pod_that_lands_only_on_another_machine_series_misses_and_explain_says_why(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The snapshot was taken on the G2 pool; an A2 (A100) pool runs the same node version. A
+    pod pinned to the A2 pool, or only to its accelerator, can only land on A2 machines, and GKE
+    restores only onto the same machine series (domain.md section 3): a miss at admission (a
+    hostile trial found it predicted ``hit``), and ``explain`` names the machine family."""
+    take_snapshot(scenario)
+    suffix = secrets.token_hex(3)
+    pool, node = f"a100-{suffix}", f"gke-a100-{suffix}"
+    labels = {
+        "cloud.google.com/gke-nodepool": pool,
+        "cloud.google.com/machine-family": "a2",
+        "node.kubernetes.io/instance-type": "a2-highgpu-1g",
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+        "cloud.google.com/gke-gpu-driver-version": "default",
+        "kubernetes.io/arch": "amd64",
+    }
+    core = client.CoreV1Api(scenario.api)
+    core.create_node(client.V1Node.model_validate({"metadata": {"name": node, "labels": labels}}))
+    try:
+        set_node_version(scenario.api, node, OLD)
+        wait_for(
+            "the A2 pool cached",
+            lambda: pool in (pools := scenario.source.state().node_pools) and pools[pool].versions,
+            15,
+        )
+        by_pool = scenario.pod("on-a2")
+        by_pool["spec"]["nodeSelector"] = {"cloud.google.com/gke-nodepool": pool}
+        by_gpu = scenario.pod("a100-only")
+        by_gpu["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
+        same = scenario.pod("on-g2")
+        for pod, outcome in ((by_pool, "miss"), (by_gpu, "miss"), (same, "hit")):
+            annotations = scenario.create(pod)["metadata"]["annotations"]
+            assert annotations["snapready.io/restore-prediction"] == outcome, annotations
+        reason = f"lands on machine family a2 (node pool {pool}), snapshot taken on g2"
+        explained = explain_json(scenario, "on-a2", capsys)
+        assert explained["recorded"]["restore-reason"] == reason
+        assert explained["prediction"]["outcome"] == "miss"
+        (candidate,) = explained["candidates"]
+        (diff,) = candidate["differences"]
+        assert diff["kind"] == "family" and diff["detail"] == reason
+        assert diff["hint"].startswith("pin the machine family the snapshot was taken on")
+    finally:
+        with contextlib.suppress(ApiException):
+            core.delete_node(node)
+
+
 def test_explain_names_the_image_field_with_a_hint(
     scenario: Scenario, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from webhook.kube.gke import ACCELERATOR
 from webhook.kube.matching import Policy, compile_selector
 from webhook.pod import pools as pool_memo
 from webhook.pod.emptydirs import restore_blocker
@@ -20,7 +21,7 @@ from webhook.pod.node_pins import node_selection
 from webhook.pod.pools import LANDING_MEMO_SIZE, landing_pools
 from webhook.pod.restore import PodFacts, differences, predict
 from webhook.snapshots.index import SnapshotIndex
-from webhook.snapshots.state import NodePoolFacts
+from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
 from webhook.snapshots.views import OriginRecord, SnapshotView, snapshot_view
 
 HASH = "v1:sha256:" + "a" * 64
@@ -420,3 +421,104 @@ def test_a_rootfs_only_policys_snapshot_loads_no_memory_beside_a_whole_pod_polic
         )
         result = predict(facts, SnapshotIndex.build([view]), {}, rootfs_only=False)
         assert (result.outcome, result.snapshot) == (outcome, name)
+
+
+# The snapshot's machine: GKE restores only onto the same machine series and CPU architecture
+# (domain.md section 3: "N2 to N2, G2 to G2"). Its origin ran on a G2 (amd64) node; every pool
+# runs its node version, so only the machine can make a miss here. A hostile trial found each of
+# these pods predicted ``hit``: only an explicit machine-family pin was compared.
+V = "1.35.3-gke.1234000"
+G2 = {"family": "g2", "arch": "amd64", "version": V}
+POOLS = {
+    "l4": NodePoolFacts(
+        "l4", 2, machine_families=frozenset({"g2"}), accelerators=frozenset({"nvidia-l4"}),
+        architectures=frozenset({"amd64"}), versions=frozenset({V}),
+    ),
+    "a100": NodePoolFacts(
+        "a100", 2, machine_families=frozenset({"a2"}),
+        accelerators=frozenset({"nvidia-tesla-a100"}), architectures=frozenset({"amd64"}),
+        versions=frozenset({V}),
+    ),
+    "t2a": NodePoolFacts(
+        "t2a", 2, machine_families=frozenset({"t2a"}), architectures=frozenset({"arm64"}),
+        versions=frozenset({V}),
+    ),
+    "cpu": NodePoolFacts(
+        "cpu", 3, machine_families=frozenset({"n2"}), architectures=frozenset({"amd64"}),
+        versions=frozenset({V}),
+    ),
+}  # fmt: skip
+
+
+def on_machine(spec: dict[str, Any], classes: dict[str, ComputeClassFacts] | None = None) -> Any:
+    """The prediction for a pod of ``spec``'s placement against a snapshot taken on G2."""
+    origin = OriginRecord("origin", HASH, {}, G2, {"model": "m1"})
+    view = SnapshotView(
+        "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
+        origin,
+    )  # fmt: skip
+    facts = PodFacts(
+        namespace="snap",
+        labels={"app": "llm", "model": "m1"},
+        annotations={},
+        policies=(POLICY,),
+        spec_hash=HASH,
+        fields={},
+        selection=node_selection(spec, "spec"),
+    )
+    index = SnapshotIndex.build([view])
+    return predict(facts, index, POOLS, rootfs_only=False, compute_classes=classes)
+
+
+@pytest.mark.parametrize(
+    ("selector", "reason"),
+    [
+        ({"cloud.google.com/gke-nodepool": "a100"}, "lands on machine family a2 (node pool a100)"),
+        ({"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}, "machine family a2"),
+        ({"cloud.google.com/gke-nodepool": "t2a"}, "lands on arch arm64 (node pool t2a)"),
+        ({"kubernetes.io/arch": "arm64"}, "pinned to arch arm64, snapshot on amd64"),
+        ({"cloud.google.com/machine-family": "a2"}, "pinned to a2, snapshot taken on g2"),
+    ],
+)
+def test_a_pod_that_can_only_land_on_another_machine_is_a_miss(
+    selector: dict[str, str], reason: str
+) -> None:
+    result = on_machine({"nodeSelector": selector})
+    assert result.outcome == "miss", result.reason
+    assert reason in result.reason and "snapshot" in result.reason
+
+
+def test_a_pod_pinned_to_a_compute_class_lands_on_the_families_it_makes() -> None:
+    classes = {
+        "rtx": ComputeClassFacts("rtx", machine_families=frozenset({"g4"})),
+        "l4s": ComputeClassFacts("l4s", machine_families=frozenset({"g2"})),
+        "open": ComputeClassFacts("open"),  # no family named: not known, not guessed
+    }
+    pinned = {"nodeSelector": {"cloud.google.com/compute-class": "rtx"}}
+    result = on_machine(pinned, classes)
+    assert result.outcome == "miss"
+    assert result.reason == "ComputeClass rtx makes g4, snapshot taken on g2"
+    for name in ("l4s", "open", "unknown"):
+        pinned = {"nodeSelector": {"cloud.google.com/compute-class": name}}
+        assert on_machine(pinned, classes).outcome == "hit", name
+    assert on_machine({"nodeSelector": {"cloud.google.com/compute-class": "rtx"}}).outcome == (
+        "hit"
+    ), "ComputeClasses not known (None): not judged"
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        {},  # every pool with nodes: the L4 pool among them
+        {"cloud.google.com/gke-nodepool": "l4"},
+        {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+        {"cloud.google.com/gke-nodepool": "nowhere"},  # no pool known: not judged
+    ],
+)
+def test_a_pod_that_can_land_on_the_snapshots_machine_still_hits(selector: dict[str, str]) -> None:
+    assert on_machine({"nodeSelector": selector}).outcome == "hit"
+
+
+def test_an_accelerator_pin_never_lands_on_a_pool_without_that_gpu() -> None:
+    selection = node_selection({"nodeSelector": {ACCELERATOR: "nvidia-tesla-a100"}}, "spec")
+    assert [p.name for p in landing_pools(selection, POOLS)] == ["a100"]

@@ -224,7 +224,14 @@ def prediction_result(
     )
     rootfs = all(p.scope == "rootfs-only" for p in policies)
     blockers = INIT_EMPTYDIR not in engine.settings.rules.disabled
-    found = predict(facts, state.snapshots, state.node_pools, rootfs_only=rootfs, blockers=blockers)
+    found = predict(
+        facts,
+        state.snapshots,
+        state.node_pools,
+        rootfs_only=rootfs,
+        blockers=blockers,
+        compute_classes=state.compute_classes,
+    )
     outcome = annotations.get(engine.settings.annotation(RESTORE_OUTCOME))
     props = {
         "admission": "admitted" if is_admitted else "never-judged",

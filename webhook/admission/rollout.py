@@ -60,7 +60,12 @@ def rollout_warning(ctx: PodContext) -> str | None:
     )
     blockers = INIT_EMPTYDIR not in ctx.settings.rules.disabled
     result = predict(
-        facts, state.snapshots, state.node_pools, rootfs_only=ctx.rootfs_only, blockers=blockers
+        facts,
+        state.snapshots,
+        state.node_pools,
+        rootfs_only=ctx.rootfs_only,
+        blockers=blockers,
+        compute_classes=state.compute_classes,
     )
     if result.outcome != "miss":
         return None

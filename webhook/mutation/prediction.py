@@ -90,6 +90,7 @@ def stamp_prediction(draft: Draft, ctx: PodContext) -> bool:
         state.node_pools,
         rootfs_only=ctx.rootfs_only,
         blockers=INIT_EMPTYDIR not in ctx.settings.rules.disabled,
+        compute_classes=state.compute_classes,
     )
     ctx.memo[PREDICTION_KEY] = result
     changed = draft.put(ANNOTATIONS, ctx.settings.annotation(RESTORE_PREDICTION), result.outcome)

@@ -1,19 +1,29 @@
 """The node pools a pod can land on, by its exhaustive pins: what the restore prediction and
-``gpu-driver`` compare node versions and GPU drivers against. Pure module (one bounded memo).
+``gpu-driver`` compare node versions and GPU drivers against, and ``machine_reasons``: whether
+the pod can land on the machine series and CPU architecture a snapshot was taken on. Pure module
+(one bounded memo).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from webhook.kube.gke import ARCHITECTURE, INSTANCE_TYPE, MACHINE_FAMILY, NODE_POOL
+from webhook.base.text import clip
+from webhook.kube.gke import (
+    ACCELERATOR,
+    ARCHITECTURE,
+    COMPUTE_CLASS,
+    INSTANCE_TYPE,
+    MACHINE_FAMILY,
+    NODE_POOL,
+)
 from webhook.pod.node_pins import NodeSelection
-from webhook.snapshots.state import NodePoolFacts
+from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
 
-_LANDING_PINS = (NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE)
+_LANDING_PINS = (NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE, ACCELERATOR)
 Landing = tuple[frozenset[str] | None, ...]
-"""The values of a pod's exhaustive pool, family, instance-type and architecture pins, in
-``_LANDING_PINS`` order (None: no such exhaustive pin)."""
+"""The values of a pod's exhaustive pool, family, instance-type, architecture and accelerator
+pins, in ``_LANDING_PINS`` order (None: no such exhaustive pin)."""
 LANDING_MEMO_SIZE = 64
 """Pin sets whose landing pools are remembered per node-pool map (pods pin few distinct ones)."""
 LANDING_MAX_CHARS = 1024
@@ -31,9 +41,11 @@ def landing_pools(
 ) -> list[NodePoolFacts]:
     """Known node pools the pod can be scheduled on, judged by its exhaustive pins.
 
-    A pod without an exhaustive pool, family, instance-type or architecture pin can land on
-    every pool with nodes. The answer is computed once per node-pool map and set of exhaustive
-    pins (``_LANDING``), not per admission.
+    A pod without an exhaustive pool, family, instance-type, architecture or accelerator pin
+    can land on every pool with nodes. A pool whose nodes lack a label counts as unknown for
+    that pin (kept), but for the accelerator: a pool without GPUs has no
+    ``cloud.google.com/gke-accelerator`` label to match. The answer is computed once per
+    node-pool map and set of exhaustive pins (``_LANDING``), not per admission.
     """
     wanted: Landing = tuple(
         pin.values if pin is not None and pin.exhaustive else None
@@ -67,9 +79,110 @@ def _landing(wanted: Landing, pools: Mapping[str, NodePoolFacts]) -> tuple[NodeP
             facts.instance_types,
             facts.architectures,
         )
+        accelerators = wanted[-1]
+        if accelerators is not None and not accelerators & facts.accelerators:
+            continue
         if all(
             pinned is None or not values or pinned & values
-            for pinned, values in zip(wanted, known, strict=True)
+            for pinned, values in zip(wanted, known, strict=False)
         ):
             out.append(facts)
     return tuple(sorted(out, key=lambda f: f.name))
+
+
+def pinned_families(selection: NodeSelection) -> frozenset[str] | None:
+    """Machine families the pins allow (from family or instance-type pins), None if unpinned."""
+    family = selection.pins.get(MACHINE_FAMILY)
+    if family is not None and family.exhaustive:
+        return family.values
+    types = selection.pins.get(INSTANCE_TYPE)
+    if types is not None and types.exhaustive:
+        return frozenset(t.split("-", 1)[0] for t in types.values)
+    return None
+
+
+def class_families(
+    selection: NodeSelection, classes: Mapping[str, ComputeClassFacts] | None
+) -> tuple[str, frozenset[str]] | None:
+    """``(names, families)`` of the ComputeClass(es) the pod is pinned to, when each is known
+    and names its machine families (its priorities' ``machineFamily``/``machineType``:
+    ``snapshots.facts``); None otherwise (not known: not guessed)."""
+    pin = selection.pins.get(COMPUTE_CLASS)
+    if pin is None or not pin.exhaustive or not pin.values or classes is None:
+        return None
+    families: set[str] = set()
+    for name in pin.values:
+        facts = classes.get(name)
+        if facts is None or not facts.machine_families:
+            return None
+        families |= facts.machine_families
+    return ", ".join(clip(name, 63) for name in sorted(pin.values)), frozenset(families)
+
+
+def pools_text(pools: Iterable[NodePoolFacts], attribute: str) -> str:
+    """``node pool <name> runs <values>`` for the first two of ``pools``."""
+    parts = []
+    for facts in list(pools)[:2]:
+        values: frozenset[str] = getattr(facts, attribute)
+        parts.append(f"node pool {facts.name} runs {'/'.join(sorted(values))}")
+    return "; ".join(parts)
+
+
+def machine_reasons(
+    selection: NodeSelection,
+    node: Mapping[str, str | None],
+    landing: list[NodePoolFacts],
+    classes: Mapping[str, ComputeClassFacts] | None,
+) -> list[str]:
+    """Why a pod with ``selection`` cannot restore a snapshot taken on ``node`` (an origin
+    record's node facts: ``family``, ``arch``) for its machine: GKE restores only onto the
+    same machine series and CPU architecture (N2 to N2, G2 to G2; docs/gke-facts.md#section-3).
+
+    The family is judged by the first that says something: the pod's family or instance-type
+    pins; the ComputeClass it is pinned to; else the families of the pools it can land on
+    (``landing``, pools whose nodes carry no family label left out). The architecture by its
+    ``kubernetes.io/arch`` pin, else the landing pools'. Nothing known: no reason. Reasons
+    begin ``pinned to``, ``ComputeClass``, ``lands on machine family`` or ``... arch``
+    (``cli.explain.hints.node_kind`` reads them).
+    """
+    reasons = []
+    family, arch = node.get("family"), node.get("arch")
+    if family:
+        allowed = _allowed_families(selection, landing, classes)
+        if allowed is not None and family not in allowed[1]:
+            reasons.append(f"{allowed[0]}, snapshot taken on {family}")
+    if arch:
+        pin = selection.pins.get(ARCHITECTURE)
+        known = [p for p in landing if p.architectures]
+        if pin is not None and pin.exhaustive:
+            if arch not in pin.values:
+                reasons.append(f"pinned to arch {'/'.join(sorted(pin.values))}, snapshot on {arch}")
+        elif known and not any(arch in p.architectures for p in known):
+            archs = "/".join(sorted(frozenset().union(*(p.architectures for p in known))))
+            reasons.append(f"lands on arch {archs} ({_names(known)}), snapshot on {arch}")
+    return reasons
+
+
+def _names(pools: list[NodePoolFacts]) -> str:
+    """``node pool a, b`` (two named, ``+N`` more)."""
+    more = f" +{len(pools) - 2}" if len(pools) > 2 else ""
+    return "node pool " + ", ".join(p.name for p in pools[:2]) + more
+
+
+def _allowed_families(
+    selection: NodeSelection,
+    landing: list[NodePoolFacts],
+    classes: Mapping[str, ComputeClassFacts] | None,
+) -> tuple[str, frozenset[str]] | None:
+    """(how it is said, the machine families the pod can land on), or None when not known."""
+    families = pinned_families(selection)
+    if families is not None:
+        return f"pinned to {'/'.join(sorted(families))}", families
+    made = class_families(selection, classes)
+    if made is not None:
+        return f"ComputeClass {made[0]} makes {'/'.join(sorted(made[1]))}", made[1]
+    known = [p for p in landing if p.machine_families]
+    if not known:
+        return None
+    families = frozenset().union(*(p.machine_families for p in known))
+    return f"lands on machine family {'/'.join(sorted(families))} ({_names(known)})", families

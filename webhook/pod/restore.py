@@ -10,7 +10,8 @@ version and driver branch (docs/gke-facts.md#section-3). Otherwise it cold-start
    recorded group (the origin pod's values of ``snapshotGroupingRules.groupByLabelValue.labels``)
    equals the pod's, newest first; or only the one named by ``podsnapshot.gke.io/ps-name``;
 2. a candidate matches when the fingerprints are equal (skipped for ``rootfs-only`` policies),
-   the pod's machine pins allow the origin's family and arch, and some node pool the pod can land
+   the pod can land on the origin's machine family and arch (its pins, its ComputeClass, or the
+   node pools it can land on: ``pools.machine_reasons``), and some node pool the pod can land
    on runs the origin's node version and GPU driver label (pools unknown: not checked);
 3. ``hit`` names the first (newest) match; ``miss`` the closest candidate and every
    difference; ``none`` means no ready snapshot with a known origin exists yet;
@@ -26,17 +27,17 @@ Pure module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from webhook.base.text import clip
-from webhook.kube.gke import ARCHITECTURE, INSTANCE_TYPE, MACHINE_FAMILY, PS_NAME
+from webhook.kube.gke import PS_NAME
 from webhook.kube.matching import Policy
 from webhook.pod.emptydirs import Refusal, refusal
 from webhook.pod.fields import differing_fields
 from webhook.pod.node_pins import NodeSelection
-from webhook.pod.pools import landing_pools
+from webhook.pod.pools import landing_pools, machine_reasons, pools_text
 from webhook.snapshots.index import (
     OriginKey,
     ReadyGroups,
@@ -44,7 +45,7 @@ from webhook.snapshots.index import (
     distinct_origins,
     group_key,
 )
-from webhook.snapshots.state import NodePoolFacts
+from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
 from webhook.snapshots.views import OriginRecord, SnapshotView
 
 Outcome = Literal["hit", "miss", "none"]
@@ -181,25 +182,18 @@ def candidates(pod: PodFacts, index: SnapshotIndex) -> tuple[list[SnapshotView],
     return found, ""
 
 
-def _families(selection: NodeSelection) -> frozenset[str] | None:
-    """Machine families the pins allow (from family or instance-type pins), None if unpinned."""
-    family = selection.pins.get(MACHINE_FAMILY)
-    if family is not None and family.exhaustive:
-        return family.values
-    types = selection.pins.get(INSTANCE_TYPE)
-    if types is not None and types.exhaustive:
-        return frozenset(t.split("-", 1)[0] for t in types.values)
-    return None
-
-
 def differences(
     pod: PodFacts,
     origin: OriginRecord,
     pools: list[NodePoolFacts],
     rootfs_only: bool,
     by_hash: dict[str, list[str]] | None = None,
+    *,
+    classes: Mapping[str, ComputeClassFacts] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """(differing field paths, every reason) between the pod and one origin record.
+    """(differing field paths, every reason) between the pod and one origin record, given the
+    node pools it can land on (``pools``) and the ComputeClasses known (``classes``; None:
+    not known).
 
     ``by_hash``: the differing paths already computed in this prediction, by the origin's
     fingerprint (origins of one template on several node pools share them; filled here).
@@ -216,21 +210,14 @@ def differences(
                 by_hash[origin.spec_hash] = fields
         reasons.append(_fields_reason(fields) if fields else "the spec fingerprint differs")
     node = origin.node
-    families = _families(pod.node_selection())
-    family = node.get("family")
-    if family and families is not None and family not in families:
-        reasons.append(f"pinned to {'/'.join(sorted(families))}, snapshot taken on {family}")
-    arch_pin = pod.node_selection().pins.get(ARCHITECTURE)
-    arch = node.get("arch")
-    if arch and arch_pin is not None and arch_pin.exhaustive and arch not in arch_pin.values:
-        reasons.append(f"pinned to arch {'/'.join(sorted(arch_pin.values))}, snapshot on {arch}")
+    reasons += machine_reasons(pod.node_selection(), node, pools, classes)
     version, driver = node.get("version"), node.get("gpuDriver")
     with_nodes = [p for p in pools if p.versions]
     if version and with_nodes and not any(version in p.versions for p in with_nodes):
-        reasons.append(f"{_pools_text(with_nodes, 'versions')}, snapshot taken on {version}")
+        reasons.append(f"{pools_text(with_nodes, 'versions')}, snapshot taken on {version}")
     drivers = [p for p in pools if p.gpu_drivers]
     if driver and drivers and not any(driver in p.gpu_drivers for p in drivers):
-        reasons.append(f"GPU driver {_pools_text(drivers, 'gpu_drivers')}, snapshot on {driver}")
+        reasons.append(f"GPU driver {pools_text(drivers, 'gpu_drivers')}, snapshot on {driver}")
     return fields, reasons
 
 
@@ -238,14 +225,6 @@ def _fields_reason(fields: list[str]) -> str:
     shown = ", ".join(fields[:MAX_FIELDS_NAMED])
     more = f" +{len(fields) - MAX_FIELDS_NAMED} more" if len(fields) > MAX_FIELDS_NAMED else ""
     return f"{shown}{more} differ{'s' if len(fields) == 1 else ''}"
-
-
-def _pools_text(pools: Iterable[NodePoolFacts], attribute: str) -> str:
-    parts = []
-    for facts in list(pools)[:2]:
-        values: frozenset[str] = getattr(facts, attribute)
-        parts.append(f"node pool {facts.name} runs {'/'.join(sorted(values))}")
-    return "; ".join(parts)
 
 
 def comparisons(pod: PodFacts, index: SnapshotIndex) -> tuple[int, int, list[Origin], str]:
@@ -299,10 +278,13 @@ def predict(
     *,
     rootfs_only: bool,
     blockers: bool = True,
+    compute_classes: Mapping[str, ComputeClassFacts] | None = None,
 ) -> Prediction:
     """The prediction for ``pod`` from the snapshot index and node-pool facts (no I/O).
     ``blockers``: whether gVisor's refusals count (``pod.emptydirs``; callers pass False when
     rule ``init-emptydir`` is disabled: a team that knows GKE restores such pods).
+    ``compute_classes``: ``ClusterState.compute_classes`` (a pod pinned to a ComputeClass
+    lands on the machine families it makes; None: not known).
 
     Reads only the pod's group(s) of the index (``comparisons``), and compares each distinct
     origin once: snapshots of one template on one pool share their record's fingerprint and
@@ -325,7 +307,9 @@ def predict(
     for number, (_, view) in enumerate(classes):
         assert view.origin is not None
         if rootfs_only or view.origin.spec_hash == pod.spec_hash:
-            fields, reasons = compared[number] = differences(pod, view.origin, landing, rootfs_only)
+            fields, reasons = compared[number] = differences(
+                pod, view.origin, landing, rootfs_only, classes=compute_classes
+            )
             if not reasons:
                 return _matched(pod, view, comparable, blockers and not rootfs_only)
     best: tuple[int, SnapshotView, list[str], list[str]] | None = None
@@ -334,7 +318,9 @@ def predict(
         assert view.origin is not None
         known = compared.get(number)
         if known is None:
-            known = differences(pod, view.origin, landing, rootfs_only, by_hash)
+            known = differences(
+                pod, view.origin, landing, rootfs_only, by_hash, classes=compute_classes
+            )
         fields, reasons = known
         score = len(reasons) * 1000 + len(fields)
         if best is None or score < best[0]:

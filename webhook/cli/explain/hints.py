@@ -56,9 +56,9 @@ def explain_differences(
 
 def node_kind(reason: str) -> str:
     """The node fact a ``differences`` reason is about (its wording, ``pod.restore``)."""
-    if reason.startswith("pinned to arch "):
+    if reason.startswith(("pinned to arch ", "lands on arch ")):
         return "arch"
-    if reason.startswith("pinned to "):
+    if reason.startswith(("pinned to ", "ComputeClass ", "lands on machine family ")):
         return "family"
     if reason.startswith("GPU driver "):
         return "driver"
