@@ -1333,3 +1333,27 @@ def test_refused_value_is_pointed_at_in_the_term_that_allows_it(
     decision = judge(pod, engine_with(settings=settings))
     paths = {p for r, p, _ in lines(decision) if r == rule}
     assert paths == {f"{TERMS}[1].matchExpressions[0]"}, decision.message
+
+
+@pytest.mark.parametrize(
+    ("machine", "accelerator"),
+    [("a3-highgpu-2g", "nvidia-h100-80gb"), ("a2-highgpu-2g", "nvidia-tesla-a100")],
+)
+def test_a_multi_gpu_pod_on_an_unlisted_h100_or_a100_type_is_denied_like_its_accelerator(
+    machine: str, accelerator: str
+) -> None:
+    """More than one GPU per snapshot pod only on L4 (GKE's docs; multi-GPU H100 failed to
+    checkpoint, domain.md section 9). The same 2-GPU hardware pinned by accelerator was denied
+    while its instance type (on neither list) was only warned by ``gpu-machine`` (a hostile
+    trial, 2026-12-07): both are denied by ``gpu-multi-l4`` now, and a 1-GPU pod there is not."""
+    engine = engine_with()
+    by_type = outcomes(judge(gpu_pod(2, {INSTANCE_TYPE: machine}), engine))
+    by_accelerator = outcomes(judge(gpu_pod(2, {ACCELERATOR: accelerator}), engine))
+    assert "gpu-multi-l4" in by_type["deny"] and "gpu-multi-l4" in by_accelerator["deny"]
+    [message] = [
+        m for r, _, m in lines(judge(gpu_pod(2, {INSTANCE_TYPE: machine}), engine))
+        if r == "gpu-multi-l4"
+    ]  # fmt: skip
+    assert message.startswith(f"{machine} is {machine[:2]}: more than 1 GPU per pod needs L4")
+    one = outcomes(judge(gpu_pod(1, {INSTANCE_TYPE: machine}), engine))
+    assert "gpu-multi-l4" not in one["deny"] | one["warn"]

@@ -233,8 +233,10 @@ def _swap(
 
 def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
     """``gpu-multi-l4``: a pod with more than one GPU must be pinned to L4 machines that have
-    enough GPUs (``g2-standard-48``/``-96``). Values already unsupported are left to gpu-machine;
-    accelerators and families the pod's instance-type pin rules out are not judged."""
+    enough GPUs (``g2-standard-48``/``-96``). Values already unsupported are left to gpu-machine,
+    but for a machine type of a family without multi-GPU support (``a3-highgpu-2g``: the same
+    hardware pinned by ``gke-accelerator`` is denied too); accelerators and families the pod's
+    instance-type pin rules out are not judged."""
     rules, tables, gpus = ctx.settings.rules, gpu_tables(ctx.settings.rules), place.gpus.total
     types = [(t, n) for t, n in tables.multi_counts if n >= gpus]
     first = place.gpus.containers[0].path
@@ -262,9 +264,12 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
             for name in sorted(_reachable(c.values, carried) & unfit):
                 text = _swap(c, name, key, " or ".join(to), gpus=gpus, offers=offer())
                 yield Finding(c.path_of(name), "gpu-multi-l4", text)
-    fits, problem = {t for t, _ in types}, "has too few GPUs"
+    fits = {t for t, _ in types}
     for c in place.instance_types:
-        for name in sorted(c.values & (tables.machine_types - fits)):
+        for name in sorted(c.values - fits):
+            problem = _unfit(name, tables.machine_types, tables.single_families)
+            if problem is None:
+                continue
             accept, short = offer()
             text = fit(
                 "gpu-multi-l4",
@@ -285,6 +290,17 @@ def multi_findings(ctx: PodContext, place: Placement) -> Iterator[Finding]:
             f"a {clip(gpus)}-GPU pod needs L4: pin {INSTANCE_TYPE}: {short}",
         )
         yield Finding(first, "gpu-multi-l4", text)
+
+
+def _unfit(name: str, listed: frozenset[str], singles: frozenset[str]) -> str | None:
+    """Why a multi-GPU pod cannot run on machine type ``name`` (not one that ``fits``): a listed
+    type has too few GPUs; an unlisted one of a family whose accelerators allow one GPU per pod
+    (``a3-highgpu-2g``: H100; multi-GPU H100 failed to checkpoint, docs/gke-facts.md#section-9)
+    is not L4, whatever its GPU count; None for any other unlisted type (``gpu-machine``)."""
+    if name in listed:
+        return "has too few GPUs"
+    family = instance_family(name)
+    return f"is {family}: more than 1 GPU per pod needs L4" if family in singles else None
 
 
 def _max_gpus(rules: RuleSettings) -> int:
