@@ -45,6 +45,14 @@ from webhook.snapshots.views import snapshot_view
 
 log = logging.getLogger("snapready.kube")
 
+MAX_GKE_EVENTS = 10_000
+"""``GKEPodSnapshotting`` Events kept at most (~1.5 KiB each: 15 MiB). Anyone allowed to create
+Events in a namespace (the built-in ``edit`` role) can create them with that reason, and every
+replica would keep each one (a hostile trial measured ~100-180k within the Events' 1 h life
+past the chart's 256 MiB memory limit). GKE writes about one per restore, fallback or
+checkpoint; past the bound a new Event is not kept (logged once, ``/readyz`` says so): outcomes
+then wait for ``PodRestored`` or the settle time instead of GKE's Event."""
+
 
 def resources(
     prefix: str,
@@ -124,6 +132,7 @@ def resources(
             convert=gke_event,
             build=lambda items: index_events(items.values()),
             update=updated_events,
+            max_items=MAX_GKE_EVENTS,
         ),
         Resource(
             watched.COMPUTE_CLASSES.name,

@@ -58,14 +58,20 @@ class _Collected:
         self.resource = resource
         self.items: dict[str, Any] = {}
         self.invalid: set[str] = set()
+        self.dropped = 0
 
     def take(self, obj: RawObject) -> None:
-        """Convert one listed object and keep its compact value (or count it invalid)."""
+        """Convert one listed object and keep its compact value (or count it invalid, or
+        dropped past ``resource.max_items``)."""
         key = object_key(obj) if isinstance(obj, dict) else None
         value = None if key is None else convert_item(self.resource, key, obj)
         if value is INVALID:
             self.invalid.add(str(key))
         elif value is not None and key is not None:
+            limit = self.resource.max_items
+            if limit is not None and len(self.items) >= limit and key not in self.items:
+                self.dropped += 1
+                return
             self.items[key] = value
 
 
@@ -96,6 +102,8 @@ class Reflector(Worker):
         self.served = True
         self.path: str | None = None
         self.resource_version: str | None = None
+        self.dropped = 0
+        """Objects not kept since the last list: ``resource.max_items`` was reached."""
         self._stream: WatchStream | None = None
         self._backoff = Backoff(timing)
         self._random = random.Random()  # noqa: S311 - spreads watch restarts, not security
@@ -138,6 +146,9 @@ class Reflector(Worker):
                 continue
             for obj in leftovers:  # a transport that returns its items instead
                 collected.take(obj)
+            self.dropped = 0
+            for _ in range(collected.dropped):
+                self._drop("(listed)")
             self._replace(path, collected.items, collected.invalid, version)
             return
         raise NotServed(", ".join(self.resource.paths))
@@ -162,6 +173,8 @@ class Reflector(Worker):
             notes.append(self.path.rsplit("/", 2)[-2])  # the served version, e.g. v1alpha1
         if self.invalid:
             notes.append(f"{len(self.invalid)} invalid")
+        if self.dropped:  # no count: a status change per dropped object would rebuild the state
+            notes.append(f"at most {self.resource.max_items} kept, later ones not")
         return "synced" + (f" ({', '.join(notes)})" if notes else "")
 
     def _watch_until_stopped(self) -> None:
@@ -226,6 +239,15 @@ class Reflector(Worker):
             else:
                 self.invalid.discard(key)
             previous = self.items.get(key)
+            limit = self.resource.max_items
+            if (
+                value is not None
+                and previous is None
+                and limit is not None
+                and (len(self.items) >= limit)
+            ):
+                self._drop(key)
+                value = None
             if value is None:
                 changed = self.items.pop(key, None) is not None
             else:
@@ -240,6 +262,18 @@ class Reflector(Worker):
                 self.on_change()
         if self.resource.after is not None:
             self.resource.after(previous, value)
+
+    def _drop(self, key: str) -> None:
+        """Count an object not kept past ``resource.max_items`` (logged once per list)."""
+        if not self.dropped:
+            log.warning(
+                "%s: %d kept, the most snapready keeps: %s and later ones are not (until some "
+                "are deleted)",
+                self.name,
+                self.resource.max_items,
+                key,
+            )
+        self.dropped += 1
 
     def _mark_not_served(self) -> None:
         with self.lock:
