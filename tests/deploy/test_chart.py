@@ -1109,3 +1109,62 @@ def test_schema_rejects_an_unknown_report_api_or_result() -> None:
     for values in ({"reports": {"api": "kyverno"}}, {"reports": {"results": ["fine"]}}):
         with pytest.raises(Exception, match="reports"):
             render(values)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param(
+            {"leaderElection": {"enabled": False}},
+            "leaderElection.enabled=false makes every replica write",
+            id="no-leader-election-with-2-replicas",
+        ),
+        pytest.param(
+            {
+                "leaderElection": {"enabled": False},
+                "replicaCount": 1,
+                "autoscaling": {"enabled": True},
+            },
+            "run one replica",
+            id="no-leader-election-with-the-hpa",
+        ),
+        pytest.param(
+            {"timeoutSeconds": 1},
+            "timeoutSeconds (1) must exceed the bucket check's "
+            "settings.storage.timeout_seconds (2)",
+            id="webhook-timeout-under-the-bucket-check",
+        ),
+        pytest.param(
+            {"timeoutSeconds": 3, "settings": {"storage": {"timeout_seconds": 4}}},
+            "timeoutSeconds (3) must exceed",
+            id="webhook-timeout-under-a-raised-bucket-check",
+        ),
+    ],
+)
+def test_values_that_would_break_a_running_cluster_refuse_to_render(
+    values: dict[str, Any], message: str
+) -> None:
+    """Found by a new-user trial (2026-12-07): each rendered silently. Without leader election
+    every replica writes; an API server timeout shorter than the bucket check gives up on
+    PodSnapshotStorageConfigs before snapready answers."""
+    with pytest.raises(helm_python.HelmError) as caught:
+        render(values)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"leaderElection": {"enabled": False}, "replicaCount": 1},
+        {"timeoutSeconds": 3},
+        {"timeoutSeconds": 1, "settings": {"storage": {"enabled": False}}},
+    ],
+)
+def test_the_same_values_render_when_they_are_safe(values: dict[str, Any]) -> None:
+    assert objects(render(values))
+
+
+def test_a_readiness_gate_on_one_replica_is_warned_in_the_notes() -> None:
+    notes = render({"readinessGate": True, "replicaCount": 1})["snapready/templates/NOTES.txt"]
+    assert "WARNING: readinessGate is on with replicaCount 1" in notes
+    assert "WARNING" not in render({"readinessGate": True})["snapready/templates/NOTES.txt"]
