@@ -824,6 +824,8 @@ def test_unknown_pod_bad_kubeconfig_and_unreachable_api_exit_2(
 
     missing = snapready("status", "--kubeconfig", str(tmp_path / "absent"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
+    device = snapready("status", "--kubeconfig", "/dev/null")  # exists: not "no such file"
+    assert device.returncode == 2 and "not a regular file" in device.stderr
 
     config = yaml.safe_load(scenario.kubeconfig.read_text())
     server = f"https://127.0.0.1:{free_port()}"

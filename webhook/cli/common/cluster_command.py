@@ -94,8 +94,10 @@ def open_connection(args: argparse.Namespace, settings: Settings) -> Connection:
         ConfigError: the configuration cannot be loaded.
     """
     kubeconfig = args.kubeconfig or settings.source.kubeconfig
-    if kubeconfig is not None and not Path(kubeconfig).is_file():
+    if kubeconfig is not None and not Path(kubeconfig).exists():
         raise ConfigError(f"kubeconfig {kubeconfig}: no such file")
+    if kubeconfig is not None and not Path(kubeconfig).is_file():
+        raise ConfigError(f"kubeconfig {kubeconfig}: not a regular file")
     from webhook.cluster.api.client import connect  # noqa: PLC0415 - keep `snapready hash` fast
 
     return connect(kubeconfig, request_timeout=settings.source.request_timeout_seconds)
