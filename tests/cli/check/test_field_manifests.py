@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import DATA
 from webhook.cli import main
@@ -113,6 +114,57 @@ def test_a_grouped_policy_keeps_two_workloads_apart(
     for deployment in by_kind(report, "Deployment"):
         assert deployment["policies"] == ["default/model-servers"]
         assert "shared-fingerprint" not in {f["rule"] for f in deployment["findings"]}
+
+
+@pytest.mark.parametrize(
+    ("decode_pins", "prefill_pins", "shared"),
+    [
+        pytest.param({"cloud.google.com/machine-family": "g2"}, {}, True, id="one-unpinned"),
+        pytest.param(
+            {"cloud.google.com/machine-family": "g2"},
+            {"node.kubernetes.io/instance-type": "g2-standard-8"},
+            True,
+            id="same-series-two-ways",
+        ),
+        pytest.param(
+            {"cloud.google.com/machine-family": "g2"},
+            {"cloud.google.com/machine-family": "a2"},
+            False,
+            id="other-series",
+        ),
+        pytest.param(
+            {"kubernetes.io/arch": "amd64"}, {"kubernetes.io/arch": "arm64"}, False, id="other-arch"
+        ),
+    ],
+)
+def test_workloads_pinned_to_other_machines_do_not_restore_each_other(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    decode_pins: dict[str, str],
+    prefill_pins: dict[str, str],
+    shared: bool,
+) -> None:
+    """GKE restores only onto the snapshot's machine series and CPU architecture (domain.md
+    section 3): the production-stack pair, each Deployment pinned by ``nodeSelector`` (not part
+    of the fingerprint), shares snapshots only when some machine suits both (a new-user trial
+    found an N2 and a C4A/arm64 pod told they restore each other's memory)."""
+    stack = FIELD / "vllm-project__production-stack"
+    files = []
+    for path, pins in zip(
+        sorted(stack.glob("*.yaml")), (decode_pins, prefill_pins), strict=True
+    ):  # decode, then prefill
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        for doc in docs:
+            if doc.get("kind") == "Deployment":
+                spec = doc["spec"]["template"]["spec"]
+                spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **pins}
+        copy = tmp_path / path.name
+        copy.write_text(yaml.safe_dump_all(docs))
+        files.append(copy)
+    _, report = check(capsys, FIELD / "policies", *files)
+    for deployment in by_kind(report, "Deployment"):
+        rules = {f["rule"] for f in deployment["findings"]}
+        assert ("shared-fingerprint" in rules) == shared, deployment["findings"]
 
 
 def test_each_finding_points_at_its_fields_line_in_every_format(
