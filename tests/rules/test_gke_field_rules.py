@@ -361,6 +361,41 @@ def test_checkpoint_window_needs_a_zero_disruption_budget(
         assert "maxUnavailable: 0" in found[0][1]
 
 
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        pytest.param(
+            {"minAvailable": 1},
+            "(PDB pdb: minAvailable: 1, so 0 only up to 1 pod(s))",
+            id="min-available-1",
+        ),
+        pytest.param(
+            {"minAvailable": 3},
+            "(PDB pdb: minAvailable: 3, so 0 only up to 3 pod(s))",
+            id="min-available-3",
+        ),
+        pytest.param(
+            {"maxUnavailable": "25%"},
+            "(PDB pdb: maxUnavailable: 25%)",
+            id="25%",
+        ),
+    ],
+)
+def test_checkpoint_window_says_what_a_partial_budget_allows(
+    spec: dict[str, Any], says: str
+) -> None:
+    """A PDB ``minAvailable: 1`` over a 1-replica Deployment allows no disruption at that count
+    (a new-user trial: the warning said it "allows some"); scaled out it does."""
+    budgets = (budget({"app": "llm"}, **spec),)
+    state = engine(disruption_budgets={"snap": budgets})
+    decision = admit_controller("Deployment", template_of("Deployment"), state)
+    [message] = [m for r, _, m in lines(decision) if r == "checkpoint-window"]
+    assert says in message and "allows some" not in message
+    assert message.removesuffix(" for them").endswith("add a PDB with maxUnavailable: 0")
+    assert len(f"[checkpoint-window] spec.template.metadata.labels: {message}") <= 256
+    assert " holds these pods at 0 disruptions at any count (" in message
+
+
 def test_checkpoint_window_is_not_judged_where_budgets_are_unknown() -> None:
     decision = admit_controller("Deployment", template_of("Deployment"), engine())
     assert "checkpoint-window" not in outcomes(decision)["warn"]

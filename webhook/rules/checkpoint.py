@@ -26,6 +26,8 @@ from webhook.base.text import clip
 from webhook.base.types import Finding
 from webhook.kube.matching import Policy
 from webhook.pod.context import PodContext
+from webhook.rules.constraints import fit
+from webhook.snapshots.state import DisruptionBudget
 
 _TRIGGERS = ("workload", "manual")
 _SOURCE_KINDS = ("Deployment", "StatefulSet")
@@ -46,12 +48,31 @@ def window_findings(ctx: PodContext) -> Iterator[Finding]:
     held = [b for b in budgets.get(ctx.namespace, ()) if b.selector.matches(labels)]
     if any(b.zero for b in held):
         return
-    found = f" (PDB {clip(held[0].name)} allows some)" if held else ""
-    text = (
-        f"no PodDisruptionBudget holds these pods at 0 disruptions{found}: an eviction during "
-        "the checkpoint upload fails it; add a PDB with maxUnavailable: 0 for them"
-    )
-    yield Finding(ctx.metadata_field("labels"), "checkpoint-window", text, "warn")
+    fix = "an eviction during the checkpoint upload fails it; add a PDB with maxUnavailable: 0"
+    lead = "no PodDisruptionBudget holds these pods at 0 disruptions"
+    path = ctx.metadata_field("labels")
+    if not held:
+        text = f"{lead}: {fix} for them"
+    else:
+        said = _allows(held[0])
+        text = fit(
+            "checkpoint-window",
+            path,
+            f"{lead} at any count ({said}): {fix} for them",
+            f"{lead} at any count ({said}): {fix}",
+            f"no PDB holds these pods at 0 disruptions at any count ({said}): {fix}",
+            f"no PDB holds them at 0 disruptions at any count: {fix}",
+        )
+    yield Finding(path, "checkpoint-window", text, "warn")
+
+
+def _allows(budget: DisruptionBudget) -> str:
+    """What a PDB that is not ``zero`` lets through, e.g. ``PDB llm-pdb: minAvailable: 1, so 0
+    only up to 1 pod``: at one replica it holds, at two it does not."""
+    name = clip(budget.name, 40)
+    if budget.min_available is not None:
+        return f"PDB {name}: {budget.budget}, so 0 only up to {budget.min_available} pod(s)"
+    return f"PDB {name}: {budget.budget or 'no budget'}"
 
 
 def resume_findings(ctx: PodContext) -> Iterator[Finding]:

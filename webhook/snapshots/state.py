@@ -98,12 +98,19 @@ class DisruptionBudget:
         namespace, name: identity; ``selector``: its compiled ``spec.selector``.
         zero: it allows no voluntary disruption of its pods whatever their count
             (``maxUnavailable: 0`` or ``"0%"``, or ``minAvailable: "100%"``).
+        budget: what it states, ``minAvailable: 1`` or ``maxUnavailable: 25%`` (clipped; ""
+            when neither is set).
+        min_available: an integer ``minAvailable``: the PDB then holds its pods at 0
+            disruptions only while no more than that many run (the disruption controller's
+            ``disruptionsAllowed`` is healthy pods minus it).
     """
 
     namespace: str
     name: str
     selector: LabelSelector
     zero: bool
+    budget: str = ""
+    min_available: int | None = None
 
 
 def disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget | None:
@@ -121,7 +128,13 @@ def disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget | None:
         return None
     unavailable, available = spec.get("maxUnavailable"), spec.get("minAvailable")
     zero = unavailable in (0, "0", "0%") or available == "100%"
-    return DisruptionBudget(str(metadata.get("namespace") or "default"), name, compiled, zero)
+    stated = (
+        ("minAvailable", available) if available is not None else ("maxUnavailable", unavailable)
+    )
+    budget = f"{stated[0]}: {str(stated[1])[:16]}" if stated[1] is not None else ""
+    floor = available if type(available) is int else None
+    namespace = str(metadata.get("namespace") or "default")
+    return DisruptionBudget(namespace, name, compiled, zero, budget, floor)
 
 
 @dataclass(frozen=True)
