@@ -522,3 +522,31 @@ def test_a_pod_that_can_land_on_the_snapshots_machine_still_hits(selector: dict[
 def test_an_accelerator_pin_never_lands_on_a_pool_without_that_gpu() -> None:
     selection = node_selection({"nodeSelector": {ACCELERATOR: "nvidia-tesla-a100"}}, "spec")
     assert [p.name for p in landing_pools(selection, POOLS)] == ["a100"]
+
+
+def test_an_unpinned_pod_is_not_judged_by_the_pools_that_have_nodes_now() -> None:
+    """The snapshot's G2 pool scaled to zero (a scale-from-zero inference pool): only the A100
+    and CPU pools have nodes. An unpinned GPU pod scales the G2 pool up and may land there, so
+    its machine is not judged; one pinned to the A100 accelerator can only land on A2."""
+    origin = OriginRecord("origin", HASH, {}, G2, {"model": "m1"})
+    view = SnapshotView(
+        "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
+        origin,
+    )  # fmt: skip
+    scaled_to_zero = {name: POOLS[name] for name in ("a100", "cpu")}
+
+    def outcome(selector: dict[str, str]) -> str:
+        facts = PodFacts(
+            namespace="snap",
+            labels={"app": "llm", "model": "m1"},
+            annotations={},
+            policies=(POLICY,),
+            spec_hash=HASH,
+            fields={},
+            selection=node_selection({"nodeSelector": selector}, "spec"),
+        )
+        index = SnapshotIndex.build([view])
+        return predict(facts, index, scaled_to_zero, rootfs_only=False).outcome
+
+    assert outcome({}) == "hit"
+    assert outcome({ACCELERATOR: "nvidia-tesla-a100"}) == "miss"

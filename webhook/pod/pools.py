@@ -139,9 +139,10 @@ def machine_reasons(
     same machine series and CPU architecture (N2 to N2, G2 to G2; docs/gke-facts.md#section-3).
 
     The family is judged by the first that says something: the pod's family or instance-type
-    pins; the ComputeClass it is pinned to; else the families of the pools it can land on
-    (``landing``, pools whose nodes carry no family label left out). The architecture by its
-    ``kubernetes.io/arch`` pin, else the landing pools'. Nothing known: no reason. Reasons
+    pins; the ComputeClass it is pinned to; else, for a pod pinned to a pool or an accelerator,
+    the families of the pools it can land on (``landing``, pools whose nodes carry no family
+    label left out). The architecture by its ``kubernetes.io/arch`` pin, else (pinned pods) the
+    landing pools'. Nothing known: no reason. Reasons
     begin ``pinned to``, ``ComputeClass``, ``lands on machine family`` or ``... arch``
     (``cli.explain.hints.node_kind`` reads them).
     """
@@ -153,7 +154,7 @@ def machine_reasons(
             reasons.append(f"{allowed[0]}, snapshot taken on {family}")
     if arch:
         pin = selection.pins.get(ARCHITECTURE)
-        known = [p for p in landing if p.architectures]
+        known = [p for p in landing if p.architectures] if _narrowed(selection) else []
         if pin is not None and pin.exhaustive:
             if arch not in pin.values:
                 reasons.append(f"pinned to arch {'/'.join(sorted(pin.values))}, snapshot on {arch}")
@@ -169,6 +170,21 @@ def _names(pools: list[NodePoolFacts]) -> str:
     return "node pool " + ", ".join(p.name for p in pools[:2]) + more
 
 
+_NARROWING = (NODE_POOL, ACCELERATOR, MACHINE_FAMILY, INSTANCE_TYPE)
+
+
+def _narrowed(selection: NodeSelection) -> bool:
+    """Whether an exhaustive pool, accelerator, family or instance-type pin narrows where the
+    pod lands. An unpinned pod's landing pools are only the pools that have nodes now: a GPU
+    pool scaled to zero, or one node auto-provisioning would create, is not among them, and the
+    pod may well land there (a scale-from-zero inference pod does), so they say nothing of its
+    machine."""
+    return any(
+        pin is not None and pin.exhaustive
+        for pin in (selection.pins.get(key) for key in _NARROWING)
+    )
+
+
 def _allowed_families(
     selection: NodeSelection,
     landing: list[NodePoolFacts],
@@ -181,7 +197,7 @@ def _allowed_families(
     made = class_families(selection, classes)
     if made is not None:
         return f"ComputeClass {made[0]} makes {'/'.join(sorted(made[1]))}", made[1]
-    known = [p for p in landing if p.machine_families]
+    known = [p for p in landing if p.machine_families] if _narrowed(selection) else []
     if not known:
         return None
     families = frozenset().union(*(p.machine_families for p in known))
