@@ -19,6 +19,7 @@ from webhook.pod import pools as pool_memo
 from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.node_pins import node_selection
 from webhook.pod.pools import LANDING_MEMO_SIZE, landing_pools
+from webhook.pod.resources import requests_gpus
 from webhook.pod.restore import PodFacts, differences, predict
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
@@ -550,3 +551,42 @@ def test_an_unpinned_pod_is_not_judged_by_the_pools_that_have_nodes_now() -> Non
 
     assert outcome({}) == "hit"
     assert outcome({ACCELERATOR: "nvidia-tesla-a100"}) == "miss"
+
+
+def test_a_gpu_pod_is_judged_only_by_pools_with_gpus() -> None:
+    """The snapshot was taken on the L4 pool at ``V``; that pool scaled to zero meanwhile, and
+    only a CPU pool on a newer node version has nodes. A GPU pod cannot land there: its node
+    version is not judged by it (it was a miss naming the CPU pool). A CPU pod lands there: a
+    miss, as before."""
+    origin = OriginRecord("origin", HASH, {}, G2, {"model": "m1"})
+    view = SnapshotView(
+        "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
+        origin,
+    )  # fmt: skip
+    newer = {
+        "cpu": NodePoolFacts(
+            "cpu", 3, machine_families=frozenset({"n2"}), architectures=frozenset({"amd64"}),
+            versions=frozenset({"1.35.4-gke.100"}),
+        )
+    }  # fmt: skip
+
+    def predicted(gpus: bool) -> Any:
+        facts = PodFacts(
+            namespace="snap",
+            labels={"app": "llm", "model": "m1"},
+            annotations={},
+            policies=(POLICY,),
+            spec_hash=HASH,
+            fields={},
+            selection=node_selection({}, "spec"),
+            gpus=lambda: gpus,
+        )
+        return predict(facts, SnapshotIndex.build([view]), newer, rootfs_only=False)
+
+    assert predicted(gpus=True).outcome == "hit"
+    cpu = predicted(gpus=False)
+    assert cpu.outcome == "miss" and "node pool cpu runs 1.35.4-gke.100" in cpu.reason
+    gpu_pod = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    assert requests_gpus(gpu_pod) and not requests_gpus({"containers": [{"name": "c"}]})
+    zero = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "0"}}}]}
+    assert not requests_gpus(zero)

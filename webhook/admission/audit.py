@@ -44,6 +44,7 @@ from webhook.pod.distill import fingerprint
 from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
+from webhook.pod.resources import requests_gpus
 from webhook.pod.restore import PodFacts, predict
 from webhook.rules.restore_miss import miss_denies
 from webhook.snapshots.audit import admitted, template_changed_at, template_never_judged
@@ -221,6 +222,7 @@ def prediction_result(
         fields=lambda: field_digests(pod),
         selection=lambda: node_selection(spec, "spec"),
         blocker=lambda: restore_blocker(spec, annotations),
+        gpus=lambda: requests_gpus(spec),
     )
     rootfs = all(p.scope == "rootfs-only" for p in policies)
     blockers = INIT_EMPTYDIR not in engine.settings.rules.disabled

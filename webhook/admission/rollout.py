@@ -26,6 +26,7 @@ from webhook.pod.distill import fingerprint
 from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
+from webhook.pod.resources import requests_gpus
 from webhook.pod.restore import PodFacts, predict
 from webhook.snapshots.index import SnapshotIndex
 
@@ -57,6 +58,7 @@ def rollout_warning(ctx: PodContext) -> str | None:
         fields=lambda: field_digests(pod),
         selection=node_selection(ctx.spec, ctx.spec_path),
         blocker=lambda: restore_blocker(mapping(pod.get("spec")), ctx.annotations),
+        gpus=lambda: requests_gpus(ctx.spec),
     )
     blockers = INIT_EMPTYDIR not in ctx.settings.rules.disabled
     result = predict(

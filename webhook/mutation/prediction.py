@@ -31,6 +31,7 @@ from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.memo import admitted_field_digests
 from webhook.pod.node_pins import node_selection
+from webhook.pod.resources import requests_gpus
 from webhook.pod.restore import PREDICTION_KEY, PodFacts, Prediction, predict
 
 LABELS = ("metadata", "labels")
@@ -76,6 +77,7 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
         selection=lambda: node_selection(ctx.spec, "spec"),
         # The final pod's init containers (our sidecar included); read only on a match.
         blocker=lambda: restore_blocker(mapping(doc.get("spec")), annotations),
+        gpus=lambda: requests_gpus(ctx.spec),
     )
 
 

@@ -23,7 +23,8 @@ from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
 _LANDING_PINS = (NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE, ACCELERATOR)
 Landing = tuple[frozenset[str] | None, ...]
 """The values of a pod's exhaustive pool, family, instance-type, architecture and accelerator
-pins, in ``_LANDING_PINS`` order (None: no such exhaustive pin)."""
+pins, in ``_LANDING_PINS`` order (None: no such exhaustive pin), then ``{"gpu"}`` when it asks
+for GPUs (else None)."""
 LANDING_MEMO_SIZE = 64
 """Pin sets whose landing pools are remembered per node-pool map (pods pin few distinct ones)."""
 LANDING_MAX_CHARS = 1024
@@ -37,15 +38,18 @@ is enough: 20 pools cost a pinned pod ~30 us per admission before (``make bench-
 
 
 def landing_pools(
-    selection: NodeSelection, pools: Mapping[str, NodePoolFacts]
+    selection: NodeSelection, pools: Mapping[str, NodePoolFacts], *, gpu: bool = False
 ) -> list[NodePoolFacts]:
     """Known node pools the pod can be scheduled on, judged by its exhaustive pins.
 
     A pod without an exhaustive pool, family, instance-type, architecture or accelerator pin
     can land on every pool with nodes. A pool whose nodes lack a label counts as unknown for
     that pin (kept), but for the accelerator: a pool without GPUs has no
-    ``cloud.google.com/gke-accelerator`` label to match. The answer is computed once per
-    node-pool map and set of exhaustive pins (``_LANDING``), not per admission.
+    ``cloud.google.com/gke-accelerator`` label to match. ``gpu``: the pod asks for
+    ``nvidia.com/gpu``, which only pools with GPUs offer (none running: no pool is known, so
+    a GPU pool scaled to zero is never judged by the CPU pools beside it). The answer is
+    computed once per node-pool map, set of exhaustive pins and ``gpu`` (``_LANDING``), not per
+    admission.
     """
     wanted: Landing = tuple(
         pin.values if pin is not None and pin.exhaustive else None
@@ -56,14 +60,15 @@ def landing_pools(
         cached = (pools, {})
         _LANDING[:] = [cached]
     known = cached[1]
-    found = known.get(wanted)
+    key = (*wanted, frozenset({"gpu"}) if gpu else None)
+    found = known.get(key)
     if found is None:
-        found = _landing(wanted, pools)
+        found = _landing(key, pools)
         if sum(len(value) for values in wanted if values for value in values) > LANDING_MAX_CHARS:
             return list(found)  # a tenant's huge pins are not kept
         if len(known) >= LANDING_MEMO_SIZE:
             known.clear()
-        known[wanted] = found
+        known[key] = found
     return list(found)
 
 
@@ -79,12 +84,14 @@ def _landing(wanted: Landing, pools: Mapping[str, NodePoolFacts]) -> tuple[NodeP
             facts.instance_types,
             facts.architectures,
         )
-        accelerators = wanted[-1]
+        accelerators, gpu = wanted[-2], wanted[-1]
         if accelerators is not None and not accelerators & facts.accelerators:
+            continue
+        if gpu is not None and not facts.accelerators:
             continue
         if all(
             pinned is None or not values or pinned & values
-            for pinned, values in zip(wanted, known, strict=False)
+            for pinned, values in zip(wanted, known, strict=False)  # the first four pins
         ):
             out.append(facts)
     return tuple(sorted(out, key=lambda f: f.name))

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from webhook.base.text import clip
 from webhook.base.types import RawObject
+from webhook.kube.gke import GPU_RESOURCE
 from webhook.kube.quantity import parse_quantity
 from webhook.pod.context import join_path, list_of_dicts
 
@@ -109,6 +110,12 @@ def resource_usage(spec: RawObject, spec_path: str, resource: str) -> ResourceUs
     and is reported in ``problems``; so are malformed and fractional quantities (counted as 0).
     """
     return resource_usages(spec, spec_path, (resource,))[0]
+
+
+def requests_gpus(spec: RawObject) -> bool:
+    """Whether any container of ``spec`` asks for ``nvidia.com/gpu`` (``resource_usage``'s
+    count: a ``"0"`` limit is none). Such a pod runs only on nodes with GPUs."""
+    return resource_usage(spec, "spec", GPU_RESOURCE).total > 0
 
 
 def resource_usages(

@@ -94,6 +94,8 @@ class PodFacts:
         blocker: why gVisor would refuse to restore the pod from any snapshot
             (``pod.emptydirs.restore_blocker``), or a function computing it: only a match
             needs it. None: nothing known stops a restore.
+        gpus: whether it asks for ``nvidia.com/gpu`` (``pod.resources.requests_gpus``), or a
+            function computing it (only a comparison needs it).
     """
 
     namespace: str
@@ -104,6 +106,14 @@ class PodFacts:
     fields: Mapping[str, str] | Callable[[], Mapping[str, str]]
     selection: NodeSelection | Callable[[], NodeSelection]
     blocker: str | Callable[[], str | None] | None = None
+    gpus: bool | Callable[[], bool] = False
+
+    def uses_gpus(self) -> bool:
+        """Whether the pod asks for ``nvidia.com/gpu`` (computed once, on first use): it lands
+        only on node pools with GPUs (``pools.landing_pools``)."""
+        if callable(self.gpus):
+            self.gpus = self.gpus()
+        return self.gpus
 
     def restore_blocker(self) -> str | None:
         """The blocker (computed once, on first use)."""
@@ -298,7 +308,7 @@ def predict(
     if not comparable:
         why = f"{found} Ready snapshot(s) have no known origin yet"
         return Prediction("none", None, why, (), 0)
-    landing = landing_pools(pod.node_selection(), pools)
+    landing = landing_pools(pod.node_selection(), pools, gpu=pod.uses_gpus())
     # Only an origin with the pod's fingerprint can be a hit (a different one is always a
     # reason), and comparing it never needs the pod's field digests: those origins go first, so
     # a hit behind a newer origin of another fingerprint does not compute the digests (~30 us

@@ -51,6 +51,7 @@ from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.pools import landing_pools
+from webhook.pod.resources import requests_gpus
 from webhook.pod.restore import PodFacts, candidates, predict
 from webhook.snapshots.checkpoints import checkpoint_seconds
 from webhook.snapshots.config_refs import config_changes
@@ -130,6 +131,7 @@ def pod_facts(pod: RawObject, live: Live, prefix: str) -> tuple[PodFacts, str]:
         fields=field_digests(pod),
         selection=node_selection(spec, "spec"),
         blocker=lambda: restore_blocker(spec, annotations),
+        gpus=requests_gpus(spec),
     )
     return facts, "annotation" if stamped else "computed"
 
@@ -142,7 +144,7 @@ def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) ->
     annotations = facts.annotations
     rootfs_only = bool(facts.policies) and all(p.scope == "rootfs-only" for p in facts.policies)
     recorded = {key: annotations.get(prefix + key) for key in RECORDED}
-    landing = landing_pools(facts.node_selection(), live.pools)
+    landing = landing_pools(facts.node_selection(), live.pools, gpu=facts.uses_gpus())
     prediction: dict[str, Any] | None = None
     found: list[SnapshotView] = []
     why_none = "no PodSnapshotPolicy of the namespace selects this pod"
