@@ -491,15 +491,17 @@ def test_a_pod_that_can_only_land_on_another_machine_is_a_miss(
 
 def test_a_pod_pinned_to_a_compute_class_lands_on_the_families_it_makes() -> None:
     classes = {
-        "rtx": ComputeClassFacts("rtx", machine_families=frozenset({"g4"})),
-        "l4s": ComputeClassFacts("l4s", machine_families=frozenset({"g2"})),
+        "rtx": ComputeClassFacts("rtx", frozenset({"g4"}), families_known=True),
+        "l4s": ComputeClassFacts("l4s", frozenset({"g2"}), families_known=True),
         "open": ComputeClassFacts("open"),  # no family named: not known, not guessed
+        # a priority that names no family (``nodepools: [...]``) may make any: not guessed
+        "mixed": ComputeClassFacts("mixed", frozenset({"c3"}), families_known=False),
     }
     pinned = {"nodeSelector": {"cloud.google.com/compute-class": "rtx"}}
     result = on_machine(pinned, classes)
     assert result.outcome == "miss"
     assert result.reason == "ComputeClass rtx makes g4, snapshot taken on g2"
-    for name in ("l4s", "open", "unknown"):
+    for name in ("l4s", "open", "mixed", "unknown"):
         pinned = {"nodeSelector": {"cloud.google.com/compute-class": name}}
         assert on_machine(pinned, classes).outcome == "hit", name
     assert on_machine({"nodeSelector": {"cloud.google.com/compute-class": "rtx"}}).outcome == (

@@ -123,12 +123,17 @@ SHARED_POOL = NodePoolFacts(
 )
 EMPTY_POOL = NodePoolFacts(name="autoscaled", node_count=0)
 POOLS = {p.name: p for p in (L4_POOL, MIG_POOL, E2_POOL, SHARED_POOL, EMPTY_POOL)}
+KNOWN = {"families_known": True}  # every priority names its family
 CLASSES = {
-    "mig-class": ComputeClassFacts("mig-class", frozenset({"a2"}), enables_mig=True),
-    "two-families": ComputeClassFacts("two-families", frozenset({"n2", "c3"})),
-    "cheap": ComputeClassFacts("cheap", frozenset({"e2"})),
-    "shared-gpus": ComputeClassFacts("shared-gpus", frozenset({"g2"}), enables_gpu_sharing=True),
-    "n2-only": ComputeClassFacts("n2-only", frozenset({"n2"})),
+    "mig-class": ComputeClassFacts("mig-class", frozenset({"a2"}), enables_mig=True, **KNOWN),
+    "two-families": ComputeClassFacts("two-families", frozenset({"n2", "c3"}), **KNOWN),
+    "cheap": ComputeClassFacts("cheap", frozenset({"e2"}), **KNOWN),
+    "shared-gpus": ComputeClassFacts(
+        "shared-gpus", frozenset({"g2"}), enables_gpu_sharing=True, **KNOWN
+    ),
+    "n2-only": ComputeClassFacts("n2-only", frozenset({"n2"}), **KNOWN),
+    # a nodepools priority beside the e2 one: it may make any family, so not denied as e2
+    "cheap-or-pool": ComputeClassFacts("cheap-or-pool", frozenset({"e2"})),
 }
 
 
@@ -238,6 +243,16 @@ CLASSES = {
             set(),
             'in ComputeClass "cheap"',
             id="denies-compute-class-on-e2",
+        ),
+        pytest.param(
+            # e2 may still be the priority GKE provisions (denied), and the class does not say
+            # all it makes: the machine is not pinned
+            pinned(cpu_pod(), {COMPUTE_CLASS: "cheap-or-pool"}),
+            {"compute_classes": CLASSES},
+            {"machine-family"},
+            {"machine-unpinned"},
+            'in ComputeClass "cheap-or-pool"',
+            id="a-compute-class-that-may-make-other-families-is-not-a-pin",
         ),
         pytest.param(
             pinned(ready_pod(), {COMPUTE_CLASS: "shared-gpus", INSTANCE_TYPE: "g2-standard-8"}),

@@ -747,3 +747,35 @@ def test_mig_message_says_what_to_change(change: Callable[[Pod], None], fix: str
         line for line in lines(judge(edit(ready_pod, change)())) if line[0] == "gpu-mig"
     ]
     assert message.endswith(fix)
+
+
+def _junk_first(**spec: Any) -> set[tuple[str, str]]:
+    pod = ready_pod()
+    pod["spec"].update(spec)
+    return {(rule, path) for rule, path, _ in lines(judge(pod))}
+
+
+def test_finding_paths_name_items_as_written_past_a_non_object_item() -> None:
+    """``snapready check`` reads manifests the API server never validated: a list item that is
+    not an object (a stray string) must not shift the paths of the findings after it (a
+    new-user trial, 2026-12-07: they named the item before). One list per case."""
+    server = ready_pod()["spec"]["containers"][0]
+    secret = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    found = _junk_first(containers=["junk", {**server, "env": [secret]}])
+    assert ("stale-state", "spec.containers[1].env") in found, found
+
+    fuse = {"name": "weights", "csi": {"driver": "gcsfuse.csi.storage.gke.io"}}
+    assert ("gcsfuse", "spec.volumes[1].csi.driver") in _junk_first(volumes=["junk", fuse])
+
+    cache = {"name": "cache", "mountPath": "/cache"}
+    fetch = {"name": "fetch", "image": "registry.example/f" + DIGEST, "volumeMounts": ["x", cache]}
+    found = _junk_first(
+        volumes=["junk", {"name": "cache", "emptyDir": {}}], initContainers=[7, fetch]
+    )
+    assert ("init-emptydir", "spec.initContainers[1].volumeMounts[1]") in found, found
+
+    e2 = {"key": "cloud.google.com/machine-family", "operator": "In", "values": ["e2"]}
+    terms = ["junk", {"matchExpressions": [e2]}]
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    found = _junk_first(affinity={"nodeAffinity": required}, nodeSelector={})
+    assert any(".nodeSelectorTerms[1].matchExpressions[0]" in path for _, path in found), found

@@ -173,7 +173,7 @@ def _class(*priorities: dict[str, Any]) -> dict[str, Any]:
     [
         pytest.param(
             _class({"machineFamily": "n2"}, {"machineType": "e2-standard-8"}),
-            ComputeClassFacts("c", frozenset({"n2", "e2"})),
+            ComputeClassFacts("c", frozenset({"n2", "e2"}), families_known=True),
             id="families-from-machine-family-and-machine-type",
         ),
         pytest.param(
@@ -231,12 +231,14 @@ def _class(*priorities: dict[str, Any]) -> dict[str, Any]:
                 frozenset({"g4"}),
                 machine_types=frozenset({"g4-standard-48"}),
                 gpu_drivers=frozenset({"latest"}),
+                families_known=True,
             ),
             id="machine-types-and-latest-driver-of-every-gpu-priority",
         ),
         pytest.param(
             _class({"machineType": "g2-standard-8"}, {"machineFamily": "g2"}),
-            ComputeClassFacts("c", frozenset({"g2"})),  # a family priority: any shape
+            # a family priority: any shape
+            ComputeClassFacts("c", frozenset({"g2"}), families_known=True),
             id="machine-types-only-when-every-priority-names-one",
         ),
         pytest.param(
@@ -266,3 +268,24 @@ def test_compute_class_facts(obj: dict[str, Any], expected: ComputeClassFacts | 
 )
 def test_gke_version_from_version_endpoint(body: dict[str, Any], version: str | None) -> None:
     assert gke_version(body) == version
+
+
+def test_a_compute_class_knows_its_families_only_when_every_priority_names_one() -> None:
+    """A ``nodepools`` or ``gpu``-only priority can make any machine family: the restore
+    prediction must not read ``machine_families`` as all the class makes (a review found
+    ``[{machineFamily: c3}, {nodepools: [sandbox-n2]}]`` predicted a miss for an n2 snapshot)."""
+
+    def facts(*priorities: dict[str, Any]) -> ComputeClassFacts:
+        found = compute_class_facts(
+            {"metadata": {"name": "c"}, "spec": {"priorities": list(priorities)}}
+        )
+        assert found is not None
+        return found
+
+    assert facts({"machineFamily": "n2"}, {"machineType": "c3-standard-8"}).families_known
+    mixed = facts({"machineFamily": "c3"}, {"nodepools": ["sandbox-n2"]})
+    assert mixed.machine_families == {"c3"} and not mixed.families_known
+    assert not facts(
+        {"gpu": {"type": "nvidia-l4", "count": 1}}, {"machineFamily": "a2"}
+    ).families_known
+    assert not facts().families_known

@@ -11,9 +11,9 @@ copies files and waits.
 from __future__ import annotations
 
 from webhook.base.keys import HELPERS_NAME
-from webhook.mutation.helpers import MOUNT_PATH, indexed_dicts
+from webhook.mutation.helpers import MOUNT_PATH
 from webhook.mutation.patch import Draft
-from webhook.pod.context import PodContext, list_of_dicts
+from webhook.pod.context import PodContext, indexed_dicts, list_of_dicts
 
 INJECTED_ENV: tuple[tuple[str, str], ...] = (
     ("SNAPREADY_SPEC_ENVIRON", "/proc/gvisor/spec_environ"),

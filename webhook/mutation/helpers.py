@@ -38,7 +38,6 @@ reinvocation recognises its own output by equality.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
 from typing import Any
 
 from webhook.base.config import Settings
@@ -46,7 +45,7 @@ from webhook.base.keys import HELPERS_NAME, INJECT, LEGACY_HELPERS_COMMAND
 from webhook.base.types import RawObject
 from webhook.kube.token_volume import SERVICE_ACCOUNT_VOLUME_PREFIX
 from webhook.mutation.patch import Draft
-from webhook.pod.context import PodContext
+from webhook.pod.context import PodContext, indexed_dicts
 
 MOUNT_PATH = "/snapready"
 """Where the helpers appear in every app container (reserved)."""
@@ -195,14 +194,6 @@ def _our_command(container: RawObject) -> bool:
     sidecar = container.get("restartPolicy") == "Always"
     command = container.get("command")
     return command == list(SIDECAR_COMMAND if sidecar else LEGACY_HELPERS_COMMAND)
-
-
-def indexed_dicts(value: Any) -> Iterator[tuple[int, RawObject]]:
-    """``(index, item)`` for the dict items of a list (original indices kept); nothing else."""
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            if isinstance(item, dict):
-                yield index, item
 
 
 def has_named(items: Any) -> bool:

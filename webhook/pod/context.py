@@ -51,6 +51,17 @@ class PodContext:
     _items: dict[str, list[RawObject]] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
+    _indexed: dict[str, list[tuple[int, RawObject]]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+
+    def indexed(self, key: str) -> list[tuple[int, RawObject]]:
+        """``indexed_dicts(spec[key])``: the items of ``items(key)`` with their positions in
+        the list as written (for paths), computed once per view."""
+        found = self._indexed.get(key)
+        if found is None:
+            found = self._indexed[key] = indexed_dicts(self.spec.get(key))
+        return found
 
     def items(self, key: str) -> list[RawObject]:
         """``list_of_dicts(spec[key])`` (``containers``, ``initContainers``, ``volumes``...),
@@ -139,3 +150,13 @@ def list_of_dicts(value: Any) -> list[RawObject]:
     if not isinstance(value, list):
         return []
     return [item for item in value if isinstance(item, dict)]
+
+
+def indexed_dicts(value: Any) -> list[tuple[int, RawObject]]:
+    """``(index, item)`` for each dict item of ``value`` (a list; ``[]`` for null/absent/odd),
+    ``index`` its position in the list as written: a path built from it names that item even
+    when a non-dict item comes before it (``snapready check`` reads manifests the API server
+    never validated)."""
+    if not isinstance(value, list):
+        return []
+    return [(index, item) for index, item in enumerate(value) if isinstance(item, dict)]

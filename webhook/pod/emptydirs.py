@@ -23,7 +23,7 @@ from typing import Any
 
 from webhook.base.text import clip
 from webhook.base.types import RawObject, mapping
-from webhook.pod.context import list_of_dicts
+from webhook.pod.context import indexed_dicts, list_of_dicts
 
 FORCE_SHARED_PREFIX = "dev.gvisor.empty-dir."
 """``dev.gvisor.empty-dir.<volume>.force-shared: "true"`` keeps an emptyDir a host bind mount
@@ -35,9 +35,9 @@ class OwnerlessMount:
     """The first mount of an emptyDir, made by a run-to-completion init container.
 
     Attributes:
-        index: the init container's position among the dict items of ``spec.initContainers``
-            (``PodContext.items`` counts the same way).
-        mount_index: the mount's position among the dict items of its ``volumeMounts``.
+        index: the init container's position in ``spec.initContainers`` as written
+            (``PodContext.indexed``).
+        mount_index: the mount's position in its ``volumeMounts`` as written.
         container: the init container (raw). volume: the emptyDir's name.
     """
 
@@ -52,24 +52,25 @@ def go_true(value: Any) -> bool:
     return value in ("1", "t", "T", "TRUE", "true", "True")
 
 
-def _may_own(init_containers: list[RawObject]) -> bool:
+def _may_own(init_containers: list[tuple[int, RawObject]]) -> bool:
     """Whether a run-to-completion init container mounts anything: most pods have none
     (snapready's own is a native sidecar), and are answered without a walk."""
     return any(
-        c.get("restartPolicy") != "Always" and c.get("volumeMounts") for c in init_containers
+        c.get("restartPolicy") != "Always" and c.get("volumeMounts") for _, c in init_containers
     )
 
 
 def ownerless_mounts(
-    init_containers: list[RawObject],
-    containers: list[RawObject],
+    init_containers: list[tuple[int, RawObject]],
+    containers: list[tuple[int, RawObject]],
     volumes: list[RawObject],
     annotations: Mapping[str, Any],
 ) -> Iterator[OwnerlessMount]:
     """Each emptyDir's first mount, when an init container without ``restartPolicy: Always``
     makes it, taking containers in the kubelet's start order (init containers, then app
-    containers). Lists as ``list_of_dicts`` gives them; names that are not strings are skipped
-    (the API server refuses them); ``_may_own`` answers most pods without a walk."""
+    containers). Containers as ``indexed_dicts`` gives them (positions as written), volumes as
+    ``list_of_dicts``; names that are not strings are skipped (the API server refuses them);
+    ``_may_own`` answers most pods without a walk."""
     if not _may_own(init_containers):
         return
     pending = {
@@ -80,10 +81,10 @@ def ownerless_mounts(
         and not go_true(annotations.get(f"{FORCE_SHARED_PREFIX}{name}.force-shared"))
     }
     for kind, items in (("initContainers", init_containers), ("containers", containers)):
-        for index, container in enumerate(items):
+        for index, container in items:
             if not pending:
                 return
-            for mount_index, mount in enumerate(list_of_dicts(container.get("volumeMounts"))):
+            for mount_index, mount in indexed_dicts(container.get("volumeMounts")):
                 volume = mount.get("name")
                 if not isinstance(volume, str) or volume not in pending:
                     continue
@@ -96,13 +97,13 @@ def restore_blocker(spec: Mapping[str, Any], annotations: Mapping[str, Any]) -> 
     """Why gVisor refuses to restore this pod even from a matching snapshot (its first
     ownerless emptyDir, one line), or None. ``spec``: the pod's spec (raw); ``annotations``:
     its annotations (the force-shared ones are read)."""
-    inits = list_of_dicts(spec.get("initContainers"))
+    inits = indexed_dicts(spec.get("initContainers"))
     if not _may_own(inits):
         return None  # the common case, before the other lists are built
     found = next(
         ownerless_mounts(
             inits,
-            list_of_dicts(spec.get("containers")),
+            indexed_dicts(spec.get("containers")),
             list_of_dicts(spec.get("volumes")),
             annotations,
         ),

@@ -36,7 +36,7 @@ from webhook.kube.gke import (
     LABEL_ALIASES,
     NODE_NAME,
 )
-from webhook.pod.context import join_path, list_of_dicts
+from webhook.pod.context import indexed_dicts, join_path, list_of_dicts
 
 ExclusionOperator = Literal["NotIn", "Gt", "Lt", "DoesNotExist"]
 _EXCLUDING: frozenset[str] = frozenset(get_args(ExclusionOperator))
@@ -146,7 +146,7 @@ class _TermPin:
     legacy: bool = False  # path points at a legacy alias (a GA expression replaces it)
 
 
-def _affinity_terms(spec: RawObject) -> list[RawObject]:
+def _affinity_terms(spec: RawObject) -> list[tuple[int, RawObject]]:
     affinity = spec.get("affinity")
     node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
     required = (
@@ -155,7 +155,7 @@ def _affinity_terms(spec: RawObject) -> list[RawObject]:
         else None
     )
     terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
-    return list_of_dicts(terms)
+    return indexed_dicts(terms)
 
 
 def _restrict(pin: _TermPin, expression: RawObject, path: str, legacy: bool) -> None:
@@ -187,7 +187,7 @@ def _term_pins(term: RawObject, term_path: str) -> dict[str, _TermPin]:
     (``_exclusions`` reads them); ``matchFields`` ``metadata.name In`` (the only field nodes
     can be selected by) as ``NODE_NAME``."""
     pins: dict[str, _TermPin] = {}
-    for index, expression in enumerate(list_of_dicts(term.get("matchExpressions"))):
+    for index, expression in indexed_dicts(term.get("matchExpressions")):
         key, operator = expression.get("key"), expression.get("operator")
         if not isinstance(key, str) or operator not in ("In", "Exists"):
             continue
@@ -196,7 +196,7 @@ def _term_pins(term: RawObject, term_path: str) -> dict[str, _TermPin]:
         pin = pins.setdefault(canonical, _TermPin(path=path, legacy=canonical != key))
         if operator == "In":
             _restrict(pin, expression, path, canonical != key)
-    for index, expression in enumerate(list_of_dicts(term.get("matchFields"))):
+    for index, expression in indexed_dicts(term.get("matchFields")):
         if expression.get("key") == "metadata.name" and expression.get("operator") == "In":
             pin = pins.setdefault(NODE_NAME, _TermPin())
             _restrict(pin, expression, join_path(term_path, "matchFields", index), False)
@@ -282,7 +282,7 @@ def selection_of(spec: RawObject, spec_path: str) -> NodeSelection:
     raw_terms = _affinity_terms(spec)
     base = ""
     terms: list[dict[str, _TermPin]] = []
-    exclusions = tuple(_exclusions(term) for term in raw_terms)
+    exclusions = tuple(_exclusions(term) for _, term in raw_terms)
     if raw_terms:
         base = join_path(
             spec_path,
@@ -291,7 +291,7 @@ def selection_of(spec: RawObject, spec_path: str) -> NodeSelection:
             "requiredDuringSchedulingIgnoredDuringExecution",
             "nodeSelectorTerms",
         )
-        terms = [_term_pins(term, join_path(base, i)) for i, term in enumerate(raw_terms)]
+        terms = [_term_pins(term, join_path(base, i)) for i, term in raw_terms]
     pins = _aggregate(terms)
     selector = spec.get("nodeSelector")
     selected: set[str] = set()

@@ -6,7 +6,8 @@ the pod can land on the machine series and CPU architecture a snapshot was taken
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
 
 from webhook.base.text import clip
 from webhook.kube.gke import (
@@ -112,15 +113,15 @@ def class_families(
     selection: NodeSelection, classes: Mapping[str, ComputeClassFacts] | None
 ) -> tuple[str, frozenset[str]] | None:
     """``(names, families)`` of the ComputeClass(es) the pod is pinned to, when each is known
-    and names its machine families (its priorities' ``machineFamily``/``machineType``:
-    ``snapshots.facts``); None otherwise (not known: not guessed)."""
+    and every priority of each names its machine family (``machineFamily``/``machineType``:
+    ``ComputeClassFacts.families_known``); None otherwise (not known: not guessed)."""
     pin = selection.pins.get(COMPUTE_CLASS)
     if pin is None or not pin.exhaustive or not pin.values or classes is None:
         return None
     families: set[str] = set()
     for name in pin.values:
         facts = classes.get(name)
-        if facts is None or not facts.machine_families:
+        if facts is None or not facts.families_known or not facts.machine_families:
             return None
         families |= facts.machine_families
     return ", ".join(clip(name, 63) for name in sorted(pin.values)), frozenset(families)
@@ -135,39 +136,79 @@ def pools_text(pools: Iterable[NodePoolFacts], attribute: str) -> str:
     return "; ".join(parts)
 
 
-def machine_reasons(
+class MachineFit(NamedTuple):
+    """Where a pod can land, as the restore comparison needs it (``machine_fit``): the machine
+    families and CPU architectures (None: not known), and how each is said (built only for a
+    reason)."""
+
+    families: frozenset[str] | None
+    archs: frozenset[str] | None
+    said: Callable[[str], str]
+
+
+def machine_fit(
     selection: NodeSelection,
-    node: Mapping[str, str | None],
     landing: list[NodePoolFacts],
     classes: Mapping[str, ComputeClassFacts] | None,
-) -> list[str]:
-    """Why a pod with ``selection`` cannot restore a snapshot taken on ``node`` (an origin
-    record's node facts: ``family``, ``arch``) for its machine: GKE restores only onto the
-    same machine series and CPU architecture (N2 to N2, G2 to G2; docs/gke-facts.md#section-3).
+) -> MachineFit:
+    """The machine families and CPU architectures a pod with ``selection`` can land on, once
+    per prediction (each origin compared then costs two lookups: ``machine_reasons``).
 
     The family is judged by the first that says something: the pod's family or instance-type
     pins; the ComputeClass it is pinned to; else, for a pod pinned to a pool or an accelerator,
     the families of the pools it can land on (``landing``, pools whose nodes carry no family
     label left out). The architecture by its ``kubernetes.io/arch`` pin, else (pinned pods) the
-    landing pools'. Nothing known: no reason. Reasons
-    begin ``pinned to``, ``ComputeClass``, ``lands on machine family`` or ``... arch``
-    (``cli.explain.hints.node_kind`` reads them).
+    landing pools'.
+    """
+    narrowed = _narrowed(selection)
+    families = pinned_families(selection)
+    made = class_families(selection, classes) if families is None else None
+    by_pools = [p for p in landing if p.machine_families] if narrowed else []
+    if families is None:
+        families = made[1] if made is not None else _union(by_pools, "machine_families")
+    pin = selection.pins.get(ARCHITECTURE)
+    arch_pinned = pin is not None and pin.exhaustive
+    arch_pools = [p for p in landing if p.architectures] if narrowed and not arch_pinned else []
+    archs = pin.values if pin is not None and arch_pinned else _union(arch_pools, "architectures")
+
+    def said(what: str) -> str:
+        if what == "arch":
+            shown = "/".join(sorted(archs or ()))
+            return (
+                f"pinned to arch {shown}"
+                if arch_pinned
+                else f"lands on arch {shown} ({_names(arch_pools)})"
+            )
+        shown = "/".join(sorted(families or ()))
+        if made is not None:
+            return f"ComputeClass {made[0]} makes {shown}"
+        if by_pools and pinned_families(selection) is None:
+            return f"lands on machine family {shown} ({_names(by_pools)})"
+        return f"pinned to {shown}"
+
+    return MachineFit(families, archs, said)
+
+
+def _union(pools: list[NodePoolFacts], attribute: str) -> frozenset[str] | None:
+    """The union of ``attribute`` over ``pools``; None when there are none (not known)."""
+    if not pools:
+        return None
+    return frozenset().union(*(getattr(p, attribute) for p in pools))
+
+
+def machine_reasons(fit: MachineFit, node: Mapping[str, str | None]) -> list[str]:
+    """Why a pod that fits ``fit`` cannot restore a snapshot taken on ``node`` (an origin
+    record's node facts: ``family``, ``arch``) for its machine: GKE restores only onto the
+    same machine series and CPU architecture (N2 to N2, G2 to G2; docs/gke-facts.md#section-3).
+    Nothing known: no reason. Reasons begin ``pinned to``, ``ComputeClass``, ``lands on
+    machine family`` or ``... arch`` (``cli.explain.hints.node_kind`` reads them).
     """
     reasons = []
     family, arch = node.get("family"), node.get("arch")
-    if family:
-        allowed = _allowed_families(selection, landing, classes)
-        if allowed is not None and family not in allowed[1]:
-            reasons.append(f"{allowed[0]}, snapshot taken on {family}")
-    if arch:
-        pin = selection.pins.get(ARCHITECTURE)
-        known = [p for p in landing if p.architectures] if _narrowed(selection) else []
-        if pin is not None and pin.exhaustive:
-            if arch not in pin.values:
-                reasons.append(f"pinned to arch {'/'.join(sorted(pin.values))}, snapshot on {arch}")
-        elif known and not any(arch in p.architectures for p in known):
-            archs = "/".join(sorted(frozenset().union(*(p.architectures for p in known))))
-            reasons.append(f"lands on arch {archs} ({_names(known)}), snapshot on {arch}")
+    if family and fit.families is not None and family not in fit.families:
+        reasons.append(f"{fit.said('family')}, snapshot taken on {family}")
+    if arch and fit.archs is not None and arch not in fit.archs:
+        reasons.append(f"{fit.said('arch')}, snapshot on {arch}")
     return reasons
 
 
@@ -190,22 +231,3 @@ def _narrowed(selection: NodeSelection) -> bool:
         pin is not None and pin.exhaustive
         for pin in (selection.pins.get(key) for key in _NARROWING)
     )
-
-
-def _allowed_families(
-    selection: NodeSelection,
-    landing: list[NodePoolFacts],
-    classes: Mapping[str, ComputeClassFacts] | None,
-) -> tuple[str, frozenset[str]] | None:
-    """(how it is said, the machine families the pod can land on), or None when not known."""
-    families = pinned_families(selection)
-    if families is not None:
-        return f"pinned to {'/'.join(sorted(families))}", families
-    made = class_families(selection, classes)
-    if made is not None:
-        return f"ComputeClass {made[0]} makes {'/'.join(sorted(made[1]))}", made[1]
-    known = [p for p in landing if p.machine_families] if _narrowed(selection) else []
-    if not known:
-        return None
-    families = frozenset().union(*(p.machine_families for p in known))
-    return f"lands on machine family {'/'.join(sorted(families))} ({_names(known)})", families

@@ -18,7 +18,7 @@ from webhook.base.text import clip
 from webhook.base.types import RawObject
 from webhook.kube.gke import GPU_RESOURCE
 from webhook.kube.quantity import parse_quantity
-from webhook.pod.context import join_path, list_of_dicts
+from webhook.pod.context import indexed_dicts, join_path
 
 ContainerRole = Literal["app", "sidecar", "init"]
 
@@ -55,10 +55,10 @@ class ResourceUsage:
 
 
 def _containers(spec: RawObject) -> Iterator[tuple[str, int, RawObject, ContainerRole]]:
-    for index, container in enumerate(list_of_dicts(spec.get("initContainers"))):
+    for index, container in indexed_dicts(spec.get("initContainers")):
         role: ContainerRole = "sidecar" if container.get("restartPolicy") == "Always" else "init"
         yield "initContainers", index, container, role
-    for index, container in enumerate(list_of_dicts(spec.get("containers"))):
+    for index, container in indexed_dicts(spec.get("containers")):
         yield "containers", index, container, "app"
 
 
@@ -115,7 +115,7 @@ def resource_usage(spec: RawObject, spec_path: str, resource: str) -> ResourceUs
 def requests_gpus(spec: RawObject) -> bool:
     """Whether any container of ``spec`` asks for ``nvidia.com/gpu`` (``resource_usage``'s
     count: a ``"0"`` limit is none). Such a pod runs only on nodes with GPUs."""
-    return resource_usage(spec, "spec", GPU_RESOURCE).total > 0
+    return any(_container_count(c, GPU_RESOURCE)[0] > 0 for _, _, c, _ in _containers(spec))
 
 
 def resource_usages(

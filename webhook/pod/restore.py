@@ -37,7 +37,7 @@ from webhook.kube.matching import Policy
 from webhook.pod.emptydirs import Refusal, refusal
 from webhook.pod.fields import differing_fields
 from webhook.pod.node_pins import NodeSelection
-from webhook.pod.pools import landing_pools, machine_reasons, pools_text
+from webhook.pod.pools import MachineFit, landing_pools, machine_fit, machine_reasons, pools_text
 from webhook.snapshots.index import (
     OriginKey,
     ReadyGroups,
@@ -199,11 +199,11 @@ def differences(
     rootfs_only: bool,
     by_hash: dict[str, list[str]] | None = None,
     *,
-    classes: Mapping[str, ComputeClassFacts] | None = None,
+    fit: MachineFit | None = None,
 ) -> tuple[list[str], list[str]]:
     """(differing field paths, every reason) between the pod and one origin record, given the
-    node pools it can land on (``pools``) and the ComputeClasses known (``classes``; None:
-    not known).
+    node pools it can land on (``pools``) and where it can land (``fit``, ``pools.machine_fit``
+    once per prediction; None: from its pins and ``pools`` alone, no ComputeClass known).
 
     ``by_hash``: the differing paths already computed in this prediction, by the origin's
     fingerprint (origins of one template on several node pools share them; filled here).
@@ -220,7 +220,9 @@ def differences(
                 by_hash[origin.spec_hash] = fields
         reasons.append(_fields_reason(fields) if fields else "the spec fingerprint differs")
     node = origin.node
-    reasons += machine_reasons(pod.node_selection(), node, pools, classes)
+    if fit is None:
+        fit = machine_fit(pod.node_selection(), pools, None)
+    reasons += machine_reasons(fit, node)
     version, driver = node.get("version"), node.get("gpuDriver")
     with_nodes = [p for p in pools if p.versions]
     if version and with_nodes and not any(version in p.versions for p in with_nodes):
@@ -309,6 +311,7 @@ def predict(
         why = f"{found} Ready snapshot(s) have no known origin yet"
         return Prediction("none", None, why, (), 0)
     landing = landing_pools(pod.node_selection(), pools, gpu=pod.uses_gpus())
+    fit = machine_fit(pod.node_selection(), landing, compute_classes)
     # Only an origin with the pod's fingerprint can be a hit (a different one is always a
     # reason), and comparing it never needs the pod's field digests: those origins go first, so
     # a hit behind a newer origin of another fingerprint does not compute the digests (~30 us
@@ -318,7 +321,7 @@ def predict(
         assert view.origin is not None
         if rootfs_only or view.origin.spec_hash == pod.spec_hash:
             fields, reasons = compared[number] = differences(
-                pod, view.origin, landing, rootfs_only, classes=compute_classes
+                pod, view.origin, landing, rootfs_only, fit=fit
             )
             if not reasons:
                 return _matched(pod, view, comparable, blockers and not rootfs_only)
@@ -328,9 +331,7 @@ def predict(
         assert view.origin is not None
         known = compared.get(number)
         if known is None:
-            known = differences(
-                pod, view.origin, landing, rootfs_only, by_hash, classes=compute_classes
-            )
+            known = differences(pod, view.origin, landing, rootfs_only, by_hash, fit=fit)
         fields, reasons = known
         score = len(reasons) * 1000 + len(fields)
         if best is None or score < best[0]:

@@ -79,7 +79,7 @@ def resume_findings(ctx: PodContext) -> Iterator[Finding]:
     """``postCheckpoint: resume`` on a pod that writes a PVC (one finding, at the first)."""
     if not any(p.post_checkpoint == "resume" for p in _whole_pod(ctx)):
         return
-    for index, volume in enumerate(ctx.items("volumes")):
+    for index, volume in ctx.indexed("volumes"):
         if "persistentVolumeClaim" in volume or "ephemeral" in volume:
             text = (
                 "postCheckpoint: resume with a PVC: files written after the checkpoint make "

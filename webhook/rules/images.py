@@ -33,7 +33,7 @@ class ImageDigest:
         """One warning per image without a digest, at ``spec.<kind>[i].image``."""
         found: list[Finding] = []
         for kind in ("initContainers", "containers"):
-            for index, container in enumerate(pod.items(kind)):
+            for index, container in pod.indexed(kind):
                 image = container.get("image")
                 if isinstance(image, str) and image and not is_digest_pinned(image):
                     text = (

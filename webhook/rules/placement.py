@@ -241,7 +241,7 @@ def _class_constraints(
             continue
         source = f'ComputeClass "{clip(name)}"'
         if facts.machine_families:
-            only = pin.exhaustive and len(pin.values) == 1
+            only = pin.exhaustive and len(pin.values) == 1 and facts.families_known
             out["families"].append(Constraint(facts.machine_families, only, pin.path, source))
         if facts.machine_types:
             out["types"].append(Constraint(facts.machine_types, only, pin.path, source))

@@ -15,7 +15,7 @@ from typing import Any
 from webhook.base.keys import HELPERS_NAME, LEGACY_HELPERS_COMMAND
 from webhook.base.sections import SandboxFeature
 from webhook.base.types import Finding
-from webhook.pod.context import PodContext, list_of_dicts
+from webhook.pod.context import PodContext, indexed_dicts, list_of_dicts
 from webhook.pod.emptydirs import ownerless_mounts
 from webhook.rules.constraints import fit
 
@@ -66,7 +66,7 @@ def container_findings(
         if isinstance(security, dict) and security.get("privileged") is True:
             path = ctx.spec_field(kind, index, "securityContext", "privileged")
             yield from _finding(ctx, "privileged", path)
-        for port_index, port in enumerate(list_of_dicts(container.get("ports"))):
+        for port_index, port in indexed_dicts(container.get("ports")):
             if port.get("hostPort"):
                 path = ctx.spec_field(kind, index, "ports", port_index, "hostPort")
                 yield from _finding(ctx, "hostPort", path)
@@ -74,7 +74,7 @@ def container_findings(
 
 def _pod_containers(ctx: PodContext) -> Iterator[tuple[str, int, dict[str, Any]]]:
     for kind in ("initContainers", "containers"):
-        for index, container in enumerate(ctx.items(kind)):
+        for index, container in ctx.indexed(kind):
             yield kind, index, container
 
 
@@ -89,7 +89,7 @@ class SandboxCompat:
     def __call__(self, pod: PodContext) -> Iterable[Finding]:
         """Findings at each offending field: containers, volumes and pod-level host flags."""
         yield from container_findings(pod, _pod_containers(pod))
-        for index, volume in enumerate(pod.items("volumes")):
+        for index, volume in pod.indexed("volumes"):
             if "hostPath" in volume:
                 yield from _finding(pod, "hostPath", pod.spec_field("volumes", index, "hostPath"))
         for feature in ("hostNetwork", "hostPID", "hostIPC"):
@@ -116,7 +116,7 @@ class EphemeralCompat:
         # A container whose name is not a string cannot match an old one: judge it as added.
         added = [
             ("ephemeralContainers", index, container)
-            for index, container in enumerate(pod.items("ephemeralContainers"))
+            for index, container in pod.indexed("ephemeralContainers")
             if not isinstance(container.get("name"), str) or container["name"] not in before
         ]
         return list(container_findings(pod, added))
@@ -144,8 +144,8 @@ class InitEmptyDir:
             return
         annotations = pod.metadata.get("annotations")
         for found in ownerless_mounts(
-            pod.items("initContainers"),
-            pod.items("containers"),
+            pod.indexed("initContainers"),
+            pod.indexed("containers"),
             pod.items("volumes"),
             annotations if isinstance(annotations, dict) else {},
         ):

@@ -35,14 +35,14 @@ class GcsFuse:
             path = pod.metadata_field("annotations", GCSFUSE_ANNOTATION)
             text = f"Cloud Storage FUSE is not supported by Pod snapshots; {_FIX}"
             yield Finding(path, "gcsfuse", text)
-        for index, volume in enumerate(pod.items("volumes")):
+        for index, volume in pod.indexed("volumes"):
             csi = volume.get("csi")
             if isinstance(csi, dict) and csi.get("driver") == GCSFUSE_DRIVER:
                 path = pod.spec_field("volumes", index, "csi", "driver")
                 text = f"GCS FUSE CSI volumes are not supported by Pod snapshots; {_FIX}"
                 yield Finding(path, "gcsfuse", text)
         for kind in ("initContainers", "containers"):
-            for index, container in enumerate(pod.items(kind)):
+            for index, container in pod.indexed(kind):
                 if container.get("name") == GCSFUSE_SIDECAR:
                     path = pod.spec_field(kind, index, "name")
                     text = f"the GCS FUSE sidecar is not supported by Pod snapshots; {_FIX}"
@@ -84,7 +84,7 @@ class StaleState:
 
     @staticmethod
     def _volumes(ctx: PodContext) -> Iterator[Finding]:
-        for index, volume in enumerate(ctx.items("volumes")):
+        for index, volume in ctx.indexed("volumes"):
             for source, label in (("persistentVolumeClaim", "PVC"), ("ephemeral", "ephemeral PVC")):
                 if source in volume:
                     text = (
@@ -97,7 +97,7 @@ class StaleState:
     @staticmethod
     def _secret_env(ctx: PodContext) -> Iterator[Finding]:
         for kind in ("initContainers", "containers"):
-            for index, container in enumerate(ctx.items(kind)):
+            for index, container in ctx.indexed(kind):
                 names, field = _secret_env(container)
                 if names:
                     text = (

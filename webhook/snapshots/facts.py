@@ -160,9 +160,12 @@ def compute_class_facts(obj: Mapping[str, Any]) -> ComputeClassFacts | None:
     drivers: set[str] = set()
     types: set[str] | None = set()
     mig = sharing = False
+    known = isinstance(priorities, list) and bool(priorities)
     for priority in priorities if isinstance(priorities, list) else []:
+        named = _priority_families(priority) if isinstance(priority, dict) else set()
+        known = known and bool(named)
         if isinstance(priority, dict):
-            families |= _priority_families(priority)
+            families |= named
             machine_type = priority.get("machineType")
             if types is not None and isinstance(machine_type, str) and machine_type:
                 types.add(machine_type)
@@ -183,6 +186,7 @@ def compute_class_facts(obj: Mapping[str, Any]) -> ComputeClassFacts | None:
         enables_gpu_sharing=sharing,
         machine_types=frozenset(types or ()),
         gpu_drivers=frozenset(drivers),
+        families_known=known,
     )
 
 

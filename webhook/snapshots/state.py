@@ -88,6 +88,10 @@ class ComputeClassFacts:
     """``gpu.driverVersion`` of every priority with a GPU (``default`` where unset, GKE's
     default); empty when no priority has a GPU. ``{"latest"}``: every GPU node it makes runs
     the latest driver branch (570+, what GPU checkpointing needs: docs/gke-facts.md#section-9)."""
+    families_known: bool = False
+    """Every priority names its machine family (``machineFamily`` or ``machineType``): only
+    then are ``machine_families`` all it can make (a ``nodepools`` or ``gpu``-only priority
+    can make any family)."""
 
 
 @dataclass(frozen=True)
