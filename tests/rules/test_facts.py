@@ -123,15 +123,19 @@ SHARED_POOL = NodePoolFacts(
 )
 EMPTY_POOL = NodePoolFacts(name="autoscaled", node_count=0)
 POOLS = {p.name: p for p in (L4_POOL, MIG_POOL, E2_POOL, SHARED_POOL, EMPTY_POOL)}
-KNOWN = {"families_known": True}  # every priority names its family
+KNOWN = True  # every priority names its family
 CLASSES = {
-    "mig-class": ComputeClassFacts("mig-class", frozenset({"a2"}), enables_mig=True, **KNOWN),
-    "two-families": ComputeClassFacts("two-families", frozenset({"n2", "c3"}), **KNOWN),
-    "cheap": ComputeClassFacts("cheap", frozenset({"e2"}), **KNOWN),
-    "shared-gpus": ComputeClassFacts(
-        "shared-gpus", frozenset({"g2"}), enables_gpu_sharing=True, **KNOWN
+    "mig-class": ComputeClassFacts(
+        "mig-class", frozenset({"a2"}), enables_mig=True, families_known=KNOWN
     ),
-    "n2-only": ComputeClassFacts("n2-only", frozenset({"n2"}), **KNOWN),
+    "two-families": ComputeClassFacts(
+        "two-families", frozenset({"n2", "c3"}), families_known=KNOWN
+    ),
+    "cheap": ComputeClassFacts("cheap", frozenset({"e2"}), families_known=KNOWN),
+    "shared-gpus": ComputeClassFacts(
+        "shared-gpus", frozenset({"g2"}), enables_gpu_sharing=True, families_known=KNOWN
+    ),
+    "n2-only": ComputeClassFacts("n2-only", frozenset({"n2"}), families_known=KNOWN),
     # a nodepools priority beside the e2 one: it may make any family, so not denied as e2
     "cheap-or-pool": ComputeClassFacts("cheap-or-pool", frozenset({"e2"})),
 }
