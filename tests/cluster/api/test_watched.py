@@ -107,6 +107,7 @@ def test_the_reader_lists_what_the_caches_watch() -> None:
         "snapshotrecords",
         "events",
         "podsnapshotstorageconfigs",
+        "computeclasses",  # explain predicts a ComputeClass-pinned pod as admission does
     }
     assert not notes
 

@@ -50,7 +50,7 @@ from webhook.pod.distill import fingerprint
 from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
-from webhook.pod.pools import landing_pools
+from webhook.pod.pools import MachineFit, landing_pools, machine_fit
 from webhook.pod.resources import requests_gpus
 from webhook.pod.restore import PodFacts, candidates, predict
 from webhook.snapshots.checkpoints import checkpoint_seconds
@@ -145,12 +145,20 @@ def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) ->
     rootfs_only = bool(facts.policies) and all(p.scope == "rootfs-only" for p in facts.policies)
     recorded = {key: annotations.get(prefix + key) for key in RECORDED}
     landing = landing_pools(facts.node_selection(), live.pools, gpu=facts.uses_gpus())
+    fit = machine_fit(facts.node_selection(), landing, live.compute_classes)
     prediction: dict[str, Any] | None = None
     found: list[SnapshotView] = []
     why_none = "no PodSnapshotPolicy of the namespace selects this pod"
     if facts.policies:
         blockers = INIT_EMPTYDIR not in settings.rules.disabled
-        result = predict(facts, live.index, live.pools, rootfs_only=rootfs_only, blockers=blockers)
+        result = predict(
+            facts,
+            live.index,
+            live.pools,
+            rootfs_only=rootfs_only,
+            blockers=blockers,
+            compute_classes=live.compute_classes,
+        )
         hit = live.index.named(facts.namespace, result.snapshot) if result.snapshot else None
         prediction = {
             "outcome": result.outcome,
@@ -180,7 +188,7 @@ def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) ->
         "recorded": recorded if recorded["restore-prediction"] else None,
         "prediction": prediction,
         "landingPools": [_pool(p) for p in landing],
-        "candidates": [_candidate(facts, v, landing, rootfs_only, spec) for v in found],
+        "candidates": [_candidate(facts, v, landing, rootfs_only, spec, fit=fit) for v in found],
         "noCandidates": None if found else why_none,
         **_history(pod, live, settings, now),
         "notes": list(live.notes),
@@ -197,6 +205,8 @@ def _candidate(
     landing: list[NodePoolFacts],
     rootfs_only: bool,
     spec: dict[str, Any],
+    *,
+    fit: MachineFit,
 ) -> dict[str, Any]:
 
     entry: dict[str, Any] = {
@@ -211,7 +221,9 @@ def _candidate(
     }
     if view.origin is None or not view.origin.spec_hash:  # unknown origin: nothing to compare
         return {**entry, "matches": None, "differences": []}
-    found = explain_differences(facts, view.origin, landing, rootfs_only=rootfs_only, spec=spec)
+    found = explain_differences(
+        facts, view.origin, landing, rootfs_only=rootfs_only, spec=spec, fit=fit
+    )
     return {**entry, "matches": not found, "differences": found}
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.base.keys import HELPERS_NAME
+from webhook.pod.pools import MachineFit
 from webhook.pod.restore import PodFacts, differences
 from webhook.snapshots.state import NodePoolFacts
 from webhook.snapshots.views import OriginRecord
@@ -35,12 +36,14 @@ def explain_differences(
     *,
     rootfs_only: bool,
     spec: Mapping[str, Any],
+    fit: MachineFit | None = None,
 ) -> list[dict[str, Any]]:
     """Every difference between ``pod`` and ``origin`` with its hint; ``[]`` when it matches.
 
-    ``spec`` (the live pod's) only names containers in hints.
+    ``spec`` (the live pod's) only names containers in hints; ``fit``: where the pod can land
+    (``pools.machine_fit`` with the cluster's ComputeClasses), as the prediction judged it.
     """
-    fields, reasons = differences(pod, origin, landing, rootfs_only)
+    fields, reasons = differences(pod, origin, landing, rootfs_only, fit=fit)
     spec_differs = not rootfs_only and origin.spec_hash != pod.spec_hash
     out: list[dict[str, Any]] = []
     for position, reason in enumerate(reasons):

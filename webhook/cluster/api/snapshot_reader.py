@@ -33,6 +33,7 @@ from webhook.base.text import clip
 from webhook.base.types import RawObject, mapping
 from webhook.cluster.api.syncing import Gone, NotServed, TransportError
 from webhook.cluster.api.watched import (
+    COMPUTE_CLASSES,
     CONFIGS,
     GKE_EVENTS,
     NODES,
@@ -52,10 +53,11 @@ from webhook.snapshots.evidence import (
     gke_event,
     index_events,
 )
-from webhook.snapshots.facts import node_pools, node_view
+from webhook.snapshots.facts import compute_class_facts, node_pools, node_view
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.records import RecordView, join_all, record_view
 from webhook.snapshots.state import (
+    ComputeClassFacts,
     NodePoolFacts,
     NodeView,
     StorageConfig,
@@ -106,6 +108,9 @@ class Live:
     gcs_paths: dict[tuple[str, str], str] = field(default_factory=dict)
     records: bool = False
     configs: dict[str, Mapping[tuple[str, str], ConfigMeta]] = field(default_factory=dict)
+    compute_classes: dict[str, ComputeClassFacts] | None = None
+    """ComputeClass facts by name (``read_compute_classes``); None when not served or not
+    readable (a note says so): as the webhook's cache, so ``explain`` predicts as admission."""
 
 
 def list_served(
@@ -160,6 +165,7 @@ def read_live(
     live.index = SnapshotIndex.build(live.snapshots)
     live.configs = read_configs(transport, live.snapshots, page, live.notes)
     live.pools = read_pools(transport, page, live.notes, live.nodes)
+    live.compute_classes = read_compute_classes(transport, page, live.notes)
     if pods:
         path = stamped_pods(settings.prefix).path(namespace)
         live.pods, _ = transport.list(path, page_size=page)
@@ -212,6 +218,23 @@ def read_configs(
             continue
         out[namespace] = found
     return out
+
+
+def read_compute_classes(
+    transport: KubeTransport, page_size: int, notes: list[str]
+) -> dict[str, ComputeClassFacts] | None:
+    """ComputeClass facts by name (``snapshots.facts.compute_class_facts``); None when the API
+    is not served (not GKE) or cannot be listed (a note: pods pinned to a class are then
+    predicted without it)."""
+    try:
+        items = list_served(transport, COMPUTE_CLASSES, None, page_size)
+    except TransportError as exc:
+        notes.append(f"cannot list ComputeClasses ({clip(str(exc), 120)}): not judged")
+        return None
+    if items is None:
+        return None
+    facts = (compute_class_facts(obj) for obj in items)
+    return {found.name: found for found in facts if found is not None}
 
 
 def read_pools(
