@@ -3,9 +3,10 @@
 Anyone allowed to create Events in a namespace (the built-in ``edit`` role) can create them with
 GKE's reason ``GKEPodSnapshotting``; every snapready replica keeps each one (a hostile trial
 measured ~1.5 KiB each: 100-180k within the Events' 1 h life outgrow the chart's memory limit).
-``Resource.max_items`` bounds the reflector on its list and its watch; the GKE Events cache uses
-it (``caches.MAX_GKE_EVENTS``). The reflector is driven here without a thread: a list, then
-watch events, as its loop feeds them.
+``Resource.max_per_namespace`` bounds the reflector on its list and its watch, per namespace (a
+review: one bound over all let one namespace crowd out every other's Events); the GKE Events
+cache uses it (``caches.MAX_GKE_EVENTS``). The reflector is driven here without a thread: a
+list, then watch events, as its loop feeds them.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from webhook.cluster.api.syncing import Timing
 from webhook.snapshots.evidence import GKE_EVENT_REASON
 
 
-def event(name: str, pod: str) -> dict[str, Any]:
+def event(name: str, pod: str, namespace: str = "ns") -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1"},
-        "involvedObject": {"kind": "Pod", "namespace": "ns", "name": pod, "uid": "u-" + pod},
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"},
+        "involvedObject": {"kind": "Pod", "namespace": namespace, "name": pod, "uid": "u-" + pod},
         "reason": GKE_EVENT_REASON,
         "type": "Warning",
         "message": "No compatible PodSnapshot, falling back to a cold start of pod",
@@ -50,7 +51,7 @@ def reflector(objects: list[dict[str, Any]], limit: int) -> tuple[Reflector, lis
     (gke,) = (r for r in resources("snapready.io/") if r.name == "gkeevents")
     changes: list[int] = []
     bounded = Reflector(
-        dataclasses.replace(gke, max_items=limit),
+        dataclasses.replace(gke, max_per_namespace=limit),
         Listing(objects),  # type: ignore[arg-type]
         Timing(),
         threading.Lock(),
@@ -61,14 +62,14 @@ def reflector(objects: list[dict[str, Any]], limit: int) -> tuple[Reflector, lis
 
 def test_the_gke_events_cache_is_bounded() -> None:
     (gke,) = (r for r in resources("snapready.io/") if r.name == "gkeevents")
-    assert gke.max_items == MAX_GKE_EVENTS == 10_000
+    assert gke.max_per_namespace == MAX_GKE_EVENTS == 2_000
 
 
 def test_a_list_and_a_watch_keep_at_most_the_bound_and_say_so() -> None:
     cache, changes = reflector([event(f"e{n}", f"pod-{n}") for n in range(5)], limit=3)
     cache._list()
     assert len(cache.items) == 3 and cache.dropped == 2
-    assert cache.status == "synced (at most 3 kept, later ones not)"
+    assert cache.status == "synced (some not kept since the last list: at most 3 per namespace)"
     assert len(cache.view) == 3
 
     published = len(changes)
@@ -89,3 +90,18 @@ def test_under_the_bound_nothing_is_dropped() -> None:
     cache, _ = reflector([event(f"e{n}", f"pod-{n}") for n in range(3)], limit=3)
     cache._list()
     assert (len(cache.items), cache.dropped, cache.status) == (3, 0, "synced")
+
+
+def test_one_namespace_flooding_never_crowds_out_another() -> None:
+    """``aaa`` floods (and lists first: keys sort by namespace); GKE's own Events in ``llm``
+    are kept, on the list and on the watch."""
+    flood = [event(f"f{n}", f"p{n}", "aaa") for n in range(10)]
+    cache, _ = reflector([*flood, event("gke-1", "server-1", "llm")], limit=3)
+    cache._list()
+    assert "llm/gke-1" in cache.items
+    assert sum(key.startswith("aaa/") for key in cache.items) == 3
+    for n in range(10, 20):
+        cache._apply({"type": "ADDED", "object": event(f"f{n}", f"p{n}", "aaa")})
+    cache._apply({"type": "ADDED", "object": event("gke-2", "server-2", "llm")})
+    assert {"llm/gke-1", "llm/gke-2"} <= set(cache.items)
+    assert sum(key.startswith("aaa/") for key in cache.items) == 3

@@ -45,13 +45,14 @@ from webhook.snapshots.views import snapshot_view
 
 log = logging.getLogger("snapready.kube")
 
-MAX_GKE_EVENTS = 10_000
-"""``GKEPodSnapshotting`` Events kept at most (~1.5 KiB each: 15 MiB). Anyone allowed to create
-Events in a namespace (the built-in ``edit`` role) can create them with that reason, and every
-replica would keep each one (a hostile trial measured ~100-180k within the Events' 1 h life
-past the chart's 256 MiB memory limit). GKE writes about one per restore, fallback or
-checkpoint; past the bound a new Event is not kept (logged once, ``/readyz`` says so): outcomes
-then wait for ``PodRestored`` or the settle time instead of GKE's Event."""
+MAX_GKE_EVENTS = 2_000
+"""``GKEPodSnapshotting`` Events kept at most per namespace (~1.5 KiB each: 3 MiB). Anyone
+allowed to create Events in a namespace (the built-in ``edit`` role) can create them with that
+reason, and every replica would keep each one (a hostile trial measured ~100-180k within the
+Events' 1 h life past the chart's 256 MiB memory limit); a bound over all namespaces let one
+namespace crowd out every other's (a review). GKE writes about one per restore, fallback or
+checkpoint of a pod; past the bound a namespace's new Events are not kept (logged once,
+``/readyz`` says so): its outcomes then wait for ``PodRestored`` or the settle time instead."""
 
 
 def resources(
@@ -132,7 +133,7 @@ def resources(
             convert=gke_event,
             build=lambda items: index_events(items.values()),
             update=updated_events,
-            max_items=MAX_GKE_EVENTS,
+            max_per_namespace=MAX_GKE_EVENTS,
         ),
         Resource(
             watched.COMPUTE_CLASSES.name,

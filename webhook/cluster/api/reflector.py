@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -59,20 +60,29 @@ class _Collected:
         self.items: dict[str, Any] = {}
         self.invalid: set[str] = set()
         self.dropped = 0
+        self.counts: Counter[str] = Counter()
 
     def take(self, obj: RawObject) -> None:
         """Convert one listed object and keep its compact value (or count it invalid, or
-        dropped past ``resource.max_items``)."""
+        dropped past ``resource.max_per_namespace``)."""
         key = object_key(obj) if isinstance(obj, dict) else None
         value = None if key is None else convert_item(self.resource, key, obj)
         if value is INVALID:
             self.invalid.add(str(key))
         elif value is not None and key is not None:
-            limit = self.resource.max_items
-            if limit is not None and len(self.items) >= limit and key not in self.items:
-                self.dropped += 1
-                return
+            limit = self.resource.max_per_namespace
+            if limit is not None and key not in self.items:
+                namespace = namespace_of(key)
+                if self.counts[namespace] >= limit:
+                    self.dropped += 1
+                    return
+                self.counts[namespace] += 1
             self.items[key] = value
+
+
+def namespace_of(key: str) -> str:
+    """The namespace part of an ``object_key`` (``""`` for a cluster-scoped object)."""
+    return key.split("/", 1)[0] if "/" in key else ""
 
 
 class Reflector(Worker):
@@ -103,7 +113,8 @@ class Reflector(Worker):
         self.path: str | None = None
         self.resource_version: str | None = None
         self.dropped = 0
-        """Objects not kept since the last list: ``resource.max_items`` was reached."""
+        """Objects not kept since the last list: ``resource.max_per_namespace`` was reached."""
+        self._counts: Counter[str] = Counter()  # kept values per namespace (when bounded)
         self._stream: WatchStream | None = None
         self._backoff = Backoff(timing)
         self._random = random.Random()  # noqa: S311 - spreads watch restarts, not security
@@ -149,6 +160,7 @@ class Reflector(Worker):
             self.dropped = 0
             for _ in range(collected.dropped):
                 self._drop("(listed)")
+            self._counts = collected.counts
             self._replace(path, collected.items, collected.invalid, version)
             return
         raise NotServed(", ".join(self.resource.paths))
@@ -174,7 +186,8 @@ class Reflector(Worker):
         if self.invalid:
             notes.append(f"{len(self.invalid)} invalid")
         if self.dropped:  # no count: a status change per dropped object would rebuild the state
-            notes.append(f"at most {self.resource.max_items} kept, later ones not")
+            limit = self.resource.max_per_namespace
+            notes.append(f"some not kept since the last list: at most {limit} per namespace")
         return "synced" + (f" ({', '.join(notes)})" if notes else "")
 
     def _watch_until_stopped(self) -> None:
@@ -239,15 +252,17 @@ class Reflector(Worker):
             else:
                 self.invalid.discard(key)
             previous = self.items.get(key)
-            limit = self.resource.max_items
-            if (
-                value is not None
-                and previous is None
-                and limit is not None
-                and (len(self.items) >= limit)
-            ):
-                self._drop(key)
-                value = None
+            limit = self.resource.max_per_namespace
+            if limit is not None:
+                namespace = namespace_of(key)
+                if value is not None and previous is None:
+                    if self._counts[namespace] >= limit:
+                        self._drop(key)
+                        value = None
+                    else:
+                        self._counts[namespace] += 1
+                elif value is None and previous is not None:
+                    self._counts[namespace] -= 1
             if value is None:
                 changed = self.items.pop(key, None) is not None
             else:
@@ -264,13 +279,14 @@ class Reflector(Worker):
             self.resource.after(previous, value)
 
     def _drop(self, key: str) -> None:
-        """Count an object not kept past ``resource.max_items`` (logged once per list)."""
+        """Count an object not kept past ``resource.max_per_namespace`` (logged once per
+        list)."""
         if not self.dropped:
             log.warning(
-                "%s: %d kept, the most snapready keeps: %s and later ones are not (until some "
-                "are deleted)",
+                "%s: %d kept in one namespace, the most snapready keeps there: %s and later "
+                "ones of that namespace are not (until some are deleted)",
                 self.name,
-                self.resource.max_items,
+                self.resource.max_per_namespace,
                 key,
             )
         self.dropped += 1
@@ -278,6 +294,7 @@ class Reflector(Worker):
     def _mark_not_served(self) -> None:
         with self.lock:
             self.items, self.invalid, self.served = {}, set(), False
+            self._counts = Counter()
             self.path = self.resource_version = None
             self.view = self.resource.build({})
             self.synced, self.status = True, "not served"

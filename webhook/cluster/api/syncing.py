@@ -102,10 +102,11 @@ class Resource:
     update: Callable[[Any, Any, Any], Any] | None = None
     after: Callable[[Any, Any], None] | None = None
     in_place: bool = False
-    max_items: int | None = None
-    """Values kept at most (None: all): a collection anyone in a namespace can write to (core
-    Events) must not grow the webhook's memory without bound; past it new objects are not kept
-    (logged once; ``Reflector.dropped`` counts them) until some are deleted."""
+    max_per_namespace: int | None = None
+    """Values kept at most per namespace (None: all): a collection anyone in a namespace can
+    write to (core Events) must not grow the webhook's memory without bound, nor may one
+    namespace's flood crowd out another's objects; past it a namespace's new objects are not
+    kept (logged once; ``Reflector.dropped`` counts them) until some of its are deleted."""
 
 
 @dataclass(frozen=True)
