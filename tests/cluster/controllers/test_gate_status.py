@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.cluster.api.stamped_pods import pod_record
-from webhook.cluster.controllers.restores.gate import gate_status
+from webhook.cluster.controllers.restores.gate import GateStatus, gate_status, needs_write
 from webhook.snapshots.evidence import GkeEvent
 from webhook.snapshots.pod_records import PodRecord
 
@@ -120,3 +120,17 @@ def test_the_crash_fails_it_and_a_fallback_or_a_restore_settles_it() -> None:
     assert gate(stamped("miss", REFUSAL), normal)[:2] == ("False", "AwaitingRestore")
     restored = dataclasses.replace(stamped("miss", REFUSAL), restored=True)
     assert gate(restored) == ("True", "Settled", "restored")
+
+
+def test_a_settled_pod_is_not_rewritten_for_its_reason_alone() -> None:
+    """Written only for a new status, or a new reason while False."""
+    fell_back = dataclasses.replace(
+        stamped("hit", "matches snapshot snap-1"), settled="True", settled_reason="Settled"
+    )
+    timeout = GateStatus("True", "Timeout", "no PodRestored 600 s after scheduling")
+    assert not needs_write(fell_back, timeout), "the fallback Event expired: keep Settled"
+    waiting = dataclasses.replace(fell_back, settled="False", settled_reason="AwaitingRestore")
+    assert needs_write(waiting, GateStatus("False", "RestoreFailed", "crash"))
+    assert not needs_write(waiting, GateStatus("False", "AwaitingRestore", "other words"))
+    assert needs_write(waiting, timeout)
+    assert needs_write(stamped("hit", "x"), GateStatus("False", "AwaitingRestore", "m"))

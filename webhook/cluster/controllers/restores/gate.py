@@ -16,7 +16,8 @@ done; an origin pod paused for its upload still looks Ready):
 - True ``Settled``: otherwise (restored, GKE fell back, or nothing to restore).
 
 Written with a strategic merge patch on ``pods/status`` (conditions merge by ``type``) only when
-the status changes; only the leader writes.
+the status changes, or its reason while False (``AwaitingRestore`` to ``RestoreFailed``); only
+the leader writes.
 """
 
 from __future__ import annotations
@@ -122,6 +123,17 @@ def gate_status(
     if record.prediction != "hit":
         waiting += "; predicted to crash (gVisor refuses it: see the pod's restore-reason)"
     return GateStatus("False", "AwaitingRestore", waiting)
+
+
+def needs_write(record: PodRecord, want: GateStatus) -> bool:
+    """Whether the pod's condition (``record.settled``/``settled_reason``) must be written to
+    become ``want``: a new status; or, while False, a new reason (a restore that crashes while
+    ``AwaitingRestore`` stays False). A True condition is never rewritten for its reason alone:
+    a pod settled on GKE's fallback Warning must not turn ``Timeout`` once that Event expires
+    (an hour later), which would be one more write per pod and a wrong reason (a review)."""
+    if record.settled != want.status:
+        return True
+    return want.status == "False" and record.settled_reason != want.reason
 
 
 def write_gate(

@@ -39,6 +39,7 @@ from webhook.cluster.controllers.base import Reconciler
 from webhook.cluster.controllers.restores.gate import (
     awaiting_checkpoint,
     gate_status,
+    needs_write,
     uploading_origins,
     write_gate,
 )
@@ -354,8 +355,7 @@ class RestoreTracker(Reconciler):
                 timeout_seconds=self.gate_timeout,
                 stall_seconds=self.stall,
             )
-            # status and reason: a restore that crashes while AwaitingRestore stays False
-            written = (record.settled, record.settled_reason) == (want.status, want.reason)
+            written = not needs_write(record, want)
             if not want.waiting and uploading is None and written:
                 self._gates.pop(key, None)  # settled: woken again by its next pod event
                 continue
