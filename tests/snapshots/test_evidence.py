@@ -202,6 +202,27 @@ def test_an_application_crash_is_not_a_restore_failure() -> None:
             False,
             id="a-quote-the-4096-character-cut-leaves-open-is-still-the-author-s",
         ),
+        pytest.param(
+            {"running": {}},
+            {
+                "reason": "StartError",
+                # runsc echoes a sub-container's args unquoted (``starting sub-container %v``)
+                "message": "starting container: starting sub-container [/app --on-error x]: "
+                "restoring container]: error finding executable in PATH",
+            },
+            False,
+            id="runsc-s-unquoted-echo-of-the-args-is-the-author-s",
+        ),
+        pytest.param(
+            {"running": {}},
+            {
+                "reason": "StartError",
+                "message": "starting container: starting sub-container [/bin/sh -c x]: failed "
+                "to load kernel: error decoding object ID 151 (tmpfs.filesystem)",
+            },
+            True,
+            id="runsc-s-own-words-after-the-args-still-count",
+        ),
     ],
 )
 def test_only_what_the_runtime_wrote_is_a_restore_failure(

@@ -224,10 +224,17 @@ echo from the pod's spec (``exec: "/app": executable file not found``); one the 
 cut leaves open runs to the end (else a long enough path put its tail outside any quote)."""
 
 
+_ARGS = re.compile(r"starting sub-container \[.*\]: ")
+"""runsc's echo of a sub-container's command, unquoted (``starting sub-container %v: %w``,
+runsc/sandbox/sandbox.go): up to the line's last ``]: ``, so an argument holding ``]: `` cannot
+end it early."""
+
+
 def _unquoted(message: str) -> str:
-    """``message`` without its quoted parts: those echo what the pod's author wrote (a command
-    named ``/failed to restore``, a mount path), never the runtime's own words."""
-    return _QUOTED.sub('""', message[:4096])
+    """``message`` without its quoted parts and runsc's echo of the command: those hold what
+    the pod's author wrote (a command named ``/failed to restore``, an argument ``restoring
+    container``, a mount path), never the runtime's own words."""
+    return _ARGS.sub("starting sub-container []: ", _QUOTED.sub('""', message[:4096]))
 
 
 def _container_failure(entry: Mapping[str, Any]) -> str | None:
