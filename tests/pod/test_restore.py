@@ -592,3 +592,5 @@ def test_a_gpu_pod_is_judged_only_by_pools_with_gpus() -> None:
     assert requests_gpus(gpu_pod) and not requests_gpus({"containers": [{"name": "c"}]})
     zero = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "0"}}}]}
     assert not requests_gpus(zero)
+    mig = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/mig-3g.20gb": "1"}}}]}
+    assert requests_gpus(mig), "a MIG partition is a GPU too (the mixed strategy's resource)"

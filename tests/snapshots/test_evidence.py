@@ -207,7 +207,7 @@ def test_an_application_crash_is_not_a_restore_failure() -> None:
             {
                 "reason": "StartError",
                 # runsc echoes a sub-container's args unquoted (``starting sub-container %v``)
-                "message": "starting container: starting sub-container [/app --on-error x]: "
+                "message": "starting container: starting sub-container [/app --on-error "
                 "restoring container]: error finding executable in PATH",
             },
             False,
@@ -222,6 +222,38 @@ def test_an_application_crash_is_not_a_restore_failure() -> None:
             },
             True,
             id="runsc-s-own-words-after-the-args-still-count",
+        ),
+        pytest.param(
+            {"running": {}},
+            {
+                "reason": "StartError",
+                "message": "starting container: starting sub-container [/app restoring container "
+                'x"y]: error finding executable',
+            },
+            False,
+            id="a-quote-in-the-args-does-not-hide-their-end",
+        ),
+        pytest.param(
+            {"running": {}},
+            {
+                "reason": "StartError",
+                "message": "starting container: starting sub-container [/app "
+                + "restoring container " * 300
+                + "]: error finding executable",
+            },
+            False,
+            id="args-the-4096-character-cut-leaves-open-are-still-the-author-s",
+        ),
+        pytest.param(
+            {"running": {}},
+            {
+                "reason": "StartError",
+                "message": "starting container: starting sub-container [/app a]: failed to handle "
+                "restore spec validation: Args does not match: checkpoint [/app b] restore "
+                "[/app a]: b]",
+            },
+            True,
+            id="runsc-s-words-before-its-second-echo-of-the-args-count",
         ),
     ],
 )

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from webhook.base.text import clip
 from webhook.base.types import RawObject
-from webhook.kube.gke import GPU_RESOURCE
+from webhook.kube.gke import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from webhook.kube.quantity import parse_quantity
 from webhook.pod.context import indexed_dicts, join_path
 
@@ -113,9 +113,13 @@ def resource_usage(spec: RawObject, spec_path: str, resource: str) -> ResourceUs
 
 
 def requests_gpus(spec: RawObject) -> bool:
-    """Whether any container of ``spec`` asks for ``nvidia.com/gpu`` (``resource_usage``'s
-    count: a ``"0"`` limit is none). Such a pod runs only on nodes with GPUs."""
-    return any(_container_count(c, GPU_RESOURCE)[0] > 0 for _, _, c, _ in _containers(spec))
+    """Whether any container of ``spec`` asks for ``nvidia.com/gpu`` or a MIG partition
+    (``nvidia.com/mig-<profile>``, the device plugin's mixed strategy), counted as
+    ``resource_usage`` does (a ``"0"`` limit is none). Such a pod runs only on nodes with GPUs."""
+    names = (GPU_RESOURCE, *prefixed_resources(spec, MIG_RESOURCE_PREFIX))
+    return any(
+        _container_count(c, name)[0] > 0 for _, _, c, _ in _containers(spec) for name in names
+    )
 
 
 def resource_usages(

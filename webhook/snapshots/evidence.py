@@ -224,17 +224,20 @@ echo from the pod's spec (``exec: "/app": executable file not found``); one the 
 cut leaves open runs to the end (else a long enough path put its tail outside any quote)."""
 
 
-_ARGS = re.compile(r"starting sub-container \[.*\]: ")
+_ARGS = re.compile(r"starting sub-container \[(?:[^\n]*?\]: |[^\n]*$)", re.MULTILINE)
 """runsc's echo of a sub-container's command, unquoted (``starting sub-container %v: %w``,
-runsc/sandbox/sandbox.go): up to the line's last ``]: ``, so an argument holding ``]: `` cannot
-end it early."""
+runsc/sandbox/sandbox.go), up to the first ``]: `` of the line (runsc's spec check echoes the
+arguments again after its own words: a greedy match would take those words too), or to the
+line's end when the 4,096-character cut left it open. Stripped before the quotes: a ``"`` in an
+argument would open a quote that swallows its end. An argument holding ``]: `` ends it early:
+the author's own words then reach only the author's own pod."""
 
 
 def _unquoted(message: str) -> str:
     """``message`` without its quoted parts and runsc's echo of the command: those hold what
     the pod's author wrote (a command named ``/failed to restore``, an argument ``restoring
     container``, a mount path), never the runtime's own words."""
-    return _ARGS.sub("starting sub-container []: ", _QUOTED.sub('""', message[:4096]))
+    return _QUOTED.sub('""', _ARGS.sub("starting sub-container []: ", message[:4096]))
 
 
 def _container_failure(entry: Mapping[str, Any]) -> str | None:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from webhook.cluster.api.caches import MAX_GKE_EVENTS, resources
+from webhook.cluster.api.caches import MAX_GKE_EVENTS, MAX_GKE_EVENTS_TOTAL, resources
 from webhook.cluster.api.reflector import Reflector
 from webhook.cluster.api.syncing import Timing
 from webhook.snapshots.evidence import GKE_EVENT_REASON
@@ -47,11 +47,13 @@ class Listing:
         return [], "10"
 
 
-def reflector(objects: list[dict[str, Any]], limit: int) -> tuple[Reflector, list[int]]:
+def reflector(
+    objects: list[dict[str, Any]], limit: int, total: int | None = None
+) -> tuple[Reflector, list[int]]:
     (gke,) = (r for r in resources("snapready.io/") if r.name == "gkeevents")
     changes: list[int] = []
     bounded = Reflector(
-        dataclasses.replace(gke, max_per_namespace=limit),
+        dataclasses.replace(gke, max_per_namespace=limit, max_items=total),
         Listing(objects),  # type: ignore[arg-type]
         Timing(),
         threading.Lock(),
@@ -63,6 +65,7 @@ def reflector(objects: list[dict[str, Any]], limit: int) -> tuple[Reflector, lis
 def test_the_gke_events_cache_is_bounded() -> None:
     (gke,) = (r for r in resources("snapready.io/") if r.name == "gkeevents")
     assert gke.max_per_namespace == MAX_GKE_EVENTS == 2_000
+    assert gke.max_items == MAX_GKE_EVENTS_TOTAL == 20_000
 
 
 def test_a_list_and_a_watch_keep_at_most_the_bound_and_say_so() -> None:
@@ -105,3 +108,15 @@ def test_one_namespace_flooding_never_crowds_out_another() -> None:
     cache._apply({"type": "ADDED", "object": event("gke-2", "server-2", "llm")})
     assert {"llm/gke-1", "llm/gke-2"} <= set(cache.items)
     assert sum(key.startswith("aaa/") for key in cache.items) == 3
+
+
+def test_many_namespaces_flooding_stay_under_a_ceiling_over_all() -> None:
+    """Each namespace under its own bound, all of them together under the ceiling (many
+    tenants, or a cluster-wide ``edit`` binding, each flooding)."""
+    flood = [event(f"f{n}", "p", f"ns-{n % 10}") for n in range(40)]
+    cache, _ = reflector(flood[:20], limit=3, total=12)
+    cache._list()
+    assert len(cache.items) == 12
+    for obj in flood[20:]:
+        cache._apply({"type": "ADDED", "object": obj})
+    assert len(cache.items) == 12 and cache.dropped == 28

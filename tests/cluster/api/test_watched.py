@@ -93,7 +93,7 @@ def test_every_cache_reads_its_watched_collection() -> None:
 def test_the_reader_lists_what_the_caches_watch() -> None:
     transport: Any = Recorder()
     notes: list[str] = []
-    read_live(transport, None, Settings())
+    read_live(transport, None, Settings(), classes=True)
     read_records(transport, None, 500, notes)
     read_gke_events(transport, None, 500, notes)
     read_pools(transport, 500, notes)

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     def read(connection: Connection, settings: Settings) -> tuple[dict[str, Any], list[str]]:
         namespace = args.namespace or connection.namespace
         pod = read_pod(connection.transport, namespace, args.pod)
-        live = read_live(connection.transport, namespace, settings, pods=False)
+        live = read_live(connection.transport, namespace, settings, pods=False, classes=True)
         page = settings.source.list_page_size
         live.events = read_gke_events(
             connection.transport, namespace, page, live.notes, pod=args.pod

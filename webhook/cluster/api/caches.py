@@ -53,6 +53,10 @@ Events' 1 h life past the chart's 256 MiB memory limit); a bound over all namesp
 namespace crowd out every other's (a review). GKE writes about one per restore, fallback or
 checkpoint of a pod; past the bound a namespace's new Events are not kept (logged once,
 ``/readyz`` says so): its outcomes then wait for ``PodRestored`` or the settle time instead."""
+MAX_GKE_EVENTS_TOTAL = 20_000
+"""And at most over all namespaces (~30 MiB): Events floods in many namespaces (a cluster-wide
+``edit`` binding, or many tenants) cannot outgrow the memory limit either (a review); past it
+no namespace's new Events are kept."""
 
 
 def resources(
@@ -134,6 +138,7 @@ def resources(
             build=lambda items: index_events(items.values()),
             update=updated_events,
             max_per_namespace=MAX_GKE_EVENTS,
+            max_items=MAX_GKE_EVENTS_TOTAL,
         ),
         Resource(
             watched.COMPUTE_CLASSES.name,

@@ -73,11 +73,16 @@ class _Collected:
             limit = self.resource.max_per_namespace
             if limit is not None and key not in self.items:
                 namespace = namespace_of(key)
-                if self.counts[namespace] >= limit:
+                if self.counts[namespace] >= limit or _full(self.resource, len(self.items)):
                     self.dropped += 1
                     return
                 self.counts[namespace] += 1
             self.items[key] = value
+
+
+def _full(resource: Resource, kept: int) -> bool:
+    """Whether ``kept`` values reach ``resource.max_items``."""
+    return resource.max_items is not None and kept >= resource.max_items
 
 
 def namespace_of(key: str) -> str:
@@ -256,7 +261,8 @@ class Reflector(Worker):
             if limit is not None:
                 namespace = namespace_of(key)
                 if value is not None and previous is None:
-                    if self._counts[namespace] >= limit:
+                    full = _full(self.resource, len(self.items))
+                    if self._counts[namespace] >= limit or full:
                         self._drop(key)
                         value = None
                     else:

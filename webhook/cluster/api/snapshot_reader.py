@@ -129,9 +129,15 @@ def list_served(
 
 
 def read_live(
-    transport: KubeTransport, namespace: str | None, settings: Settings, *, pods: bool = True
+    transport: KubeTransport,
+    namespace: str | None,
+    settings: Settings,
+    *,
+    pods: bool = True,
+    classes: bool = False,
 ) -> Live:
-    """Policies, snapshots, node pools and (``pods``) stamped pods of ``namespace``.
+    """Policies, snapshots, node pools, (``pods``) stamped pods of ``namespace`` and
+    (``classes``, what ``explain``'s prediction reads) the ComputeClasses.
 
     Raises:
         TransportError: the API server cannot be reached or refuses a list (nodes excepted:
@@ -165,7 +171,8 @@ def read_live(
     live.index = SnapshotIndex.build(live.snapshots)
     live.configs = read_configs(transport, live.snapshots, page, live.notes)
     live.pools = read_pools(transport, page, live.notes, live.nodes)
-    live.compute_classes = read_compute_classes(transport, page, live.notes)
+    if classes:
+        live.compute_classes = read_compute_classes(transport, page, live.notes)
     if pods:
         path = stamped_pods(settings.prefix).path(namespace)
         live.pods, _ = transport.list(path, page_size=page)

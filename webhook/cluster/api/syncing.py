@@ -107,6 +107,9 @@ class Resource:
     write to (core Events) must not grow the webhook's memory without bound, nor may one
     namespace's flood crowd out another's objects; past it a namespace's new objects are not
     kept (logged once; ``Reflector.dropped`` counts them) until some of its are deleted."""
+    max_items: int | None = None
+    """Values kept at most over all namespaces (None: no ceiling): objects of namespaces past it
+    are not kept either (many namespaces each flooding must not outgrow the memory limit)."""
 
 
 @dataclass(frozen=True)
