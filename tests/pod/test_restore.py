@@ -451,8 +451,15 @@ POOLS = {
 }  # fmt: skip
 
 
-def on_machine(spec: dict[str, Any], classes: dict[str, ComputeClassFacts] | None = None) -> Any:
-    """The prediction for a pod of ``spec``'s placement against a snapshot taken on G2."""
+def on_machine(
+    spec: dict[str, Any],
+    classes: dict[str, ComputeClassFacts] | None = None,
+    pools: dict[str, NodePoolFacts] | None = None,
+    *,
+    gpus: bool = False,
+) -> Any:
+    """The prediction for a pod of ``spec``'s placement (asking for GPUs or not) against a
+    snapshot taken on G2, with ``pools`` (default ``POOLS``) having nodes."""
     origin = OriginRecord("origin", HASH, {}, G2, {"model": "m1"})
     view = SnapshotView(
         "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
@@ -466,9 +473,11 @@ def on_machine(spec: dict[str, Any], classes: dict[str, ComputeClassFacts] | Non
         spec_hash=HASH,
         fields={},
         selection=node_selection(spec, "spec"),
+        gpus=gpus,
     )
     index = SnapshotIndex.build([view])
-    return predict(facts, index, POOLS, rootfs_only=False, compute_classes=classes)
+    landing = POOLS if pools is None else pools
+    return predict(facts, index, landing, rootfs_only=False, compute_classes=classes)
 
 
 @pytest.mark.parametrize(
@@ -531,25 +540,10 @@ def test_an_unpinned_pod_is_not_judged_by_the_pools_that_have_nodes_now() -> Non
     """The snapshot's G2 pool scaled to zero (a scale-from-zero inference pool): only the A100
     and CPU pools have nodes. An unpinned GPU pod scales the G2 pool up and may land there, so
     its machine is not judged; one pinned to the A100 accelerator can only land on A2."""
-    origin = OriginRecord("origin", HASH, {}, G2, {"model": "m1"})
-    view = SnapshotView(
-        "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
-        origin,
-    )  # fmt: skip
     scaled_to_zero = {name: POOLS[name] for name in ("a100", "cpu")}
 
     def outcome(selector: dict[str, str]) -> str:
-        facts = PodFacts(
-            namespace="snap",
-            labels={"app": "llm", "model": "m1"},
-            annotations={},
-            policies=(POLICY,),
-            spec_hash=HASH,
-            fields={},
-            selection=node_selection({"nodeSelector": selector}, "spec"),
-        )
-        index = SnapshotIndex.build([view])
-        return predict(facts, index, scaled_to_zero, rootfs_only=False).outcome
+        return str(on_machine({"nodeSelector": selector}, pools=scaled_to_zero).outcome)
 
     assert outcome({}) == "hit"
     assert outcome({ACCELERATOR: "nvidia-tesla-a100"}) == "miss"
@@ -560,11 +554,6 @@ def test_a_gpu_pod_is_judged_only_by_pools_with_gpus() -> None:
     only a CPU pool on a newer node version has nodes. A GPU pod cannot land there: its node
     version is not judged by it (it was a miss naming the CPU pool). A CPU pod lands there: a
     miss, as before."""
-    origin = OriginRecord("origin", HASH, {}, G2, {"model": "m1"})
-    view = SnapshotView(
-        "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
-        origin,
-    )  # fmt: skip
     newer = {
         "cpu": NodePoolFacts(
             "cpu", 3, machine_families=frozenset({"n2"}), architectures=frozenset({"amd64"}),
@@ -573,17 +562,7 @@ def test_a_gpu_pod_is_judged_only_by_pools_with_gpus() -> None:
     }  # fmt: skip
 
     def predicted(gpus: bool) -> Any:
-        facts = PodFacts(
-            namespace="snap",
-            labels={"app": "llm", "model": "m1"},
-            annotations={},
-            policies=(POLICY,),
-            spec_hash=HASH,
-            fields={},
-            selection=node_selection({}, "spec"),
-            gpus=lambda: gpus,
-        )
-        return predict(facts, SnapshotIndex.build([view]), newer, rootfs_only=False)
+        return on_machine({}, pools=newer, gpus=gpus)
 
     assert predicted(gpus=True).outcome == "hit"
     cpu = predicted(gpus=False)

@@ -8,6 +8,8 @@ Sources: docs/gke-facts.md#section-5; GKE docs "About GPUs in GKE"
 
 from __future__ import annotations
 
+import functools
+
 MACHINE_FAMILY = "cloud.google.com/machine-family"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LEGACY_INSTANCE_TYPE = "beta.kubernetes.io/instance-type"
@@ -50,3 +52,12 @@ NODE_NAME = "field:metadata.name"
 not allowed in label keys, so it never collides with a real label."""
 LABEL_ALIASES: dict[str, str] = {LEGACY_INSTANCE_TYPE: INSTANCE_TYPE}
 """Legacy node labels read as their GA key (the kubelet and cloud node controller set both)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def instance_family(instance_type: str) -> str:
+    """Machine family of a GCE machine type: ``g2-standard-48`` -> ``g2``; ``custom-4-8192`` (an
+    N1 custom machine type) -> ``n1``. The rules and the restore prediction read a pod's
+    ``node.kubernetes.io/instance-type`` pin the same way."""
+    prefix = instance_type.split("-", 1)[0].lower()
+    return "n1" if prefix == "custom" else prefix

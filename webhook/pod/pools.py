@@ -17,6 +17,7 @@ from webhook.kube.gke import (
     INSTANCE_TYPE,
     MACHINE_FAMILY,
     NODE_POOL,
+    instance_family,
 )
 from webhook.pod.node_pins import NodeSelection
 from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
@@ -105,7 +106,7 @@ def pinned_families(selection: NodeSelection) -> frozenset[str] | None:
         return family.values
     types = selection.pins.get(INSTANCE_TYPE)
     if types is not None and types.exhaustive:
-        return frozenset(t.split("-", 1)[0] for t in types.values)
+        return frozenset(instance_family(t) for t in types.values)
     return None
 
 
@@ -161,9 +162,10 @@ def machine_fit(
     landing pools'.
     """
     narrowed = _narrowed(selection)
-    families = pinned_families(selection)
-    made = class_families(selection, classes) if families is None else None
+    pinned = pinned_families(selection)
+    made = class_families(selection, classes) if pinned is None else None
     by_pools = [p for p in landing if p.machine_families] if narrowed else []
+    families = pinned
     if families is None:
         families = made[1] if made is not None else _union(by_pools, "machine_families")
     pin = selection.pins.get(ARCHITECTURE)
@@ -180,11 +182,11 @@ def machine_fit(
                 else f"lands on arch {shown} ({_names(arch_pools)})"
             )
         shown = "/".join(sorted(families or ()))
+        if pinned is not None:
+            return f"pinned to {shown}"
         if made is not None:
             return f"ComputeClass {made[0]} makes {shown}"
-        if by_pools and pinned_families(selection) is None:
-            return f"lands on machine family {shown} ({_names(by_pools)})"
-        return f"pinned to {shown}"
+        return f"lands on machine family {shown} ({_names(by_pools)})"
 
     return MachineFit(families, archs, said)
 

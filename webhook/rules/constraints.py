@@ -9,7 +9,6 @@ Pure module.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -71,14 +70,6 @@ class Unknown:
     path: str
     reason: str
     kind: Literal["pool", "class", "node"] = "pool"
-
-
-@functools.lru_cache(maxsize=1024)
-def instance_family(instance_type: str) -> str:
-    """Machine family of a GCE machine type: ``g2-standard-48`` -> ``g2``; ``custom-4-8192`` (an
-    N1 custom machine type) -> ``n1``."""
-    prefix = instance_type.split("-", 1)[0].lower()
-    return "n1" if prefix == "custom" else prefix
 
 
 def possible(constraints: Iterable[Constraint]) -> frozenset[str] | None:

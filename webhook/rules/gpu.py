@@ -25,9 +25,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from webhook.base.sections import RuleSettings
 from webhook.base.text import clip, clip_all
 from webhook.base.types import Finding
-from webhook.kube.gke import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY
+from webhook.kube.gke import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY, instance_family
 from webhook.pod.context import PodContext
-from webhook.rules.constraints import POD_SOURCES, Constraint, fit, instance_family, possible
+from webhook.rules.constraints import POD_SOURCES, Constraint, fit, possible
 from webhook.rules.gpu_driver import driver_findings
 from webhook.rules.gpu_sharing import mig_findings, sharing_findings
 from webhook.rules.gpu_whole_node import subset_allowed, whole_node_findings

@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from webhook.base.sections import GKE_VERSION_PATTERN, RuleSettings
 from webhook.base.text import clip, clip_all
 from webhook.base.types import Finding
+from webhook.kube.gke import instance_family
 from webhook.pod.context import PodContext
-from webhook.rules.constraints import POD_SOURCES, Constraint, fit, instance_family, possible
+from webhook.rules.constraints import POD_SOURCES, Constraint, fit, possible
 from webhook.rules.landing import affinity_admits, gpu_count
 from webhook.rules.placement import Placement, family_constraints
 from webhook.rules.tables import gpu_tables

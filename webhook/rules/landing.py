@@ -22,10 +22,16 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from webhook.kube.gke import ACCELERATOR, ACCELERATOR_COUNT, INSTANCE_TYPE, MACHINE_FAMILY
+from webhook.kube.gke import (
+    ACCELERATOR,
+    ACCELERATOR_COUNT,
+    INSTANCE_TYPE,
+    MACHINE_FAMILY,
+    instance_family,
+)
 from webhook.pod.context import PodContext
 from webhook.pod.node_pins import Exclusion, NodeSelection
-from webhook.rules.constraints import Constraint, instance_family, possible
+from webhook.rules.constraints import Constraint, possible
 from webhook.rules.placement import Placement, family_constraints
 from webhook.rules.tables import gpu_tables
 from webhook.snapshots.state import NodePoolFacts

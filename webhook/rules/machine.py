@@ -20,9 +20,10 @@ from webhook.kube.gke import (
     TPU_ACCELERATOR,
     TPU_RESOURCE,
     TPU_TOPOLOGY,
+    instance_family,
 )
 from webhook.pod.context import PodContext
-from webhook.rules.constraints import Unknown, fit, instance_family, possible
+from webhook.rules.constraints import Unknown, fit, possible
 from webhook.rules.placement import Placement, describe, family_constraints
 
 

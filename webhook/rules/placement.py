@@ -33,6 +33,7 @@ from webhook.kube.gke import (
     PARTITION_SIZE,
     SHARING_STRATEGY,
     TPU_RESOURCE,
+    instance_family,
 )
 from webhook.pod.context import PodContext
 from webhook.pod.node_pins import LabelPin, NodeSelection, node_selection
@@ -42,7 +43,7 @@ from webhook.pod.resources import (
     prefixed_resources,
     resource_usages,
 )
-from webhook.rules.constraints import Constraint, Unknown, instance_family
+from webhook.rules.constraints import Constraint, Unknown
 from webhook.rules.tables import gpu_tables
 from webhook.snapshots.state import NodePoolFacts
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from webhook.base.sections import RuleSettings
-from webhook.rules.constraints import instance_family
+from webhook.kube.gke import instance_family
 
 MAX_KEPT = 8
 """Settings objects remembered (one per load or reload; a few suffice)."""

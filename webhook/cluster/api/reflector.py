@@ -60,7 +60,7 @@ class _Collected:
         self.items: dict[str, Any] = {}
         self.invalid: set[str] = set()
         self.dropped = 0
-        self.counts: Counter[str] = Counter()
+        self.bound = _Bound(resource)
 
     def take(self, obj: RawObject) -> None:
         """Convert one listed object and keep its compact value (or count it invalid, or
@@ -70,19 +70,37 @@ class _Collected:
         if value is INVALID:
             self.invalid.add(str(key))
         elif value is not None and key is not None:
-            limit = self.resource.max_per_namespace
-            if limit is not None and key not in self.items:
-                namespace = namespace_of(key)
-                if self.counts[namespace] >= limit or _full(self.resource, len(self.items)):
-                    self.dropped += 1
-                    return
-                self.counts[namespace] += 1
+            if key not in self.items and not self.bound.admit(key, len(self.items)):
+                self.dropped += 1
+                return
             self.items[key] = value
 
 
-def _full(resource: Resource, kept: int) -> bool:
-    """Whether ``kept`` values reach ``resource.max_items``."""
-    return resource.max_items is not None and kept >= resource.max_items
+class _Bound:
+    """Values kept per namespace, held to ``resource.max_per_namespace`` and, over all,
+    ``resource.max_items`` (no bound set: every value is admitted)."""
+
+    def __init__(self, resource: Resource) -> None:
+        self.resource = resource
+        self.counts: Counter[str] = Counter()
+
+    def admit(self, key: str, kept: int) -> bool:
+        """Whether a new value of ``key`` may be kept beside ``kept`` others (counted if so)."""
+        each, total = self.resource.max_per_namespace, self.resource.max_items
+        if each is None and total is None:
+            return True
+        namespace = namespace_of(key)
+        if (each is not None and self.counts[namespace] >= each) or (
+            total is not None and kept >= total
+        ):
+            return False
+        self.counts[namespace] += 1
+        return True
+
+    def release(self, key: str) -> None:
+        """A kept value of ``key`` is gone."""
+        if self.resource.max_per_namespace is not None or self.resource.max_items is not None:
+            self.counts[namespace_of(key)] -= 1
 
 
 def namespace_of(key: str) -> str:
@@ -119,7 +137,7 @@ class Reflector(Worker):
         self.resource_version: str | None = None
         self.dropped = 0
         """Objects not kept since the last list: ``resource.max_per_namespace`` was reached."""
-        self._counts: Counter[str] = Counter()  # kept values per namespace (when bounded)
+        self._bound = _Bound(resource)
         self._stream: WatchStream | None = None
         self._backoff = Backoff(timing)
         self._random = random.Random()  # noqa: S311 - spreads watch restarts, not security
@@ -165,7 +183,7 @@ class Reflector(Worker):
             self.dropped = 0
             for _ in range(collected.dropped):
                 self._drop("(listed)")
-            self._counts = collected.counts
+            self._bound = collected.bound
             self._replace(path, collected.items, collected.invalid, version)
             return
         raise NotServed(", ".join(self.resource.paths))
@@ -191,8 +209,10 @@ class Reflector(Worker):
         if self.invalid:
             notes.append(f"{len(self.invalid)} invalid")
         if self.dropped:  # no count: a status change per dropped object would rebuild the state
-            limit = self.resource.max_per_namespace
-            notes.append(f"some not kept since the last list: at most {limit} per namespace")
+            each, total = self.resource.max_per_namespace, self.resource.max_items
+            bounds = [f"{each} per namespace"] if each is not None else []
+            bounds += [f"{total} in all"] if total is not None else []
+            notes.append(f"some not kept since the last list: at most {', '.join(bounds)}")
         return "synced" + (f" ({', '.join(notes)})" if notes else "")
 
     def _watch_until_stopped(self) -> None:
@@ -257,18 +277,12 @@ class Reflector(Worker):
             else:
                 self.invalid.discard(key)
             previous = self.items.get(key)
-            limit = self.resource.max_per_namespace
-            if limit is not None:
-                namespace = namespace_of(key)
-                if value is not None and previous is None:
-                    full = _full(self.resource, len(self.items))
-                    if self._counts[namespace] >= limit or full:
-                        self._drop(key)
-                        value = None
-                    else:
-                        self._counts[namespace] += 1
-                elif value is None and previous is not None:
-                    self._counts[namespace] -= 1
+            if value is not None and previous is None:
+                if not self._bound.admit(key, len(self.items)):
+                    self._drop(key)
+                    value = None
+            elif value is None and previous is not None:
+                self._bound.release(key)
             if value is None:
                 changed = self.items.pop(key, None) is not None
             else:
@@ -285,22 +299,22 @@ class Reflector(Worker):
             self.resource.after(previous, value)
 
     def _drop(self, key: str) -> None:
-        """Count an object not kept past ``resource.max_per_namespace`` (logged once per
-        list)."""
+        """Count an object not kept past the bound (``_Bound``; logged once per list)."""
         if not self.dropped:
             log.warning(
-                "%s: %d kept in one namespace, the most snapready keeps there: %s and later "
-                "ones of that namespace are not (until some are deleted)",
+                "%s: %s not kept: at most %s per namespace and %s in all (kept again once some "
+                "are deleted)",
                 self.name,
-                self.resource.max_per_namespace,
                 key,
+                self.resource.max_per_namespace,
+                self.resource.max_items,
             )
         self.dropped += 1
 
     def _mark_not_served(self) -> None:
         with self.lock:
             self.items, self.invalid, self.served = {}, set(), False
-            self._counts = Counter()
+            self._bound = _Bound(self.resource)
             self.path = self.resource_version = None
             self.view = self.resource.build({})
             self.synced, self.status = True, "not served"
