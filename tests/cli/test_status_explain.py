@@ -518,6 +518,40 @@ def test_a_pod_that_lands_only_on_another_machine_series_misses_and_explain_says
             core.delete_node(node)
 
 
+def test_an_accelerator_pool_at_zero_nodes_and_notin_still_name_the_machine(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial on the real API server: with no A3 node (its pool scaled to zero), a pod pinned
+    to ``nvidia-h100-80gb`` was predicted ``hit`` from the G2 snapshot, and so was one whose
+    affinity rules G2 out (``machine-family NotIn [g2]``). H100s run only on A3 machines, and
+    the scheduler never places the second on G2: both are misses, and ``explain`` agrees."""
+    take_snapshot(scenario)
+    h100 = scenario.pod("h100")
+    h100["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    not_g2 = scenario.pod("not-g2")
+    expression = {"key": "cloud.google.com/machine-family", "operator": "NotIn", "values": ["g2"]}
+    not_g2["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+            }
+        }
+    }
+    cases = (
+        (h100, "pinned to a3 by accelerator nvidia-h100-80gb, snapshot taken on g2"),
+        (not_g2, "excludes machine family g2 (NotIn), snapshot taken on g2"),
+    )
+    for pod, reason in cases:
+        annotations = scenario.create(pod)["metadata"]["annotations"]
+        assert annotations["snapready.io/restore-prediction"] == "miss", annotations
+        assert annotations["snapready.io/restore-reason"] == reason
+        explained = explain_json(scenario, pod["metadata"]["name"], capsys)
+        assert explained["prediction"]["outcome"] == "miss"
+        (candidate,) = explained["candidates"]
+        (diff,) = candidate["differences"]
+        assert diff["kind"] == "family" and diff["detail"] == reason
+
+
 def test_explain_names_the_image_field_with_a_hint(
     scenario: Scenario, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.kube.gke import ACCELERATOR
+from webhook.kube.gke import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY, NODE_POOL
+from webhook.kube.gke import ARCHITECTURE as ARCH
 from webhook.kube.matching import Policy, compile_selector
 from webhook.pod import pools as pool_memo
 from webhook.pod.emptydirs import restore_blocker
@@ -484,7 +485,10 @@ def on_machine(
     ("selector", "reason"),
     [
         ({"cloud.google.com/gke-nodepool": "a100"}, "lands on machine family a2 (node pool a100)"),
-        ({"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}, "machine family a2"),
+        (
+            {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"},
+            "pinned to a2 by accelerator nvidia-tesla-a100, snapshot taken on g2",
+        ),
         ({"cloud.google.com/gke-nodepool": "t2a"}, "lands on arch arm64 (node pool t2a)"),
         ({"kubernetes.io/arch": "arm64"}, "pinned to arch arm64, snapshot on amd64"),
         ({"cloud.google.com/machine-family": "a2"}, "pinned to a2, snapshot taken on g2"),
@@ -573,3 +577,116 @@ def test_a_gpu_pod_is_judged_only_by_pools_with_gpus() -> None:
     assert not requests_gpus(zero)
     mig = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/mig-3g.20gb": "1"}}}]}
     assert requests_gpus(mig), "a MIG partition is a GPU too (the mixed strategy's resource)"
+
+
+def test_an_accelerator_names_its_machine_family_while_its_pools_are_scaled_to_zero() -> None:
+    """A trial on the real API server: the A3 pool at zero nodes, only the L4 and CPU pools up;
+    a pod pinned to ``nvidia-h100-80gb`` was predicted ``hit`` from a G2 snapshot. GKE attaches
+    each GPU model to one series (H100 only on A3), so the accelerator says where it lands."""
+    up = {name: POOLS[name] for name in ("l4", "cpu")}
+
+    def predicted(accelerators: list[str]) -> Any:
+        term = {
+            "matchExpressions": [{"key": ACCELERATOR, "operator": "In", "values": accelerators}]
+        }
+        return on_machine(_required([term]), pools=up, gpus=True)
+
+    h100 = predicted(["nvidia-h100-80gb"])
+    assert h100.outcome == "miss"
+    assert h100.reason == "pinned to a3 by accelerator nvidia-h100-80gb, snapshot taken on g2"
+    assert predicted(["nvidia-l4"]).outcome == "hit"
+    assert predicted(["nvidia-h100-80gb", "nvidia-l4"]).outcome == "hit", "may land on G2"
+    assert predicted(["nvidia-future-gpu"]).outcome == "hit", "an unknown accelerator: not judged"
+    assert predicted(["nvidia-future-gpu", "nvidia-h100-80gb"]).outcome == "hit"
+
+
+def _required(terms: list[dict[str, Any]]) -> dict[str, Any]:
+    required = {"nodeSelectorTerms": terms}
+    return {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    }
+
+
+def _not_in(key: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": "NotIn", "values": list(values)}
+
+
+@pytest.mark.parametrize(
+    ("terms", "reason"),
+    [
+        (
+            [{"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]}],
+            "excludes machine family g2 (NotIn), snapshot taken on g2",
+        ),
+        (
+            [{"matchExpressions": [_not_in(ARCH, "amd64")]}],
+            "excludes arch amd64 (NotIn), snapshot on amd64",
+        ),
+        (  # both terms rule G2 out (ORed terms: a node must pass one)
+            [
+                {"matchExpressions": [_not_in(MACHINE_FAMILY, "g2", "a2")]},
+                {
+                    "matchExpressions": [
+                        _not_in(MACHINE_FAMILY, "g2"),
+                        _not_in("topology.kubernetes.io/zone", "z"),
+                    ]
+                },
+            ],
+            "excludes machine family g2 (NotIn)",
+        ),
+    ],
+)
+def test_notin_in_every_term_rules_the_snapshots_machine_out(
+    terms: list[dict[str, Any]], reason: str
+) -> None:
+    """A trial: ``machine-family NotIn [g2]`` and ``arch NotIn [amd64]`` predicted ``hit`` from
+    a G2/amd64 snapshot; the scheduler never places such a pod there
+    (k8s.io/component-helpers nodeaffinity: the terms ORed, a term's expressions ANDed)."""
+    result = on_machine(_required(terms))
+    assert result.outcome == "miss", result.reason
+    assert reason in result.reason
+
+
+@pytest.mark.parametrize(
+    "terms",
+    [
+        # one term lets G2 through: the pod may land there
+        [
+            {"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]},
+            {"matchExpressions": [_not_in(MACHINE_FAMILY, "a2")]},
+        ],
+        # another G2 shape is not ruled out (GKE restores across the series)
+        [{"matchExpressions": [_not_in(INSTANCE_TYPE, "g2-standard-8")]}],
+        # a pool ruled out: another G2 pool may be created (the pod is not pinned)
+        [{"matchExpressions": [_not_in(NODE_POOL, "l4")]}],
+        [{"matchExpressions": [_not_in(MACHINE_FAMILY, "a2", "n2")]}],
+    ],
+)
+def test_notin_that_leaves_the_snapshots_machine_open_still_hits(
+    terms: list[dict[str, Any]],
+) -> None:
+    assert on_machine(_required(terms)).outcome == "hit"
+
+
+def test_notin_rules_pools_out_of_where_a_pinned_pod_lands() -> None:
+    """Pinned to two accelerators, the A100 pool ruled out by name: only the L4 pool is left
+    (``landing_pools`` also decides which node versions and GPU drivers are compared)."""
+    term = {
+        "matchExpressions": [
+            {"key": ACCELERATOR, "operator": "In", "values": ["nvidia-l4", "nvidia-tesla-a100"]},
+            _not_in(NODE_POOL, "a100"),
+        ]
+    }
+    selection = node_selection(_required([term]), "spec")
+    assert [p.name for p in landing_pools(selection, POOLS)] == ["l4"]
+    other = {
+        "matchExpressions": [
+            {"key": ACCELERATOR, "operator": "In", "values": ["nvidia-tesla-a100"]}
+        ]
+    }
+    either = node_selection(_required([term, other]), "spec")
+    assert [p.name for p in landing_pools(either, POOLS)] == ["a100", "l4"], "terms are ORed"
+    gt = {"matchExpressions": [{"key": ARCH, "operator": "Gt", "values": ["1"]}]}
+    assert landing_pools(node_selection(_required([gt]), "spec"), POOLS) == [], (
+        "Gt needs an integer label: no pool passes"
+    )

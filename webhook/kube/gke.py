@@ -61,3 +61,25 @@ def instance_family(instance_type: str) -> str:
     ``node.kubernetes.io/instance-type`` pin the same way."""
     prefix = instance_type.split("-", 1)[0].lower()
     return "n1" if prefix == "custom" else prefix
+
+
+ACCELERATOR_FAMILIES: dict[str, frozenset[str]] = {
+    "nvidia-l4": frozenset({"g2"}),
+    "nvidia-rtx-pro-6000": frozenset({"g4"}),
+    "nvidia-tesla-a100": frozenset({"a2"}),
+    "nvidia-a100-80gb": frozenset({"a2"}),
+    "nvidia-h100-80gb": frozenset({"a3"}),
+    "nvidia-h100-mega-80gb": frozenset({"a3"}),
+    "nvidia-h200-141gb": frozenset({"a3"}),
+    "nvidia-b200": frozenset({"a4"}),
+    "nvidia-gb200": frozenset({"a4x"}),
+    "nvidia-tesla-t4": frozenset({"n1"}),
+    "nvidia-tesla-v100": frozenset({"n1"}),
+    "nvidia-tesla-p100": frozenset({"n1"}),
+    "nvidia-tesla-p4": frozenset({"n1"}),
+}
+"""The machine family whose nodes carry each ``cloud.google.com/gke-accelerator`` value: Compute
+Engine attaches each GPU model to one series (Compute Engine docs "GPU machine types": L4 on G2,
+RTX PRO 6000 on G4, A100 on A2, H100/H100 Mega/H200 on A3, B200 on A4, GB200 on A4X, T4/V100/
+P100/P4 on N1). What a node pool scaled to zero would run, when its nodes cannot say so (the
+restore prediction, ``pod.pools.machine_fit``); an accelerator not listed is not known."""

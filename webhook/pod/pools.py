@@ -12,6 +12,7 @@ from typing import NamedTuple
 from webhook.base.text import clip
 from webhook.kube.gke import (
     ACCELERATOR,
+    ACCELERATOR_FAMILIES,
     ARCHITECTURE,
     COMPUTE_CLASS,
     INSTANCE_TYPE,
@@ -19,7 +20,7 @@ from webhook.kube.gke import (
     NODE_POOL,
     instance_family,
 )
-from webhook.pod.node_pins import NodeSelection
+from webhook.pod.node_pins import Exclusion, NodeSelection
 from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
 
 _LANDING_PINS = (NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE, ACCELERATOR)
@@ -71,7 +72,41 @@ def landing_pools(
         if len(known) >= LANDING_MEMO_SIZE:
             known.clear()
         known[key] = found
+    if selection.exclusions and any(
+        k in term for term in selection.exclusions for k in _LANDING_PINS
+    ):
+        return [facts for facts in found if _admitted(facts, selection.exclusions)]
     return list(found)
+
+
+def _admitted(facts: NodePoolFacts, terms: tuple[dict[str, tuple[Exclusion, ...]], ...]) -> bool:
+    """Whether some affinity term's ``NotIn``/``Gt``/``Lt``/``DoesNotExist`` expressions on the
+    pool, family, instance-type, architecture and accelerator labels let a node of the pool
+    through (terms are ORed; a pool whose nodes carry several values passes when one does; a
+    label its nodes do not report is not held against it, but for the accelerator: a pool
+    without GPUs has no such label)."""
+    labels = {
+        NODE_POOL: frozenset({facts.name}),
+        MACHINE_FAMILY: facts.machine_families,
+        INSTANCE_TYPE: facts.instance_types,
+        ARCHITECTURE: facts.architectures,
+        ACCELERATOR: facts.accelerators,
+    }
+    for term in terms:
+        passes = True
+        for key, values in labels.items():
+            rules = term.get(key, ())
+            if not rules:
+                continue
+            if not values:
+                passes = key != ACCELERATOR or all(rule.admits(None) for rule in rules)
+            else:
+                passes = any(all(rule.admits(v) for rule in rules) for v in values)
+            if not passes:
+                break
+        if passes:
+            return True
+    return False
 
 
 def _landing(wanted: Landing, pools: Mapping[str, NodePoolFacts]) -> tuple[NodePoolFacts, ...]:
@@ -100,14 +135,45 @@ def _landing(wanted: Landing, pools: Mapping[str, NodePoolFacts]) -> tuple[NodeP
 
 
 def pinned_families(selection: NodeSelection) -> frozenset[str] | None:
-    """Machine families the pins allow (from family or instance-type pins), None if unpinned."""
+    """Machine families the pins allow, None if unpinned: the family pin, else the instance-type
+    pin's families, else the families that carry the pinned accelerators
+    (``kube.gke.ACCELERATOR_FAMILIES``; None when one is not listed there)."""
+    return _pinned(selection)[0]
+
+
+def _pinned(selection: NodeSelection) -> tuple[frozenset[str] | None, str]:
+    """``pinned_families`` and, for an accelerator pin, how it is said (`` by accelerator x``)."""
     family = selection.pins.get(MACHINE_FAMILY)
     if family is not None and family.exhaustive:
-        return family.values
+        return family.values, ""
     types = selection.pins.get(INSTANCE_TYPE)
     if types is not None and types.exhaustive:
-        return frozenset(instance_family(t) for t in types.values)
-    return None
+        return frozenset(instance_family(t) for t in types.values), ""
+    accelerators = selection.pins.get(ACCELERATOR)
+    if accelerators is None or not accelerators.exhaustive or not accelerators.values:
+        return None, ""
+    if not all(a in ACCELERATOR_FAMILIES for a in accelerators.values):
+        return None, ""
+    names = "/".join(clip(a, 63) for a in sorted(accelerators.values)[:2])
+    return (
+        frozenset().union(*(ACCELERATOR_FAMILIES[a] for a in accelerators.values)),
+        f" by accelerator {names}",
+    )
+
+
+def excluded(selection: NodeSelection, key: str) -> frozenset[str]:
+    """The values of node label ``key`` every required affinity term rules out with ``NotIn``
+    (a node with one of them matches no term: Kubernetes ORs the terms and ANDs a term's
+    expressions, k8s.io/component-helpers nodeaffinity); empty without affinity terms."""
+    out: frozenset[str] | None = None
+    for term in selection.exclusions:
+        ruled = frozenset(
+            v for rule in term.get(key, ()) if rule.operator == "NotIn" for v in rule.values
+        )
+        out = ruled if out is None else out & ruled
+        if not out:
+            return frozenset()
+    return out or frozenset()
 
 
 def class_families(
@@ -139,12 +205,14 @@ def pools_text(pools: Iterable[NodePoolFacts], attribute: str) -> str:
 
 class MachineFit(NamedTuple):
     """Where a pod can land, as the restore comparison needs it (``machine_fit``): the machine
-    families and CPU architectures (None: not known), and how each is said (built only for a
-    reason)."""
+    families and CPU architectures (None: not known), those its affinity rules out with
+    ``NotIn`` in every term, and how each is said (built only for a reason)."""
 
     families: frozenset[str] | None
     archs: frozenset[str] | None
     said: Callable[[str], str]
+    not_families: frozenset[str] = frozenset()
+    not_archs: frozenset[str] = frozenset()
 
 
 def machine_fit(
@@ -155,14 +223,16 @@ def machine_fit(
     """The machine families and CPU architectures a pod with ``selection`` can land on, once
     per prediction (each origin compared then costs two lookups: ``machine_reasons``).
 
-    The family is judged by the first that says something: the pod's family or instance-type
-    pins; the ComputeClass it is pinned to; else, for a pod pinned to a pool or an accelerator,
-    the families of the pools it can land on (``landing``, pools whose nodes carry no family
-    label left out). The architecture by its ``kubernetes.io/arch`` pin, else (pinned pods) the
-    landing pools'.
+    The family is judged by the first that says something: the pod's family, instance-type or
+    accelerator pins (``pinned_families``: an accelerator names its family even while every
+    node pool with it is scaled to zero); the ComputeClass it is pinned to; else, for a pod
+    pinned to a pool or an accelerator, the families of the pools it can land on (``landing``,
+    pools whose nodes carry no family label left out). The architecture by its
+    ``kubernetes.io/arch`` pin, else (pinned pods) the landing pools'. Families and
+    architectures its affinity terms all exclude (``NotIn``: ``excluded``) are kept beside.
     """
     narrowed = _narrowed(selection)
-    pinned = pinned_families(selection)
+    pinned, by_accelerator = _pinned(selection)
     made = class_families(selection, classes) if pinned is None else None
     by_pools = [p for p in landing if p.machine_families] if narrowed else []
     families = pinned
@@ -183,12 +253,20 @@ def machine_fit(
             )
         shown = "/".join(sorted(families or ()))
         if pinned is not None:
-            return f"pinned to {shown}"
+            return f"pinned to {shown}{by_accelerator}"
         if made is not None:
             return f"ComputeClass {made[0]} makes {shown}"
         return f"lands on machine family {shown} ({_names(by_pools)})"
 
-    return MachineFit(families, archs, said)
+    if not selection.exclusions:
+        return MachineFit(families, archs, said)
+    return MachineFit(
+        families,
+        archs,
+        said,
+        excluded(selection, MACHINE_FAMILY),
+        excluded(selection, ARCHITECTURE),
+    )
 
 
 def _union(pools: list[NodePoolFacts], attribute: str) -> frozenset[str] | None:
@@ -203,13 +281,18 @@ def machine_reasons(fit: MachineFit, node: Mapping[str, str | None]) -> list[str
     record's node facts: ``family``, ``arch``) for its machine: GKE restores only onto the
     same machine series and CPU architecture (N2 to N2, G2 to G2; docs/gke-facts.md#section-3).
     Nothing known: no reason. Reasons begin ``pinned to``, ``ComputeClass``, ``lands on
-    machine family`` or ``... arch`` (``cli.explain.hints.node_kind`` reads them).
+    machine family``, ``excludes machine family`` or their ``arch`` forms
+    (``cli.explain.hints.node_kind`` reads them).
     """
     reasons = []
     family, arch = node.get("family"), node.get("arch")
-    if family and fit.families is not None and family not in fit.families:
+    if family and family in fit.not_families:
+        reasons.append(f"excludes machine family {family} (NotIn), snapshot taken on {family}")
+    elif family and fit.families is not None and family not in fit.families:
         reasons.append(f"{fit.said('family')}, snapshot taken on {family}")
-    if arch and fit.archs is not None and arch not in fit.archs:
+    if arch and arch in fit.not_archs:
+        reasons.append(f"excludes arch {arch} (NotIn), snapshot on {arch}")
+    elif arch and fit.archs is not None and arch not in fit.archs:
         reasons.append(f"{fit.said('arch')}, snapshot on {arch}")
     return reasons
 

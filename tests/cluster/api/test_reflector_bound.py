@@ -16,7 +16,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from webhook.cluster.api.caches import MAX_GKE_EVENTS, MAX_GKE_EVENTS_TOTAL, resources
+from webhook.cluster.api.caches import (
+    MAX_EVENTS_PER_STAMPED_POD,
+    MAX_GKE_EVENTS,
+    MAX_GKE_EVENTS_TOTAL,
+    resources,
+)
 from webhook.cluster.api.reflector import Reflector
 from webhook.cluster.api.syncing import Timing
 from webhook.snapshots.evidence import GKE_EVENT_REASON
@@ -48,9 +53,12 @@ class Listing:
 
 
 def reflector(
-    objects: list[dict[str, Any]], limit: int, total: int | None = None
+    objects: list[dict[str, Any]],
+    limit: int,
+    total: int | None = None,
+    stamped: Callable[[str], bool] | None = None,
 ) -> tuple[Reflector, list[int]]:
-    (gke,) = (r for r in resources("snapready.io/") if r.name == "gkeevents")
+    (gke,) = (r for r in resources("snapready.io/", stamped=stamped) if r.name == "gkeevents")
     changes: list[int] = []
     bounded = Reflector(
         dataclasses.replace(gke, max_per_namespace=limit, max_items=total),
@@ -120,3 +128,38 @@ def test_many_namespaces_flooding_stay_under_a_ceiling_over_all() -> None:
     for obj in flood[20:]:
         cache._apply({"type": "ADDED", "object": obj})
     assert len(cache.items) == 12 and cache.dropped == 28
+
+
+def test_a_stamped_pods_events_are_kept_past_every_flood() -> None:
+    """A trial: ten namespaces snapready does not track, 2,000 Events each, filled the ceiling,
+    and a stamped pod's fallback Event was not kept (its outcome waited for the settle time).
+    Events about a pod the pod cache holds are kept first, ``MAX_EVENTS_PER_STAMPED_POD`` per
+    pod, beside both bounds; a flood naming that pod is held to them."""
+    stamped = {"llm/server-1", "llm/server-2"}
+    flood = [event(f"f{n}", "p", f"ns-{n % 10}") for n in range(40)]
+    cache, _ = reflector(flood[:20], limit=3, total=12, stamped=stamped.__contains__)
+    cache._list()
+    for obj in flood[20:]:
+        cache._apply({"type": "ADDED", "object": obj})
+    assert len(cache.items) == 12, "the flood fills the ceiling"
+    cache._apply({"type": "ADDED", "object": event("gke-1", "server-1", "llm")})
+    assert "llm/gke-1" in cache.items, "a stamped pod's Event is kept past the ceiling"
+    assert ("llm", "server-1") in cache.view
+    cache._apply({"type": "ADDED", "object": event("other", "not-stamped", "llm")})
+    assert "llm/other" not in cache.items, "an unstamped pod's Event is not"
+
+    per_pod = MAX_EVENTS_PER_STAMPED_POD
+    for n in range(per_pod + 5):  # a flood naming the stamped pod itself
+        cache._apply({"type": "ADDED", "object": event(f"x{n}", "server-2", "llm")})
+    assert sum(key.startswith("llm/x") for key in cache.items) == per_pod
+    assert len(cache.items) == 12 + 1 + per_pod
+
+    cache._apply({"type": "DELETED", "object": event("x0", "server-2", "llm")})
+    cache._apply({"type": "ADDED", "object": event("gke-2", "server-2", "llm")})
+    assert "llm/gke-2" in cache.items, "a deleted Event frees its pod's room"
+    flooded = next(key for key in cache.items if key.startswith("ns-"))
+    namespace, name = flooded.split("/")
+    cache._apply({"type": "DELETED", "object": event(name, "p", namespace)})
+    assert len(cache.items) == 12 + per_pod, "a flood Event's delete frees the ceiling's room"
+    cache._apply({"type": "ADDED", "object": event("other2", "not-stamped", "llm")})
+    assert "llm/other2" in cache.items

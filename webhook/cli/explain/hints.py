@@ -59,9 +59,11 @@ def explain_differences(
 
 def node_kind(reason: str) -> str:
     """The node fact a ``differences`` reason is about (its wording, ``pod.restore``)."""
-    if reason.startswith(("pinned to arch ", "lands on arch ")):
+    if reason.startswith(("pinned to arch ", "lands on arch ", "excludes arch ")):
         return "arch"
-    if reason.startswith(("pinned to ", "ComputeClass ", "lands on machine family ")):
+    if reason.startswith(
+        ("pinned to ", "ComputeClass ", "lands on machine family ", "excludes machine family ")
+    ):
         return "family"
     if reason.startswith("GPU driver "):
         return "driver"

@@ -24,7 +24,7 @@ from webhook.cluster.api.reflector import Reflector
 from webhook.cluster.api.stamped_pods import pod_record
 from webhook.cluster.api.syncing import Poller, Resource, Timing, Transport, Worker
 from webhook.kube.matching import PolicyIndex
-from webhook.snapshots.evidence import gke_event, index_events, updated_events
+from webhook.snapshots.evidence import GkeEvent, gke_event, index_events, updated_events
 from webhook.snapshots.facts import (
     compute_class_facts,
     gke_version,
@@ -57,12 +57,19 @@ MAX_GKE_EVENTS_TOTAL = 20_000
 """And at most over all namespaces (~30 MiB): Events floods in many namespaces (a cluster-wide
 ``edit`` binding, or many tenants) cannot outgrow the memory limit either (a review); past it
 no namespace's new Events are kept."""
+MAX_EVENTS_PER_STAMPED_POD = 8
+"""GKE Events about a pod snapready stamped (in the pod cache) kept whatever the two bounds
+above say (``Resource.owner``): GKE writes one to three per pod (a restore or fallback, a
+checkpoint or two), so Events flooding other namespaces cannot push them out (a trial: ten
+untracked namespaces at 2,000 each filled the ceiling, and a stamped pod's fallback waited for
+the settle time); a flood naming the pod itself is held to this many."""
 
 
 def resources(
     prefix: str,
     join: RecordJoin | None = None,
     on_pod: Callable[[PodRecord | None, PodRecord | None], None] | None = None,
+    stamped: Callable[[str], bool] | None = None,
 ) -> tuple[Resource, ...]:
     """The watched collections (``cluster.api.watched``, shared with the one-shot reader), in
     ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
@@ -72,7 +79,8 @@ def resources(
     PodSnapshots and snapready's SnapshotRecords tell ``join`` which ``namespace/name``
     changed, so the state's snapshot index carries each record (``snapshots.records``).
     ``on_pod(old, new)`` hears every pod event once the pod cache holds it (``Resource.after``;
-    never from ``convert``).
+    never from ``convert``). ``stamped(namespace/name)``: whether the pod cache holds that pod
+    (its GKE Events are kept first: ``MAX_EVENTS_PER_STAMPED_POD``).
     """
     touched, pods = join or RecordJoin(), watched.stamped_pods(prefix)
     enforcement = EnforcementValues(prefix)
@@ -139,6 +147,8 @@ def resources(
             update=updated_events,
             max_per_namespace=MAX_GKE_EVENTS,
             max_items=MAX_GKE_EVENTS_TOTAL,
+            owner=None if stamped is None else _event_owner(stamped),
+            max_per_owner=MAX_EVENTS_PER_STAMPED_POD,
         ),
         Resource(
             watched.COMPUTE_CLASSES.name,
@@ -153,6 +163,16 @@ def resources(
             build=budgets_by_namespace,
         ),
     )
+
+
+def _event_owner(stamped: Callable[[str], bool]) -> Callable[[GkeEvent], str | None]:
+    """``Resource.owner`` of GKE Events: the ``namespace/name`` of a stamped pod it is about."""
+
+    def owner(event: GkeEvent) -> str | None:
+        key = f"{event.namespace}/{event.pod}"
+        return key if stamped(key) else None
+
+    return owner
 
 
 def budgets_by_namespace(items: Mapping[str, DisruptionBudget]) -> dict[str, tuple[Any, ...]]:
@@ -216,7 +236,7 @@ class ClusterSource:
         self._hooks = CacheHooks()
         self.reflectors = {
             r.name: Reflector(r, transport, timing, self._lock, self._rebuild)
-            for r in resources(prefix, self._join, self._pod_event)
+            for r in resources(prefix, self._join, self._pod_event, self._stamped)
         }
         self.version = Poller(
             "version",
@@ -236,6 +256,10 @@ class ClusterSource:
         self._state = ClusterState()
         with self._lock:
             self._rebuild()
+
+    def _stamped(self, key: str) -> bool:
+        """Whether the pod cache holds the pod ``namespace/name`` (any thread: one lookup)."""
+        return key in self.reflectors["pods"].items
 
     def _pod_event(self, old: PodRecord | None, new: PodRecord | None) -> None:
         """A pod event is in the cache (no lock held): to the pod (or pod-gone) listeners, then

@@ -70,7 +70,7 @@ class _Collected:
         if value is INVALID:
             self.invalid.add(str(key))
         elif value is not None and key is not None:
-            if key not in self.items and not self.bound.admit(key, len(self.items)):
+            if key not in self.items and not self.bound.admit(key, len(self.items), value):
                 self.dropped += 1
                 return
             self.items[key] = value
@@ -78,20 +78,29 @@ class _Collected:
 
 class _Bound:
     """Values kept per namespace, held to ``resource.max_per_namespace`` and, over all,
-    ``resource.max_items`` (no bound set: every value is admitted)."""
+    ``resource.max_items`` (no bound set: every value is admitted); values with an owner
+    (``resource.owner``) are kept first, ``resource.max_per_owner`` each, beside both."""
 
     def __init__(self, resource: Resource) -> None:
         self.resource = resource
         self.counts: Counter[str] = Counter()
+        self.owned: Counter[str] = Counter()
+        self.owners: dict[str, str] = {}  # key -> owner, for values kept as an owner's
 
-    def admit(self, key: str, kept: int) -> bool:
-        """Whether a new value of ``key`` may be kept beside ``kept`` others (counted if so)."""
+    def admit(self, key: str, kept: int, value: Any = None) -> bool:
+        """Whether a new ``value`` of ``key`` may be kept beside ``kept`` others (counted if so)."""
         each, total = self.resource.max_per_namespace, self.resource.max_items
         if each is None and total is None:
             return True
+        find = self.resource.owner
+        owner = find(value) if find is not None and value is not None else None
+        if owner is not None and self.owned[owner] < self.resource.max_per_owner:
+            self.owned[owner] += 1
+            self.owners[key] = owner
+            return True
         namespace = namespace_of(key)
         if (each is not None and self.counts[namespace] >= each) or (
-            total is not None and kept >= total
+            total is not None and kept - len(self.owners) >= total
         ):
             return False
         self.counts[namespace] += 1
@@ -99,8 +108,15 @@ class _Bound:
 
     def release(self, key: str) -> None:
         """A kept value of ``key`` is gone."""
-        if self.resource.max_per_namespace is not None or self.resource.max_items is not None:
+        if self.resource.max_per_namespace is None and self.resource.max_items is None:
+            return
+        owner = self.owners.pop(key, None)
+        if owner is None:
             self.counts[namespace_of(key)] -= 1
+        elif self.owned[owner] <= 1:
+            del self.owned[owner]
+        else:
+            self.owned[owner] -= 1
 
 
 def namespace_of(key: str) -> str:
@@ -278,7 +294,7 @@ class Reflector(Worker):
                 self.invalid.discard(key)
             previous = self.items.get(key)
             if value is not None and previous is None:
-                if not self._bound.admit(key, len(self.items)):
+                if not self._bound.admit(key, len(self.items), value):
                     self._drop(key)
                     value = None
             elif value is None and previous is not None:

@@ -110,6 +110,13 @@ class Resource:
     max_items: int | None = None
     """Values kept at most over all namespaces (None: no ceiling): objects of namespaces past it
     are not kept either (many namespaces each flooding must not outgrow the memory limit)."""
+    owner: Callable[[Any], str | None] | None = None
+    """Optional ``value -> owner`` (None: no owner): up to ``max_per_owner`` values of each
+    owner are kept whatever ``max_per_namespace`` and ``max_items`` say, and are not counted
+    in them. GKE's Events about a pod snapready stamped: a flood of Events in namespaces that
+    snapready does not track (or in others') must not push out the few that decide a stamped
+    pod's outcome (a trial); memory stays bounded by the stamped pods the pod cache holds."""
+    max_per_owner: int = 0
 
 
 @dataclass(frozen=True)
