@@ -21,6 +21,8 @@ from tests.envtest.controlplane import ControlPlane, start
 from tests.envtest.plugin import CRDS, install_crds, wait_for
 from tests.support.identity import IdentityFactory
 from tests.support.kube_real import COMPUTE_CLASSES, POLICIES_V1ALPHA1, create_policy, policy
+from webhook.cluster.api.client import connect
+from webhook.cluster.api.snapshot_reader import read_compute_classes
 from webhook.server.metrics import Metrics
 
 POLICY_CRD = "podsnapshotpolicies.podsnapshot.gke.io"
@@ -122,6 +124,11 @@ def test_apis_installed_deleted_and_recreated_while_running(
     warned = [r for r in caplog.records if "computeclasses: not served" in r.getMessage()]
     assert len(warned) == 1, "logged once, not at every re-check"
     assert served_metric(metrics)["computeclasses"] == 0.0
+    # ``snapready explain`` reads ComputeClasses live, as snapready's identity: not served is
+    # None (not known) and no note.
+    reader = connect(identity.kubeconfig, request_timeout=10)
+    notes: list[str] = []
+    assert read_compute_classes(reader.transport, 100, notes) is None and notes == []
 
     # 2. The ComputeClass CRD appears: picked up at the next re-check, then watched.
     compute_class_crd = tmp_path / "computeclass.yaml"
@@ -156,6 +163,8 @@ def test_apis_installed_deleted_and_recreated_while_running(
         frozenset({"a3"}),
     )
     assert served_metric(metrics)["computeclasses"] == 1.0
+    assert read_compute_classes(reader.transport, 100, notes) == {"mig": facts} and not notes
+    reader.close()
 
     # 3. The PodSnapshotPolicy CRD is deleted (its policies with it): "not served", empty,
     #    still synced (admission goes on: nothing is selected).
