@@ -607,6 +607,10 @@ def _required(terms: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _in(key: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": "In", "values": list(values)}
+
+
 def _not_in(key: str, *values: str) -> dict[str, Any]:
     return {"key": key, "operator": "NotIn", "values": list(values)}
 
@@ -616,11 +620,11 @@ def _not_in(key: str, *values: str) -> dict[str, Any]:
     [
         (
             [{"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]}],
-            "excludes machine family g2 (NotIn), snapshot taken on g2",
+            "node affinity rules out machine family g2, snapshot taken there",
         ),
         (
             [{"matchExpressions": [_not_in(ARCH, "amd64")]}],
-            "excludes arch amd64 (NotIn), snapshot on amd64",
+            "node affinity rules out arch amd64, snapshot taken there",
         ),
         (  # both terms rule G2 out (ORed terms: a node must pass one)
             [
@@ -632,11 +636,32 @@ def _not_in(key: str, *values: str) -> dict[str, Any]:
                     ]
                 },
             ],
-            "excludes machine family g2 (NotIn)",
+            "node affinity rules out machine family g2",
+        ),
+        (  # one term by In on another series, the other by NotIn
+            [
+                {"matchExpressions": [_in(MACHINE_FAMILY, "a3")]},
+                {"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]},
+            ],
+            "node affinity rules out machine family g2",
+        ),
+        (  # an instance type and an accelerator name their series
+            [
+                {"matchExpressions": [_in(INSTANCE_TYPE, "a2-highgpu-1g")]},
+                {"matchExpressions": [_in(ACCELERATOR, "nvidia-h100-80gb")]},
+            ],
+            "node affinity rules out machine family g2",
+        ),
+        (
+            [
+                {"matchExpressions": [_in(ARCH, "arm64")]},
+                {"matchExpressions": [_not_in(ARCH, "amd64")]},
+            ],
+            "node affinity rules out arch amd64",
         ),
     ],
 )
-def test_notin_in_every_term_rules_the_snapshots_machine_out(
+def test_every_term_ruling_the_snapshots_machine_out_is_a_miss(
     terms: list[dict[str, Any]], reason: str
 ) -> None:
     """A trial: ``machine-family NotIn [g2]`` and ``arch NotIn [amd64]`` predicted ``hit`` from
@@ -660,6 +685,16 @@ def test_notin_in_every_term_rules_the_snapshots_machine_out(
         # a pool ruled out: another G2 pool may be created (the pod is not pinned)
         [{"matchExpressions": [_not_in(NODE_POOL, "l4")]}],
         [{"matchExpressions": [_not_in(MACHINE_FAMILY, "a2", "n2")]}],
+        # one term pins G2 by accelerator, the other rules it out
+        [
+            {"matchExpressions": [_in(ACCELERATOR, "nvidia-l4")]},
+            {"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]},
+        ],
+        # an accelerator of no known series: not judged
+        [
+            {"matchExpressions": [_in(ACCELERATOR, "nvidia-next")]},
+            {"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]},
+        ],
     ],
 )
 def test_notin_that_leaves_the_snapshots_machine_open_still_hits(

@@ -161,19 +161,39 @@ def _pinned(selection: NodeSelection) -> tuple[frozenset[str] | None, str]:
     )
 
 
-def excluded(selection: NodeSelection, key: str) -> frozenset[str]:
-    """The values of node label ``key`` every required affinity term rules out with ``NotIn``
-    (a node with one of them matches no term: Kubernetes ORs the terms and ANDs a term's
-    expressions, k8s.io/component-helpers nodeaffinity); empty without affinity terms."""
-    out: frozenset[str] | None = None
-    for term in selection.exclusions:
-        ruled = frozenset(
-            v for rule in term.get(key, ()) if rule.operator == "NotIn" for v in rule.values
-        )
-        out = ruled if out is None else out & ruled
-        if not out:
-            return frozenset()
-    return out or frozenset()
+def ruled_out(selection: NodeSelection, key: str, value: str) -> bool:
+    """Whether no required affinity term admits a node whose ``key`` label is ``value``
+    (False without terms): Kubernetes ORs the terms and ANDs a term's expressions
+    (k8s.io/component-helpers nodeaffinity), so a value every term rules out, by ``In`` on
+    other values or by ``NotIn``/``Gt``/``Lt``/``DoesNotExist``, is never where the pod lands.
+    For the machine family a term's instance-type and accelerator ``In`` values count too (a
+    node's family follows its machine type, and each accelerator runs on one series:
+    ``kube.gke.ACCELERATOR_FAMILIES``)."""
+    exclusions = selection.exclusions
+    return bool(selection.terms) and not any(
+        _term_admits(allowed, exclusions[i] if i < len(exclusions) else {}, key, value)
+        for i, allowed in enumerate(selection.terms)
+    )
+
+
+def _term_admits(
+    allowed: Mapping[str, frozenset[str]],
+    exclusions: Mapping[str, tuple[Exclusion, ...]],
+    key: str,
+    value: str,
+) -> bool:
+    """Whether one affinity term lets a node with ``key`` = ``value`` through (``ruled_out``)."""
+    if key in allowed and value not in allowed[key]:
+        return False
+    if key == MACHINE_FAMILY:
+        types = allowed.get(INSTANCE_TYPE)
+        if types is not None and value not in {instance_family(t) for t in types}:
+            return False
+        accelerators = allowed.get(ACCELERATOR)
+        known = accelerators is not None and all(a in ACCELERATOR_FAMILIES for a in accelerators)
+        if known and not any(value in ACCELERATOR_FAMILIES[a] for a in accelerators or ()):
+            return False
+    return all(rule.admits(value) for rule in exclusions.get(key, ()))
 
 
 def class_families(
@@ -205,14 +225,13 @@ def pools_text(pools: Iterable[NodePoolFacts], attribute: str) -> str:
 
 class MachineFit(NamedTuple):
     """Where a pod can land, as the restore comparison needs it (``machine_fit``): the machine
-    families and CPU architectures (None: not known), those its affinity rules out with
-    ``NotIn`` in every term, and how each is said (built only for a reason)."""
+    families and CPU architectures (None: not known), how each is said (built only for a
+    reason), and the pod's selection when it has affinity terms (``ruled_out`` asks them)."""
 
     families: frozenset[str] | None
     archs: frozenset[str] | None
     said: Callable[[str], str]
-    not_families: frozenset[str] = frozenset()
-    not_archs: frozenset[str] = frozenset()
+    terms: NodeSelection | None = None
 
 
 def machine_fit(
@@ -229,7 +248,7 @@ def machine_fit(
     pinned to a pool or an accelerator, the families of the pools it can land on (``landing``,
     pools whose nodes carry no family label left out). The architecture by its
     ``kubernetes.io/arch`` pin, else (pinned pods) the landing pools'. Families and
-    architectures its affinity terms all exclude (``NotIn``: ``excluded``) are kept beside.
+    architectures no affinity term admits (``ruled_out``) are misses too.
     """
     narrowed = _narrowed(selection)
     pinned, by_accelerator = _pinned(selection)
@@ -258,15 +277,7 @@ def machine_fit(
             return f"ComputeClass {made[0]} makes {shown}"
         return f"lands on machine family {shown} ({_names(by_pools)})"
 
-    if not selection.exclusions:
-        return MachineFit(families, archs, said)
-    return MachineFit(
-        families,
-        archs,
-        said,
-        excluded(selection, MACHINE_FAMILY),
-        excluded(selection, ARCHITECTURE),
-    )
+    return MachineFit(families, archs, said, selection if selection.terms else None)
 
 
 def _union(pools: list[NodePoolFacts], attribute: str) -> frozenset[str] | None:
@@ -281,19 +292,20 @@ def machine_reasons(fit: MachineFit, node: Mapping[str, str | None]) -> list[str
     record's node facts: ``family``, ``arch``) for its machine: GKE restores only onto the
     same machine series and CPU architecture (N2 to N2, G2 to G2; docs/gke-facts.md#section-3).
     Nothing known: no reason. Reasons begin ``pinned to``, ``ComputeClass``, ``lands on
-    machine family``, ``excludes machine family`` or their ``arch`` forms
+    machine family``, ``node affinity rules out machine family`` or their ``arch`` forms
     (``cli.explain.hints.node_kind`` reads them).
     """
     reasons = []
     family, arch = node.get("family"), node.get("arch")
-    if family and family in fit.not_families:
-        reasons.append(f"excludes machine family {family} (NotIn), snapshot taken on {family}")
-    elif family and fit.families is not None and family not in fit.families:
+    terms = fit.terms
+    if family and fit.families is not None and family not in fit.families:
         reasons.append(f"{fit.said('family')}, snapshot taken on {family}")
-    if arch and arch in fit.not_archs:
-        reasons.append(f"excludes arch {arch} (NotIn), snapshot on {arch}")
-    elif arch and fit.archs is not None and arch not in fit.archs:
+    elif family and terms is not None and ruled_out(terms, MACHINE_FAMILY, family):
+        reasons.append(f"node affinity rules out machine family {family}, snapshot taken there")
+    if arch and fit.archs is not None and arch not in fit.archs:
         reasons.append(f"{fit.said('arch')}, snapshot on {arch}")
+    elif arch and terms is not None and ruled_out(terms, ARCHITECTURE, arch):
+        reasons.append(f"node affinity rules out arch {arch}, snapshot taken there")
     return reasons
 
 
