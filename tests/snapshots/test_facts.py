@@ -23,7 +23,7 @@ from webhook.snapshots.facts import (
     node_pools,
     node_view,
 )
-from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
+from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts, Taint
 
 NODES = load("nodes-list.json")["items"]
 NAMESPACES = load("namespaces-list.json")["items"]
@@ -45,6 +45,8 @@ def test_captured_nodes_fold_into_their_three_pools() -> None:
             accelerators=frozenset({"nvidia-l4"}),
             accelerator_counts=frozenset({"4"}),
             architectures=frozenset({"amd64"}),
+            sandboxes=frozenset({"gvisor"}),
+            taints=frozenset({Taint("nvidia.com/gpu", "present", "NoSchedule")}),
         ),
         "e2-pool": NodePoolFacts(
             name="e2-pool",
@@ -61,6 +63,8 @@ def test_captured_nodes_fold_into_their_three_pools() -> None:
             accelerators=frozenset({"nvidia-tesla-a100"}),
             partition_sizes=frozenset({"1g.5gb"}),
             architectures=frozenset({"amd64"}),
+            # its node's only taint, node.kubernetes.io/not-ready, comes and goes: not kept
+            sandboxes=frozenset({"gvisor"}),
         ),
     }
 
@@ -70,7 +74,7 @@ def test_node_view_keeps_only_the_labels_rules_read() -> None:
     view = node_view(mig_node)
     assert view is not None
     kept = dict(view.labels)
-    assert "sandbox.gke.io/runtime" not in kept
+    assert kept["sandbox.gke.io/runtime"] == "gvisor", "GKE Sandbox pools are where pods land"
     assert "kubernetes.io/os" not in kept
     assert kept["cloud.google.com/gke-gpu-partition-size"] == "1g.5gb"
 
@@ -289,3 +293,35 @@ def test_a_compute_class_knows_its_families_only_when_every_priority_names_one()
         {"gpu": {"type": "nvidia-l4", "count": 1}}, {"machineFamily": "a2"}
     ).families_known
     assert not facts().families_known
+
+
+def test_a_pools_taints_are_the_lasting_ones_every_node_carries() -> None:
+    """A pool's own taints (GPU, GKE Sandbox, a team's ``dedicated``) are on each of its nodes;
+    Kubernetes' condition taints and the autoscaler's marks come and go on single nodes, and a
+    ``PreferNoSchedule`` taint keeps no pod off."""
+
+    def tainted(name: str, *taints: dict[str, str]) -> dict[str, Any]:
+        node = _node(name, {"cloud.google.com/gke-nodepool": "p"})
+        node["spec"] = {"taints": list(taints)}
+        return node
+
+    gpu = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    team = {"key": "dedicated", "value": "inference", "effect": "NoExecute"}
+    nodes = [
+        tainted(
+            "a", gpu, team, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+        ),
+        tainted("b", gpu, {"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}),
+        tainted("c", gpu, team, {"key": "soft", "effect": "PreferNoSchedule"}),
+        tainted("d", gpu, team, {"key": 7, "effect": "NoSchedule"}),  # type: ignore[dict-item]
+    ]
+    views = [view for view in map(node_view, nodes) if view is not None]
+    assert views[0].taints == (
+        Taint("dedicated", "inference", "NoExecute"),
+        Taint("nvidia.com/gpu", "present", "NoSchedule"),
+    )
+    assert node_pools(views)["p"].taints == {Taint("nvidia.com/gpu", "present", "NoSchedule")}
+    assert node_pools(views[2:])["p"].taints == {
+        Taint("nvidia.com/gpu", "present", "NoSchedule"),
+        Taint("dedicated", "inference", "NoExecute"),
+    }

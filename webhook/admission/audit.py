@@ -46,6 +46,7 @@ from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.resources import requests_gpus
 from webhook.pod.restore import PodFacts, predict
+from webhook.pod.tolerations import tolerations_of
 from webhook.rules.restore_miss import miss_denies
 from webhook.snapshots.audit import admitted, template_changed_at, template_never_judged
 from webhook.snapshots.outcomes import OUTCOMES
@@ -223,6 +224,7 @@ def prediction_result(
         selection=lambda: node_selection(spec, "spec"),
         blocker=lambda: restore_blocker(spec, annotations),
         gpus=lambda: requests_gpus(spec),
+        tolerations=lambda: tolerations_of(spec),
     )
     rootfs = all(p.scope == "rootfs-only" for p in policies)
     blockers = INIT_EMPTYDIR not in engine.settings.rules.disabled

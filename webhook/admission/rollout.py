@@ -59,6 +59,8 @@ def rollout_warning(ctx: PodContext) -> str | None:
         selection=node_selection(ctx.spec, ctx.spec_path),
         blocker=lambda: restore_blocker(mapping(pod.get("spec")), ctx.annotations),
         gpus=lambda: requests_gpus(ctx.spec),
+        # A template lacks the tolerations the API server adds to each pod (its RuntimeClass's,
+        # ExtendedResourceToleration's): taints are not judged (None).
     )
     blockers = INIT_EMPTYDIR not in ctx.settings.rules.disabled
     result = predict(

@@ -19,6 +19,9 @@ PARTITION_SIZE = "cloud.google.com/gke-gpu-partition-size"
 SHARING_STRATEGY = "cloud.google.com/gke-gpu-sharing-strategy"
 MAX_SHARED_CLIENTS = "cloud.google.com/gke-max-shared-clients-per-gpu"
 NODE_POOL = "cloud.google.com/gke-nodepool"
+SANDBOX_RUNTIME = "sandbox.gke.io/runtime"
+"""Label (and NoSchedule taint) of GKE Sandbox nodes, value ``gvisor``; the ``gvisor``
+RuntimeClass's ``scheduling`` puts both on every pod that names it (docs/gke-facts.md#section-1)."""
 GPU_DRIVER_VERSION = "cloud.google.com/gke-gpu-driver-version"
 """Which GPU driver branch a node pool installs (``default``, ``latest``;
 docs/gke-facts.md#section-3)."""

@@ -33,6 +33,7 @@ from webhook.pod.memo import admitted_field_digests
 from webhook.pod.node_pins import node_selection
 from webhook.pod.resources import requests_gpus
 from webhook.pod.restore import PREDICTION_KEY, PodFacts, Prediction, predict
+from webhook.pod.tolerations import tolerations_of
 
 LABELS = ("metadata", "labels")
 ANNOTATIONS = ("metadata", "annotations")
@@ -78,6 +79,7 @@ def pod_facts(draft: Draft, ctx: PodContext) -> PodFacts:
         # The final pod's init containers (our sidecar included); read only on a match.
         blocker=lambda: restore_blocker(mapping(doc.get("spec")), annotations),
         gpus=lambda: requests_gpus(ctx.spec),
+        tolerations=lambda: tolerations_of(ctx.spec),
     )
 
 

@@ -18,16 +18,20 @@ from webhook.kube.gke import (
     INSTANCE_TYPE,
     MACHINE_FAMILY,
     NODE_POOL,
+    SANDBOX_RUNTIME,
     instance_family,
 )
 from webhook.pod.node_pins import Exclusion, NodeSelection
+from webhook.pod.tolerations import GPU_TOLERATION, Toleration, tolerated
 from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
 
-_LANDING_PINS = (NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE, ACCELERATOR)
+_LANDING_PINS = (
+    NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE, ACCELERATOR, SANDBOX_RUNTIME
+)  # fmt: skip
 Landing = tuple[frozenset[str] | None, ...]
-"""The values of a pod's exhaustive pool, family, instance-type, architecture and accelerator
-pins, in ``_LANDING_PINS`` order (None: no such exhaustive pin), then ``{"gpu"}`` when it asks
-for GPUs (else None)."""
+"""The values of a pod's exhaustive pool, family, instance-type, architecture, accelerator and
+GKE Sandbox pins, in ``_LANDING_PINS`` order (None: no such exhaustive pin), then ``{"gpu"}``
+when it asks for GPUs (else None)."""
 LANDING_MEMO_SIZE = 64
 """Pin sets whose landing pools are remembered per node-pool map (pods pin few distinct ones)."""
 LANDING_MAX_CHARS = 1024
@@ -41,16 +45,28 @@ is enough: 20 pools cost a pinned pod ~30 us per admission before (``make bench-
 
 
 def landing_pools(
-    selection: NodeSelection, pools: Mapping[str, NodePoolFacts], *, gpu: bool = False
+    selection: NodeSelection,
+    pools: Mapping[str, NodePoolFacts],
+    *,
+    gpu: bool = False,
+    tolerations: tuple[Toleration, ...] | None = None,
 ) -> list[NodePoolFacts]:
-    """Known node pools the pod can be scheduled on, judged by its exhaustive pins.
+    """Known node pools the pod can be scheduled on, judged by its exhaustive pins, the
+    exclusions of its affinity terms, and (``tolerations`` given) the pools' taints.
 
-    A pod without an exhaustive pool, family, instance-type, architecture or accelerator pin
-    can land on every pool with nodes. A pool whose nodes lack a label counts as unknown for
-    that pin (kept), but for the accelerator: a pool without GPUs has no
-    ``cloud.google.com/gke-accelerator`` label to match. ``gpu``: the pod asks for
-    ``nvidia.com/gpu``, which only pools with GPUs offer (none running: no pool is known, so
-    a GPU pool scaled to zero is never judged by the CPU pools beside it). The answer is
+    A pod without an exhaustive pool, family, instance-type, architecture, accelerator or
+    GKE Sandbox pin can land on every pool with nodes. A pool whose nodes lack a label counts
+    as unknown for that pin (kept), but for the accelerator and ``sandbox.gke.io/runtime``: a
+    pool without GPUs has no ``cloud.google.com/gke-accelerator`` label to match, and GKE
+    labels every Sandbox node (a pod of the ``gvisor`` RuntimeClass pins it: the RuntimeClass
+    admission plugin merges the class's ``scheduling.nodeSelector`` into the pod before
+    webhooks run). ``gpu``: the pod asks for ``nvidia.com/gpu``, which only pools with GPUs
+    offer (none running: no pool is known, so a GPU pool scaled to zero is never judged by the
+    CPU pools beside it). ``tolerations``: the pod's (``pod.tolerations``); a pool with a
+    ``NoSchedule``/``NoExecute`` taint on every node the pod does not tolerate is left out
+    (None: taints not judged). A pod asking for GPUs tolerates ``nvidia.com/gpu``, written or
+    not: GKE schedules such pods onto its tainted GPU pools, and a captured GKE pod (review 03
+    of ../shared/data) reaches the webhook without that toleration. The pins' answer is
     computed once per node-pool map, set of exhaustive pins and ``gpu`` (``_LANDING``), not per
     admission.
     """
@@ -72,25 +88,29 @@ def landing_pools(
         if len(known) >= LANDING_MEMO_SIZE:
             known.clear()
         known[key] = found
-    if selection.exclusions and any(
-        k in term for term in selection.exclusions for k in _LANDING_PINS
-    ):
-        return [facts for facts in found if _admitted(facts, selection.exclusions)]
-    return list(found)
+    out = list(found)
+    if selection.exclusions and any(k in t for t in selection.exclusions for k in _LANDING_PINS):
+        out = [facts for facts in out if _admitted(facts, selection.exclusions)]
+    if tolerations is not None:
+        if gpu:
+            tolerations = (*tolerations, GPU_TOLERATION)
+        out = [facts for facts in out if not facts.taints or tolerated(facts.taints, tolerations)]
+    return out
 
 
 def _admitted(facts: NodePoolFacts, terms: tuple[dict[str, tuple[Exclusion, ...]], ...]) -> bool:
     """Whether some affinity term's ``NotIn``/``Gt``/``Lt``/``DoesNotExist`` expressions on the
-    pool, family, instance-type, architecture and accelerator labels let a node of the pool
-    through (terms are ORed; a pool whose nodes carry several values passes when one does; a
-    label its nodes do not report is not held against it, but for the accelerator: a pool
-    without GPUs has no such label)."""
+    pool, family, instance-type, architecture, accelerator and Sandbox labels let a node of the
+    pool through (terms are ORed; a pool whose nodes carry several values passes when one does;
+    a label its nodes do not report is not held against it, but for the accelerator and
+    Sandbox labels: a pool without GPUs, or without GKE Sandbox, has no such label)."""
     labels = {
         NODE_POOL: frozenset({facts.name}),
         MACHINE_FAMILY: facts.machine_families,
         INSTANCE_TYPE: facts.instance_types,
         ARCHITECTURE: facts.architectures,
         ACCELERATOR: facts.accelerators,
+        SANDBOX_RUNTIME: facts.sandboxes,
     }
     for term in terms:
         passes = True
@@ -99,7 +119,8 @@ def _admitted(facts: NodePoolFacts, terms: tuple[dict[str, tuple[Exclusion, ...]
             if not rules:
                 continue
             if not values:
-                passes = key != ACCELERATOR or all(rule.admits(None) for rule in rules)
+                absent = key in (ACCELERATOR, SANDBOX_RUNTIME)  # no such label on its nodes
+                passes = not absent or all(rule.admits(None) for rule in rules)
             else:
                 passes = any(all(rule.admits(v) for rule in rules) for v in values)
             if not passes:
@@ -121,8 +142,10 @@ def _landing(wanted: Landing, pools: Mapping[str, NodePoolFacts]) -> tuple[NodeP
             facts.instance_types,
             facts.architectures,
         )
-        accelerators, gpu = wanted[-2], wanted[-1]
+        accelerators, sandboxes, gpu = wanted[-3], wanted[-2], wanted[-1]
         if accelerators is not None and not accelerators & facts.accelerators:
+            continue
+        if sandboxes is not None and not sandboxes & facts.sandboxes:
             continue
         if gpu is not None and not facts.accelerators:
             continue

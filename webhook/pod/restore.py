@@ -38,6 +38,7 @@ from webhook.pod.emptydirs import Refusal, refusal
 from webhook.pod.fields import differing_fields
 from webhook.pod.node_pins import NodeSelection
 from webhook.pod.pools import MachineFit, landing_pools, machine_fit, machine_reasons, pools_text
+from webhook.pod.tolerations import Toleration
 from webhook.snapshots.index import (
     OriginKey,
     ReadyGroups,
@@ -96,6 +97,8 @@ class PodFacts:
             needs it. None: nothing known stops a restore.
         gpus: whether it asks for ``nvidia.com/gpu`` (``pod.resources.requests_gpus``), or a
             function computing it (only a comparison needs it).
+        tolerations: its ``spec.tolerations`` (``pod.tolerations.tolerations_of``), or a
+            function computing them; None: not known (node pools' taints are not judged).
     """
 
     namespace: str
@@ -107,6 +110,20 @@ class PodFacts:
     selection: NodeSelection | Callable[[], NodeSelection]
     blocker: str | Callable[[], str | None] | None = None
     gpus: bool | Callable[[], bool] = False
+    tolerations: tuple[Toleration, ...] | Callable[[], tuple[Toleration, ...]] | None = None
+
+    def pod_tolerations(self) -> tuple[Toleration, ...] | None:
+        """The tolerations (computed once, on first use); None: not known."""
+        if callable(self.tolerations):
+            self.tolerations = self.tolerations()
+        return self.tolerations
+
+    def landing(self, pools: Mapping[str, NodePoolFacts]) -> list[NodePoolFacts]:
+        """The node pools of ``pools`` the pod can land on (``pools.landing_pools`` with its
+        pins, GPU request and tolerations)."""
+        return landing_pools(
+            self.node_selection(), pools, gpu=self.uses_gpus(), tolerations=self.pod_tolerations()
+        )
 
     def uses_gpus(self) -> bool:
         """Whether the pod asks for ``nvidia.com/gpu`` (computed once, on first use): it lands
@@ -310,7 +327,7 @@ def predict(
     if not comparable:
         why = f"{found} Ready snapshot(s) have no known origin yet"
         return Prediction("none", None, why, (), 0)
-    landing = landing_pools(pod.node_selection(), pools, gpu=pod.uses_gpus())
+    landing = pod.landing(pools)
     fit = machine_fit(pod.node_selection(), landing, compute_classes)
     # Only an origin with the pod's fingerprint can be a hit (a different one is always a
     # reason), and comparing it never needs the pod's field digests: those origins go first, so

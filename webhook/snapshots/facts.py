@@ -22,9 +22,10 @@ from webhook.kube.gke import (
     MACHINE_FAMILY,
     NODE_POOL,
     PARTITION_SIZE,
+    SANDBOX_RUNTIME,
     SHARING_STRATEGY,
 )
-from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts, NodeView
+from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts, NodeView, Taint
 
 NODE_FACT_LABELS: tuple[str, ...] = (
     MACHINE_FAMILY,
@@ -35,9 +36,20 @@ NODE_FACT_LABELS: tuple[str, ...] = (
     SHARING_STRATEGY,
     ARCHITECTURE,
     GPU_DRIVER_VERSION,
+    SANDBOX_RUNTIME,
 )
 """The only Node labels kept (besides the pool name): what the machine and GPU rules and the
 restore prediction read."""
+TRANSIENT_TAINTS = (
+    "node.kubernetes.io/",
+    "node.cloudprovider.kubernetes.io/",
+    "ToBeDeletedByClusterAutoscaler",
+    "DeletionCandidateOfClusterAutoscaler",
+)
+"""Taint key prefixes left out of ``NodeView.taints``: the node lifecycle controller's
+conditions (``not-ready``, ``unschedulable``...: pkg/controller/nodelifecycle), the cloud node
+controller's (``uninitialized``, ``shutdown``) and the cluster autoscaler's scale-down marks
+come and go on single nodes; a pool's own taints stay on all of them."""
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -75,7 +87,27 @@ def node_view(obj: Mapping[str, Any]) -> NodeView | None:
         family = machine_family(kept[INSTANCE_TYPE])
         if family is not None:
             kept[MACHINE_FAMILY] = shared(family)
-    return NodeView(shared(pool), tuple(sorted(kept.items())), shared(node_version(obj)))
+    return NodeView(
+        shared(pool), tuple(sorted(kept.items())), shared(node_version(obj)), _taints(obj)
+    )
+
+
+def _taints(obj: Mapping[str, Any]) -> tuple[Taint, ...]:
+    """The node's lasting ``NoSchedule``/``NoExecute`` taints (``TRANSIENT_TAINTS`` left out)."""
+    spec = obj.get("spec")
+    raw = spec.get("taints") if isinstance(spec, dict) else None
+    if not isinstance(raw, list) or not raw:
+        return ()
+    out = set()
+    for taint in raw:
+        if not isinstance(taint, dict):
+            continue
+        key, value, effect = taint.get("key"), taint.get("value") or "", taint.get("effect")
+        if not isinstance(key, str) or not isinstance(value, str) or not isinstance(effect, str):
+            continue
+        if effect in ("NoSchedule", "NoExecute") and not key.startswith(TRANSIENT_TAINTS):
+            out.add(Taint(shared(key), shared(value), shared(effect)))
+    return tuple(sorted(out))
 
 
 def node_version(obj: Mapping[str, Any]) -> str | None:
@@ -97,6 +129,7 @@ def node_pools(views: Iterable[NodeView]) -> dict[str, NodePoolFacts]:
     values: dict[str, dict[str, set[str]]] = {}
     counts: dict[str, int] = {}
     versions: dict[str, set[str]] = {}
+    taints: dict[str, frozenset[Taint]] = {}
     for view in views:
         per_label = values.setdefault(view.pool, {key: set() for key in NODE_FACT_LABELS})
         counts[view.pool] = counts.get(view.pool, 0) + 1
@@ -104,14 +137,20 @@ def node_pools(views: Iterable[NodeView]) -> dict[str, NodePoolFacts]:
             per_label[key].add(value)
         if view.version:
             versions.setdefault(view.pool, set()).add(view.version)
+        seen = taints.get(view.pool)
+        taints[view.pool] = frozenset(view.taints) if seen is None else seen & set(view.taints)
     return {
-        pool: _pool_facts(pool, counts[pool], per_label, versions.get(pool, set()))
+        pool: _pool_facts(pool, counts[pool], per_label, versions.get(pool, set()), taints[pool])
         for pool, per_label in values.items()
     }
 
 
 def _pool_facts(
-    pool: str, count: int, per_label: Mapping[str, set[str]], versions: set[str]
+    pool: str,
+    count: int,
+    per_label: Mapping[str, set[str]],
+    versions: set[str],
+    taints: frozenset[Taint] = frozenset(),
 ) -> NodePoolFacts:
     return NodePoolFacts(
         name=pool,
@@ -125,6 +164,8 @@ def _pool_facts(
         architectures=frozenset(per_label[ARCHITECTURE]),
         versions=frozenset(versions),
         gpu_drivers=frozenset(per_label[GPU_DRIVER_VERSION]),
+        sandboxes=frozenset(per_label[SANDBOX_RUNTIME]),
+        taints=taints,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.base.errors import ConfigError
 from webhook.base.keys import ENFORCEMENT
@@ -34,6 +34,14 @@ class StorageConfig:
     token_source: str | None = None
 
 
+class Taint(NamedTuple):
+    """One node taint (``spec.taints``): ``key``, ``value`` (``""`` when unset), ``effect``."""
+
+    key: str
+    value: str
+    effect: str
+
+
 @dataclass(frozen=True)
 class NodeView:
     """The part of one Node the caches keep: its pool and the ``facts.NODE_FACT_LABELS`` it
@@ -45,6 +53,9 @@ class NodeView:
     """GKE node version from ``status.nodeInfo.kubeletVersion`` without its ``v``
     (``1.35.3-gke.1234000``): it fixes the gVisor kernel and GPU driver
     (docs/gke-facts.md#section-3)."""
+    taints: tuple[Taint, ...] = ()
+    """Its ``NoSchedule``/``NoExecute`` taints but the ones Kubernetes and the autoscaler set
+    for a while (``facts.TRANSIENT_TAINTS``): which pods may land on its pool."""
 
     def label(self, key: str) -> str | None:
         """The kept value of label ``key``, or None."""
@@ -71,6 +82,11 @@ class NodePoolFacts:
     architectures: frozenset[str] = frozenset()
     versions: frozenset[str] = frozenset()
     gpu_drivers: frozenset[str] = frozenset()
+    sandboxes: frozenset[str] = frozenset()
+    """``sandbox.gke.io/runtime`` values (``gvisor`` on a GKE Sandbox pool, none elsewhere)."""
+    taints: frozenset[Taint] = frozenset()
+    """The filtering taints every node of the pool carries (``NodeView.taints``): a pod that
+    does not tolerate one never lands on the pool (``pod.tolerations``)."""
 
 
 @dataclass(frozen=True)

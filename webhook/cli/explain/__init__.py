@@ -50,9 +50,10 @@ from webhook.pod.distill import fingerprint
 from webhook.pod.emptydirs import restore_blocker
 from webhook.pod.fields import field_digests
 from webhook.pod.node_pins import node_selection
-from webhook.pod.pools import MachineFit, landing_pools, machine_fit
+from webhook.pod.pools import MachineFit, machine_fit
 from webhook.pod.resources import requests_gpus
 from webhook.pod.restore import PodFacts, candidates, predict
+from webhook.pod.tolerations import tolerations_of
 from webhook.snapshots.checkpoints import checkpoint_seconds
 from webhook.snapshots.config_refs import config_changes
 from webhook.snapshots.evidence import GkeEvent, events_of
@@ -132,6 +133,7 @@ def pod_facts(pod: RawObject, live: Live, prefix: str) -> tuple[PodFacts, str]:
         selection=node_selection(spec, "spec"),
         blocker=lambda: restore_blocker(spec, annotations),
         gpus=requests_gpus(spec),
+        tolerations=tolerations_of(spec),
     )
     return facts, "annotation" if stamped else "computed"
 
@@ -144,7 +146,7 @@ def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) ->
     annotations = facts.annotations
     rootfs_only = bool(facts.policies) and all(p.scope == "rootfs-only" for p in facts.policies)
     recorded = {key: annotations.get(prefix + key) for key in RECORDED}
-    landing = landing_pools(facts.node_selection(), live.pools, gpu=facts.uses_gpus())
+    landing = facts.landing(live.pools)
     fit = machine_fit(facts.node_selection(), landing, live.compute_classes)
     prediction: dict[str, Any] | None = None
     found: list[SnapshotView] = []
