@@ -539,7 +539,7 @@ def test_an_accelerator_pool_at_zero_nodes_and_notin_still_name_the_machine(
     }
     cases = (
         (h100, "pinned to a3 by accelerator nvidia-h100-80gb, snapshot taken on g2"),
-        (not_g2, "node affinity rules out machine family g2, snapshot taken there"),
+        (not_g2, "node selection rules out machine family g2, snapshot taken there"),
     )
     for pod, reason in cases:
         annotations = scenario.create(pod)["metadata"]["annotations"]

@@ -458,10 +458,11 @@ def on_machine(
     pools: dict[str, NodePoolFacts] | None = None,
     *,
     gpus: bool = False,
+    node: dict[str, str] | None = None,
 ) -> Any:
     """The prediction for a pod of ``spec``'s placement (asking for GPUs or not) against a
-    snapshot taken on G2, with ``pools`` (default ``POOLS``) having nodes."""
-    origin = OriginRecord("origin", HASH, {}, G2, {"model": "m1"})
+    snapshot taken on G2 (or on ``node``), with ``pools`` (default ``POOLS``) having nodes."""
+    origin = OriginRecord("origin", HASH, {}, G2 if node is None else node, {"model": "m1"})
     view = SnapshotView(
         "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
         origin,
@@ -596,8 +597,10 @@ def test_an_accelerator_names_its_machine_family_while_its_pools_are_scaled_to_z
     assert h100.reason == "pinned to a3 by accelerator nvidia-h100-80gb, snapshot taken on g2"
     assert predicted(["nvidia-l4"]).outcome == "hit"
     assert predicted(["nvidia-h100-80gb", "nvidia-l4"]).outcome == "hit", "may land on G2"
-    assert predicted(["nvidia-future-gpu"]).outcome == "hit", "an unknown accelerator: not judged"
-    assert predicted(["nvidia-future-gpu", "nvidia-h100-80gb"]).outcome == "hit"
+    # a G2 node carries only the L4: a pod that needs another GPU never lands on one
+    future = predicted(["nvidia-future-gpu", "nvidia-h100-80gb"])
+    assert future.outcome == "miss"
+    assert future.reason == "node selection rules out machine family g2, snapshot taken there"
 
 
 def _required(terms: list[dict[str, Any]]) -> dict[str, Any]:
@@ -620,11 +623,11 @@ def _not_in(key: str, *values: str) -> dict[str, Any]:
     [
         (
             [{"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]}],
-            "node affinity rules out machine family g2, snapshot taken there",
+            "node selection rules out machine family g2, snapshot taken there",
         ),
         (
             [{"matchExpressions": [_not_in(ARCH, "amd64")]}],
-            "node affinity rules out arch amd64, snapshot taken there",
+            "node selection rules out arch amd64 on g2, snapshot taken there",
         ),
         (  # both terms rule G2 out (ORed terms: a node must pass one)
             [
@@ -636,38 +639,52 @@ def _not_in(key: str, *values: str) -> dict[str, Any]:
                     ]
                 },
             ],
-            "node affinity rules out machine family g2",
+            "node selection rules out machine family g2",
         ),
         (  # one term by In on another series, the other by NotIn
             [
                 {"matchExpressions": [_in(MACHINE_FAMILY, "a3")]},
                 {"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]},
             ],
-            "node affinity rules out machine family g2",
+            "node selection rules out machine family g2",
         ),
         (  # an instance type and an accelerator name their series
             [
                 {"matchExpressions": [_in(INSTANCE_TYPE, "a2-highgpu-1g")]},
                 {"matchExpressions": [_in(ACCELERATOR, "nvidia-h100-80gb")]},
             ],
-            "node affinity rules out machine family g2",
+            "node selection rules out machine family g2",
         ),
         (
             [
                 {"matchExpressions": [_in(ARCH, "arm64")]},
                 {"matchExpressions": [_not_in(ARCH, "amd64")]},
             ],
-            "node affinity rules out arch amd64",
+            "node selection rules out arch amd64 on g2",
+        ),
+        (  # a GPU model no G2 node carries, in each term
+            [
+                {"matchExpressions": [_in(ACCELERATOR, "nvidia-next")]},
+                {"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]},
+            ],
+            "node selection rules out machine family g2",
+        ),
+        (  # nodeSelector AND each term: the instance type is A2
+            [{"matchExpressions": [_in(MACHINE_FAMILY, "g2", "a2")]}],
+            "node selection rules out machine family g2",
         ),
     ],
 )
 def test_every_term_ruling_the_snapshots_machine_out_is_a_miss(
     terms: list[dict[str, Any]], reason: str
 ) -> None:
+    spec = _required(terms)
+    if terms == [{"matchExpressions": [_in(MACHINE_FAMILY, "g2", "a2")]}]:
+        spec["nodeSelector"] = {INSTANCE_TYPE: "a2-highgpu-1g"}  # ANDed with the term
     """A trial: ``machine-family NotIn [g2]`` and ``arch NotIn [amd64]`` predicted ``hit`` from
     a G2/amd64 snapshot; the scheduler never places such a pod there
     (k8s.io/component-helpers nodeaffinity: the terms ORed, a term's expressions ANDed)."""
-    result = on_machine(_required(terms))
+    result = on_machine(spec)
     assert result.outcome == "miss", result.reason
     assert reason in result.reason
 
@@ -688,11 +705,6 @@ def test_every_term_ruling_the_snapshots_machine_out_is_a_miss(
         # one term pins G2 by accelerator, the other rules it out
         [
             {"matchExpressions": [_in(ACCELERATOR, "nvidia-l4")]},
-            {"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]},
-        ],
-        # an accelerator of no known series: not judged
-        [
-            {"matchExpressions": [_in(ACCELERATOR, "nvidia-next")]},
             {"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]},
         ],
     ],

@@ -190,7 +190,14 @@ def _class(*priorities: dict[str, Any]) -> dict[str, Any]:
                     }
                 }
             ),
-            ComputeClassFacts("c", enables_mig=True, gpu_drivers=frozenset({"default"})),
+            # H100s run only on A3 machines: the class makes A3 (Compute Engine GPU types)
+            ComputeClassFacts(
+                "c",
+                frozenset({"a3"}),
+                enables_mig=True,
+                gpu_drivers=frozenset({"default"}),
+                families_known=True,
+            ),
             id="gpu-partition-size-enables-mig",
         ),
         pytest.param(
@@ -207,15 +214,19 @@ def _class(*priorities: dict[str, Any]) -> dict[str, Any]:
                 },
             ),
             ComputeClassFacts(
-                "c", frozenset({"g2"}), enables_gpu_sharing=True, gpu_drivers=frozenset({"default"})
+                "c",
+                frozenset({"g2"}),
+                enables_gpu_sharing=True,
+                gpu_drivers=frozenset({"default"}),
+                families_known=True,
             ),
             id="sharing-strategy-in-any-priority-enables-sharing",
         ),
         pytest.param(
             _class({"nodepools": ["pool-a"]}, {"gpu": {"type": "nvidia-l4", "count": 1}}),
             ComputeClassFacts(
-                "c", gpu_drivers=frozenset({"default"})
-            ),  # no driverVersion: GKE's default branch
+                "c", frozenset({"g2"}), gpu_drivers=frozenset({"default"})
+            ),  # no driverVersion: GKE's default branch; a node pool may be of any family
             id="plain-gpu-and-nodepool-priorities-enable-nothing",
         ),
         pytest.param(
@@ -275,9 +286,11 @@ def test_gke_version_from_version_endpoint(body: dict[str, Any], version: str | 
 
 
 def test_a_compute_class_knows_its_families_only_when_every_priority_names_one() -> None:
-    """A ``nodepools`` or ``gpu``-only priority can make any machine family: the restore
-    prediction must not read ``machine_families`` as all the class makes (a review found
-    ``[{machineFamily: c3}, {nodepools: [sandbox-n2]}]`` predicted a miss for an n2 snapshot)."""
+    """A ``nodepools`` priority, or a ``gpu`` one of a model no table knows, can make any
+    machine family: the restore prediction must not read ``machine_families`` as all the class
+    makes (a review found ``[{machineFamily: c3}, {nodepools: [sandbox-n2]}]`` predicted a miss
+    for an n2 snapshot). A known GPU model runs on one series (a trial: an H100-only class was
+    not judged)."""
 
     def facts(*priorities: dict[str, Any]) -> ComputeClassFacts:
         found = compute_class_facts(
@@ -290,8 +303,12 @@ def test_a_compute_class_knows_its_families_only_when_every_priority_names_one()
     mixed = facts({"machineFamily": "c3"}, {"nodepools": ["sandbox-n2"]})
     assert mixed.machine_families == {"c3"} and not mixed.families_known
     assert not facts(
-        {"gpu": {"type": "nvidia-l4", "count": 1}}, {"machineFamily": "a2"}
-    ).families_known
+        {"gpu": {"type": "nvidia-next", "count": 1}}, {"machineFamily": "a2"}
+    ).families_known, "a GPU model of no known series"
+    by_gpu = facts({"gpu": {"type": "nvidia-l4", "count": 1}}, {"machineFamily": "a2"})
+    assert by_gpu.families_known and by_gpu.machine_families == {"g2", "a2"}, (
+        "an L4 runs only on G2 machines (Compute Engine GPU machine types)"
+    )
     assert not facts().families_known
 
 

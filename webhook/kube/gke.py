@@ -53,7 +53,10 @@ TPU_RESOURCE = "google.com/tpu"
 NODE_NAME = "field:metadata.name"
 """Pseudo key of the node names a term's ``matchFields`` selects (``metadata.name In``); ``:`` is
 not allowed in label keys, so it never collides with a real label."""
-LABEL_ALIASES: dict[str, str] = {LEGACY_INSTANCE_TYPE: INSTANCE_TYPE}
+LABEL_ALIASES: dict[str, str] = {
+    LEGACY_INSTANCE_TYPE: INSTANCE_TYPE,
+    "beta.kubernetes.io/arch": "kubernetes.io/arch",
+}
 """Legacy node labels read as their GA key (the kubelet and cloud node controller set both)."""
 
 

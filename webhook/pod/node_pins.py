@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, NamedTuple, get_args
 
 import orjson
 
@@ -131,12 +131,65 @@ class NodeSelection:
         terms_path: field path of ``nodeSelectorTerms`` (empty when there are none).
         exclusions: per term (same order as ``terms``), its ``Exclusion`` expressions by label
             key (aliases folded).
+        selector: the nodeSelector's ``(key, value)`` pairs (aliases folded).
+        requirements: per term, every requirement as written (``Requirement``; aliases folded,
+            ``matchFields`` names under ``NODE_NAME``); an empty term matches no node
+            (k8s.io/component-helpers nodeaffinity ``nodeSelectorTerm``).
     """
 
     pins: dict[str, LabelPin]
     terms: tuple[dict[str, frozenset[str]], ...] = ()
     terms_path: str = ""
     exclusions: tuple[dict[str, tuple[Exclusion, ...]], ...] = ()
+    selector: tuple[tuple[str, str], ...] = ()
+    requirements: tuple[tuple[Requirement, ...], ...] = ()
+
+
+class Requirement(NamedTuple):
+    """One node selector requirement of an affinity term: label ``key`` (GA key for an alias),
+    ``operator`` and ``values`` as written (non-strings left out)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+    def valid(self) -> bool:
+        """Whether Kubernetes can parse it (k8s.io/apimachinery labels ``NewRequirement``):
+        ``In``/``NotIn`` need values, ``Exists``/``DoesNotExist`` none, ``Gt``/``Lt`` one
+        integer; a term with an invalid one matches no node."""
+        if self.operator in ("In", "NotIn"):
+            return bool(self.values)
+        if self.operator in ("Exists", "DoesNotExist"):
+            return not self.values
+        if self.operator in ("Gt", "Lt"):
+            return len(self.values) == 1 and _int64(self.values[0]) is not None
+        return False
+
+    def matches(self, value: str | None) -> bool:
+        """Whether a node whose label is ``value`` (None: no such label) meets it."""
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "Exists":
+            return value is not None
+        if self.operator in _EXCLUDING:
+            return Exclusion(self.operator, self.values).admits(value)  # type: ignore[arg-type]
+        return False
+
+
+def _requirements(term: RawObject) -> tuple[Requirement, ...]:
+    """One term's requirements (``NodeSelection.requirements``)."""
+    out = []
+    for expression in list_of_dicts(term.get("matchExpressions")):
+        key, operator, raw = (expression.get(k) for k in ("key", "operator", "values"))
+        values = tuple(v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str))
+        if isinstance(key, str) and isinstance(operator, str):
+            out.append(Requirement(LABEL_ALIASES.get(key, key), operator, values))
+    for expression in list_of_dicts(term.get("matchFields")):
+        raw = expression.get("values")
+        values = tuple(v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str))
+        if expression.get("key") == "metadata.name":
+            out.append(Requirement(NODE_NAME, str(expression.get("operator")), values))
+    return tuple(out)
 
 
 @dataclass
@@ -315,7 +368,13 @@ def selection_of(spec: RawObject, spec_path: str) -> NodeSelection:
     per_term = tuple(
         {key: pin.values for key, pin in term.items() if pin.values is not None} for term in terms
     )
-    return NodeSelection(pins, per_term, base, exclusions)
+    folded = tuple(
+        (LABEL_ALIASES.get(key, key), value)
+        for key, value in pairs
+        if isinstance(key, str) and isinstance(value, str)
+    )
+    requirements = tuple(_requirements(term) for _, term in raw_terms)
+    return NodeSelection(pins, per_term, base, exclusions, folded, requirements)
 
 
 def _legacy_last(pair: tuple[Any, Any]) -> bool:

@@ -21,8 +21,9 @@ from webhook.kube.gke import (
     SANDBOX_RUNTIME,
     instance_family,
 )
-from webhook.pod.node_pins import Exclusion, NodeSelection
+from webhook.pod.node_pins import NodeSelection
 from webhook.pod.tolerations import GPU_TOLERATION, Toleration, tolerated
+from webhook.pod.virtual_node import accelerators_of, admits, pool_domains, series_domains
 from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
 
 _LANDING_PINS = (
@@ -52,7 +53,8 @@ def landing_pools(
     tolerations: tuple[Toleration, ...] | None = None,
 ) -> list[NodePoolFacts]:
     """Known node pools the pod can be scheduled on, judged by its exhaustive pins, the
-    exclusions of its affinity terms, and (``tolerations`` given) the pools' taints.
+    affinity terms read one by one (``virtual_node.admits``), and (``tolerations`` given) the
+    pools' taints.
 
     A pod without an exhaustive pool, family, instance-type, architecture, accelerator or
     GKE Sandbox pin can land on every pool with nodes. A pool whose nodes lack a label counts
@@ -83,51 +85,19 @@ def landing_pools(
     found = known.get(key)
     if found is None:
         found = _landing(key, pools)
-        if sum(len(value) for values in wanted if values for value in values) > LANDING_MAX_CHARS:
-            return list(found)  # a tenant's huge pins are not kept
-        if len(known) >= LANDING_MEMO_SIZE:
-            known.clear()
-        known[key] = found
+        # a tenant's huge pins are answered but not kept
+        if sum(len(value) for values in wanted if values for value in values) <= LANDING_MAX_CHARS:
+            if len(known) >= LANDING_MEMO_SIZE:
+                known.clear()
+            known[key] = found
     out = list(found)
-    if selection.exclusions and any(k in t for t in selection.exclusions for k in _LANDING_PINS):
-        out = [facts for facts in out if _admitted(facts, selection.exclusions)]
+    if selection.requirements:  # each term, as the scheduler reads it (``virtual_node``)
+        out = [facts for facts in out if admits(selection, pool_domains(facts))]
     if tolerations is not None:
         if gpu:
             tolerations = (*tolerations, GPU_TOLERATION)
         out = [facts for facts in out if not facts.taints or tolerated(facts.taints, tolerations)]
     return out
-
-
-def _admitted(facts: NodePoolFacts, terms: tuple[dict[str, tuple[Exclusion, ...]], ...]) -> bool:
-    """Whether some affinity term's ``NotIn``/``Gt``/``Lt``/``DoesNotExist`` expressions on the
-    pool, family, instance-type, architecture, accelerator and Sandbox labels let a node of the
-    pool through (terms are ORed; a pool whose nodes carry several values passes when one does;
-    a label its nodes do not report is not held against it, but for the accelerator and
-    Sandbox labels: a pool without GPUs, or without GKE Sandbox, has no such label)."""
-    labels = {
-        NODE_POOL: frozenset({facts.name}),
-        MACHINE_FAMILY: facts.machine_families,
-        INSTANCE_TYPE: facts.instance_types,
-        ARCHITECTURE: facts.architectures,
-        ACCELERATOR: facts.accelerators,
-        SANDBOX_RUNTIME: facts.sandboxes,
-    }
-    for term in terms:
-        passes = True
-        for key, values in labels.items():
-            rules = term.get(key, ())
-            if not rules:
-                continue
-            if not values:
-                absent = key in (ACCELERATOR, SANDBOX_RUNTIME)  # no such label on its nodes
-                passes = not absent or all(rule.admits(None) for rule in rules)
-            else:
-                passes = any(all(rule.admits(v) for rule in rules) for v in values)
-            if not passes:
-                break
-        if passes:
-            return True
-    return False
 
 
 def _landing(wanted: Landing, pools: Mapping[str, NodePoolFacts]) -> tuple[NodePoolFacts, ...]:
@@ -184,41 +154,6 @@ def _pinned(selection: NodeSelection) -> tuple[frozenset[str] | None, str]:
     )
 
 
-def ruled_out(selection: NodeSelection, key: str, value: str) -> bool:
-    """Whether no required affinity term admits a node whose ``key`` label is ``value``
-    (False without terms): Kubernetes ORs the terms and ANDs a term's expressions
-    (k8s.io/component-helpers nodeaffinity), so a value every term rules out, by ``In`` on
-    other values or by ``NotIn``/``Gt``/``Lt``/``DoesNotExist``, is never where the pod lands.
-    For the machine family a term's instance-type and accelerator ``In`` values count too (a
-    node's family follows its machine type, and each accelerator runs on one series:
-    ``kube.gke.ACCELERATOR_FAMILIES``)."""
-    exclusions = selection.exclusions
-    return bool(selection.terms) and not any(
-        _term_admits(allowed, exclusions[i] if i < len(exclusions) else {}, key, value)
-        for i, allowed in enumerate(selection.terms)
-    )
-
-
-def _term_admits(
-    allowed: Mapping[str, frozenset[str]],
-    exclusions: Mapping[str, tuple[Exclusion, ...]],
-    key: str,
-    value: str,
-) -> bool:
-    """Whether one affinity term lets a node with ``key`` = ``value`` through (``ruled_out``)."""
-    if key in allowed and value not in allowed[key]:
-        return False
-    if key == MACHINE_FAMILY:
-        types = allowed.get(INSTANCE_TYPE)
-        if types is not None and value not in {instance_family(t) for t in types}:
-            return False
-        accelerators = allowed.get(ACCELERATOR)
-        known = accelerators is not None and all(a in ACCELERATOR_FAMILIES for a in accelerators)
-        if known and not any(value in ACCELERATOR_FAMILIES[a] for a in accelerators or ()):
-            return False
-    return all(rule.admits(value) for rule in exclusions.get(key, ()))
-
-
 def class_families(
     selection: NodeSelection, classes: Mapping[str, ComputeClassFacts] | None
 ) -> tuple[str, frozenset[str]] | None:
@@ -249,18 +184,22 @@ def pools_text(pools: Iterable[NodePoolFacts], attribute: str) -> str:
 class MachineFit(NamedTuple):
     """Where a pod can land, as the restore comparison needs it (``machine_fit``): the machine
     families and CPU architectures (None: not known), how each is said (built only for a
-    reason), and the pod's selection when it has affinity terms (``ruled_out`` asks them)."""
+    reason), and, for a pod with a nodeSelector or affinity terms, why a node of a given series
+    and architecture cannot meet them (``series_reason``)."""
 
     families: frozenset[str] | None
     archs: frozenset[str] | None
     said: Callable[[str], str]
-    terms: NodeSelection | None = None
+    series_reason: Callable[[str, str | None], str | None] | None = None
 
 
 def machine_fit(
     selection: NodeSelection,
     landing: list[NodePoolFacts],
     classes: Mapping[str, ComputeClassFacts] | None,
+    pools: Mapping[str, NodePoolFacts] | None = None,
+    *,
+    gpu: bool = False,
 ) -> MachineFit:
     """The machine families and CPU architectures a pod with ``selection`` can land on, once
     per prediction (each origin compared then costs two lookups: ``machine_reasons``).
@@ -270,8 +209,10 @@ def machine_fit(
     node pool with it is scaled to zero); the ComputeClass it is pinned to; else, for a pod
     pinned to a pool or an accelerator, the families of the pools it can land on (``landing``,
     pools whose nodes carry no family label left out). The architecture by its
-    ``kubernetes.io/arch`` pin, else (pinned pods) the landing pools'. Families and
-    architectures no affinity term admits (``ruled_out``) are misses too.
+    ``kubernetes.io/arch`` pin, else (pinned pods) the landing pools'. Past those, a node of
+    the snapshot's series and architecture must meet the nodeSelector and one affinity term
+    read as the scheduler does (``virtual_node``, with ``pools`` and ``gpu``: a pod asking for
+    GPUs needs a series with GPUs).
     """
     narrowed = _narrowed(selection)
     pinned, by_accelerator = _pinned(selection)
@@ -300,7 +241,35 @@ def machine_fit(
             return f"ComputeClass {made[0]} makes {shown}"
         return f"lands on machine family {shown} ({_names(by_pools)})"
 
-    return MachineFit(families, archs, said, selection if selection.terms else None)
+    if not (selection.selector or selection.requirements or gpu):
+        return MachineFit(families, archs, said)
+    known = {} if pools is None else pools
+    answers: dict[tuple[str, str | None], str | None] = {}
+
+    def series_reason(family: str, arch: str | None) -> str | None:
+        key = (family, arch)
+        if key not in answers:
+            answers[key] = _series_reason(selection, family, arch, known, gpu)
+        return answers[key]
+
+    return MachineFit(families, archs, said, series_reason)
+
+
+def _series_reason(
+    selection: NodeSelection,
+    family: str,
+    arch: str | None,
+    pools: Mapping[str, NodePoolFacts],
+    gpu: bool,
+) -> str | None:
+    """Why no node of ``family`` and ``arch`` meets the pod's node selection, or None."""
+    if gpu and accelerators_of(family, gpu=True) == frozenset():
+        return f"asks for GPUs, which machine family {family} has none of, snapshot taken there"
+    if not admits(selection, series_domains(family, None, pools, gpu=gpu)):
+        return f"node selection rules out machine family {family}, snapshot taken there"
+    if arch and not admits(selection, series_domains(family, arch, pools, gpu=gpu)):
+        return f"node selection rules out arch {arch} on {family}, snapshot taken there"
+    return None
 
 
 def _union(pools: list[NodePoolFacts], attribute: str) -> frozenset[str] | None:
@@ -315,20 +284,19 @@ def machine_reasons(fit: MachineFit, node: Mapping[str, str | None]) -> list[str
     record's node facts: ``family``, ``arch``) for its machine: GKE restores only onto the
     same machine series and CPU architecture (N2 to N2, G2 to G2; docs/gke-facts.md#section-3).
     Nothing known: no reason. Reasons begin ``pinned to``, ``ComputeClass``, ``lands on
-    machine family``, ``node affinity rules out machine family`` or their ``arch`` forms
-    (``cli.explain.hints.node_kind`` reads them).
+    machine family``, ``node selection rules out machine family``, ``asks for GPUs`` or their
+    ``arch`` forms (``cli.explain.hints.node_kind`` reads them).
     """
     reasons = []
     family, arch = node.get("family"), node.get("arch")
-    terms = fit.terms
     if family and fit.families is not None and family not in fit.families:
         reasons.append(f"{fit.said('family')}, snapshot taken on {family}")
-    elif family and terms is not None and ruled_out(terms, MACHINE_FAMILY, family):
-        reasons.append(f"node affinity rules out machine family {family}, snapshot taken there")
     if arch and fit.archs is not None and arch not in fit.archs:
         reasons.append(f"{fit.said('arch')}, snapshot on {arch}")
-    elif arch and terms is not None and ruled_out(terms, ARCHITECTURE, arch):
-        reasons.append(f"node affinity rules out arch {arch}, snapshot taken there")
+    if not reasons and family and fit.series_reason is not None:
+        found = fit.series_reason(family, arch)
+        if found is not None:
+            reasons.append(found)
     return reasons
 
 

@@ -328,7 +328,7 @@ def predict(
         why = f"{found} Ready snapshot(s) have no known origin yet"
         return Prediction("none", None, why, (), 0)
     landing = pod.landing(pools)
-    fit = machine_fit(pod.node_selection(), landing, compute_classes)
+    fit = machine_fit(pod.node_selection(), landing, compute_classes, pools, gpu=pod.uses_gpus())
     # Only an origin with the pod's fingerprint can be a hit (a different one is always a
     # reason), and comparing it never needs the pod's field digests: those origins go first, so
     # a hit behind a newer origin of another fingerprint does not compute the digests (~30 us

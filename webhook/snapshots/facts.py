@@ -16,6 +16,7 @@ from webhook.base.types import shared
 from webhook.kube.gke import (
     ACCELERATOR,
     ACCELERATOR_COUNT,
+    ACCELERATOR_FAMILIES,
     ARCHITECTURE,
     GPU_DRIVER_VERSION,
     INSTANCE_TYPE,
@@ -24,6 +25,7 @@ from webhook.kube.gke import (
     PARTITION_SIZE,
     SANDBOX_RUNTIME,
     SHARING_STRATEGY,
+    instance_family,
 )
 from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts, NodeView, Taint
 
@@ -59,13 +61,12 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def machine_family(instance_type: str) -> str | None:
-    """Machine family of a Compute Engine machine type: the part before the first ``-``.
-
-    ``g2-standard-48`` -> ``g2``, ``e2-medium`` -> ``e2``; None for an empty or dash-less value
-    (Compute Engine machine types are always ``<family>-<shape>``).
-    """
+    """Machine family of a Compute Engine machine type, as ``kube.gke.instance_family`` reads
+    it (``g2-standard-48`` -> ``g2``, ``custom-4-8192`` -> ``n1``: a node and a pod pinned to
+    its type must agree); None for an empty or dash-less value (Compute Engine machine types
+    are always ``<family>-<shape>``)."""
     family, dash, _ = instance_type.partition("-")
-    return family.lower() if dash and family else None
+    return instance_family(instance_type) if dash and family else None
 
 
 def node_view(obj: Mapping[str, Any]) -> NodeView | None:
@@ -185,7 +186,8 @@ def compute_class_facts(obj: Mapping[str, Any]) -> ComputeClassFacts | None:
     """What a ``cloud.google.com/v1`` ComputeClass enables, over all of ``spec.priorities``.
 
     Fields read (GKE "ComputeClass" CRD reference): ``machineFamily``, ``machineType`` (family
-    from its prefix), ``gpu.gpuSharing.gpuPartitionSize`` (MIG) and
+    from its prefix), ``gpu.type`` (the series that GPU model runs on, for a priority naming
+    neither: ``kube.gke.ACCELERATOR_FAMILIES``), ``gpu.gpuSharing.gpuPartitionSize`` (MIG) and
     ``gpu.gpuSharing.sharingStrategy`` (``TIME_SHARING``/``MPS``, GKE 1.35.2-gke.1485000+) and
     ``gpu.driverVersion`` (``latest``/``default``; unset is GKE's default branch).
     Any priority may be the one GKE provisions, so one enabling priority marks the whole class.
@@ -240,6 +242,10 @@ def _priority_families(priority: Mapping[str, Any]) -> set[str]:
     derived = machine_family(machine_type) if isinstance(machine_type, str) else None
     if derived is not None:
         families.add(derived)
+    gpu = priority.get("gpu")
+    model = gpu.get("type") if isinstance(gpu, dict) and not families else None
+    if isinstance(model, str) and model in ACCELERATOR_FAMILIES:
+        families |= ACCELERATOR_FAMILIES[model]  # each GPU model runs on one series
     return families
 
 

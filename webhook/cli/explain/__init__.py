@@ -147,7 +147,9 @@ def explain(pod: RawObject, live: Live, settings: Settings, *, now: datetime) ->
     rootfs_only = bool(facts.policies) and all(p.scope == "rootfs-only" for p in facts.policies)
     recorded = {key: annotations.get(prefix + key) for key in RECORDED}
     landing = facts.landing(live.pools)
-    fit = machine_fit(facts.node_selection(), landing, live.compute_classes)
+    fit = machine_fit(
+        facts.node_selection(), landing, live.compute_classes, live.pools, gpu=facts.uses_gpus()
+    )
     prediction: dict[str, Any] | None = None
     found: list[SnapshotView] = []
     why_none = "no PodSnapshotPolicy of the namespace selects this pod"

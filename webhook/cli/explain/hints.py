@@ -59,14 +59,15 @@ def explain_differences(
 
 def node_kind(reason: str) -> str:
     """The node fact a ``differences`` reason is about (its wording, ``pod.restore``)."""
-    if reason.startswith(("pinned to arch ", "lands on arch ", "node affinity rules out arch ")):
+    if reason.startswith(("pinned to arch ", "lands on arch ", "node selection rules out arch ")):
         return "arch"
     if reason.startswith(
         (
             "pinned to ",
             "ComputeClass ",
             "lands on machine family ",
-            "node affinity rules out machine family ",
+            "node selection rules out machine family ",
+            "asks for GPUs",
         )
     ):
         return "family"
