@@ -5,7 +5,7 @@ GKE's reason ``GKEPodSnapshotting``; every snapready replica keeps each one (a h
 measured ~1.5 KiB each: 100-180k within the Events' 1 h life outgrow the chart's memory limit).
 ``Resource.max_per_namespace`` bounds the reflector on its list and its watch, per namespace (a
 review: one bound over all let one namespace crowd out every other's Events); the GKE Events
-cache uses it (``caches.MAX_GKE_EVENTS``). The reflector is driven here without a thread: a
+cache uses it (``gke_events.MAX_GKE_EVENTS``). The reflector is driven here without a thread: a
 list, then watch events, as its loop feeds them.
 """
 
@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from webhook.cluster.api.caches import (
+from tests.envtest.plugin import wait_for
+from webhook.cluster.api.caches import resources
+from webhook.cluster.api.gke_events import (
     MAX_EVENTS_PER_STAMPED_POD,
     MAX_GKE_EVENTS,
     MAX_GKE_EVENTS_TOTAL,
-    resources,
 )
 from webhook.cluster.api.reflector import Reflector
-from webhook.cluster.api.syncing import Timing
+from webhook.cluster.api.syncing import Timing, TransportError
 from webhook.snapshots.evidence import GKE_EVENT_REASON
 
 
@@ -56,7 +58,7 @@ def reflector(
     objects: list[dict[str, Any]],
     limit: int,
     total: int | None = None,
-    stamped: Callable[[str], bool] | None = None,
+    stamped: Callable[[str], str | None] | None = None,
 ) -> tuple[Reflector, list[int]]:
     (gke,) = (r for r in resources("snapready.io/", stamped=stamped) if r.name == "gkeevents")
     changes: list[int] = []
@@ -135,9 +137,9 @@ def test_a_stamped_pods_events_are_kept_past_every_flood() -> None:
     and a stamped pod's fallback Event was not kept (its outcome waited for the settle time).
     Events about a pod the pod cache holds are kept first, ``MAX_EVENTS_PER_STAMPED_POD`` per
     pod, beside both bounds; a flood naming that pod is held to them."""
-    stamped = {"llm/server-1", "llm/server-2"}
+    stamped = {"llm/server-1": "u-server-1", "llm/server-2": "u-server-2"}
     flood = [event(f"f{n}", "p", f"ns-{n % 10}") for n in range(40)]
-    cache, _ = reflector(flood[:20], limit=3, total=12, stamped=stamped.__contains__)
+    cache, _ = reflector(flood[:20], limit=3, total=12, stamped=stamped.get)
     cache._list()
     for obj in flood[20:]:
         cache._apply({"type": "ADDED", "object": obj})
@@ -163,3 +165,74 @@ def test_a_stamped_pods_events_are_kept_past_every_flood() -> None:
     assert len(cache.items) == 12 + per_pod, "a flood Event's delete frees the ceiling's room"
     cache._apply({"type": "ADDED", "object": event("other2", "not-stamped", "llm")})
     assert "llm/other2" in cache.items
+
+
+def test_a_gone_pods_events_are_dropped_and_an_earlier_pod_of_its_name_owns_nothing() -> None:
+    """A trial: a tenant who creates a stamped pod, writes 8 Events naming it and deletes it,
+    again and again, piled up Events no bound counted (1,600 with the pod cache empty); and
+    Events of an earlier pod of the same name (a StatefulSet's ``llm-0``) held the new pod's
+    room. Owners are pods by uid, and a gone pod's Events are dropped."""
+    live: dict[str, str] = {}
+    cache, _ = reflector([], limit=3, total=12, stamped=live.get)
+    cache._list()
+    for round_ in range(20):
+        live["llm/churn"] = f"u-{round_}"
+        for n in range(MAX_EVENTS_PER_STAMPED_POD):
+            obj = event(f"c{round_}-{n}", "churn", "llm")
+            obj["involvedObject"]["uid"] = f"u-{round_}"
+            cache._apply({"type": "ADDED", "object": obj})
+        cache.forget_owner(f"llm/churn/u-{round_}")  # the pod left the pod cache
+        del live["llm/churn"]
+    assert len(cache.items) <= 3, "only the namespace's own bound holds what is left"
+
+    live["llm/llm-0"] = "new-uid"
+    for n in range(MAX_EVENTS_PER_STAMPED_POD):
+        old = event(f"old-{n}", "llm-0", "llm")  # the earlier pod's uid
+        cache._apply({"type": "ADDED", "object": old})
+    gke = event("gke", "llm-0", "llm")
+    gke["involvedObject"]["uid"] = "new-uid"
+    cache._apply({"type": "ADDED", "object": gke})
+    assert "llm/gke" in cache.items, "the new pod's room is its own"
+
+
+def test_the_events_list_waits_for_the_pod_cache() -> None:
+    """A replica's caches start together; an Events list done before the pods' found no owner,
+    and a flood from other namespaces pushed out a stamped pod's Event (a trial). The Events
+    cache lists once the pod cache has."""
+    (gke,) = (
+        r
+        for r in resources("snapready.io/", stamped=lambda _: None, pods_listed=lambda: False)
+        if r.name == "gkeevents"
+    )
+    assert gke.waits_for is not None and not gke.waits_for()
+    listed = [False]
+    resource = dataclasses.replace(gke, waits_for=lambda: listed[0])
+    transport = Watchless([event("e", "p")])
+    waiting = Reflector(resource, transport, Timing(), threading.Lock(), lambda: None)  # type: ignore[arg-type]
+    waiting.start()
+    try:
+        time.sleep(0.3)
+        assert not waiting.synced and transport.lists == 0, "no list before the pod cache's"
+        listed[0] = True
+        wait_for("the Events listed", lambda: waiting.synced, 5)
+        assert transport.lists == 1 and "ns/e" in waiting.items
+    finally:
+        waiting.stop()
+        assert waiting.join(5)
+
+
+class Watchless(Listing):
+    """``Listing`` that counts lists and whose watch fails (the reflector backs off)."""
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        super().__init__(objects)
+        self.lists = 0
+
+    def list(
+        self, path: str, *, page_size: int, each: Callable[[dict[str, Any]], None]
+    ) -> tuple[list[dict[str, Any]], str]:
+        self.lists += 1
+        return super().list(path, page_size=page_size, each=each)
+
+    def watch(self, path: str, **_: Any) -> Any:
+        raise TransportError("no watch here")

@@ -19,12 +19,12 @@ from webhook.base.config import SourceSettings
 from webhook.base.keys import ORIGIN
 from webhook.cluster.api import watched
 from webhook.cluster.api.enforcement_values import EnforcementValues, where
+from webhook.cluster.api.gke_events import gke_events_resource
 from webhook.cluster.api.hooks import CacheHooks
 from webhook.cluster.api.reflector import Reflector
 from webhook.cluster.api.stamped_pods import pod_record
 from webhook.cluster.api.syncing import Poller, Resource, Timing, Transport, Worker
 from webhook.kube.matching import PolicyIndex
-from webhook.snapshots.evidence import GkeEvent, gke_event, index_events, updated_events
 from webhook.snapshots.facts import (
     compute_class_facts,
     gke_version,
@@ -45,31 +45,13 @@ from webhook.snapshots.views import snapshot_view
 
 log = logging.getLogger("snapready.kube")
 
-MAX_GKE_EVENTS = 2_000
-"""``GKEPodSnapshotting`` Events kept at most per namespace (~1.5 KiB each: 3 MiB). Anyone
-allowed to create Events in a namespace (the built-in ``edit`` role) can create them with that
-reason, and every replica would keep each one (a hostile trial measured ~100-180k within the
-Events' 1 h life past the chart's 256 MiB memory limit); a bound over all namespaces let one
-namespace crowd out every other's (a review). GKE writes about one per restore, fallback or
-checkpoint of a pod; past the bound a namespace's new Events are not kept (logged once,
-``/readyz`` says so): its outcomes then wait for ``PodRestored`` or the settle time instead."""
-MAX_GKE_EVENTS_TOTAL = 20_000
-"""And at most over all namespaces (~30 MiB): Events floods in many namespaces (a cluster-wide
-``edit`` binding, or many tenants) cannot outgrow the memory limit either (a review); past it
-no namespace's new Events are kept."""
-MAX_EVENTS_PER_STAMPED_POD = 8
-"""GKE Events about a pod snapready stamped (in the pod cache) kept whatever the two bounds
-above say (``Resource.owner``): GKE writes one to three per pod (a restore or fallback, a
-checkpoint or two), so Events flooding other namespaces cannot push them out (a trial: ten
-untracked namespaces at 2,000 each filled the ceiling, and a stamped pod's fallback waited for
-the settle time); a flood naming the pod itself is held to this many."""
-
 
 def resources(
     prefix: str,
     join: RecordJoin | None = None,
     on_pod: Callable[[PodRecord | None, PodRecord | None], None] | None = None,
-    stamped: Callable[[str], bool] | None = None,
+    stamped: Callable[[str], str | None] | None = None,
+    pods_listed: Callable[[], bool] | None = None,
 ) -> tuple[Resource, ...]:
     """The watched collections (``cluster.api.watched``, shared with the one-shot reader), in
     ``/readyz`` order; ``manifests/rbac.yaml`` grants exactly these.
@@ -79,8 +61,9 @@ def resources(
     PodSnapshots and snapready's SnapshotRecords tell ``join`` which ``namespace/name``
     changed, so the state's snapshot index carries each record (``snapshots.records``).
     ``on_pod(old, new)`` hears every pod event once the pod cache holds it (``Resource.after``;
-    never from ``convert``). ``stamped(namespace/name)``: whether the pod cache holds that pod
-    (its GKE Events are kept first: ``MAX_EVENTS_PER_STAMPED_POD``).
+    never from ``convert``). ``stamped(namespace/name)``: the uid of that pod in the pod cache,
+    else None (its GKE Events are kept first: ``MAX_EVENTS_PER_STAMPED_POD``);
+    ``pods_listed()``: whether the pod cache has listed (the Events list waits for it).
     """
     touched, pods = join or RecordJoin(), watched.stamped_pods(prefix)
     enforcement = EnforcementValues(prefix)
@@ -137,19 +120,7 @@ def resources(
             after=on_pod,
             in_place=True,  # so a pod event publishes no new state
         ),
-        Resource(
-            # GKE's own restore evidence: only Events of reason GKEPodSnapshotting (a field
-            # selector, never all Events of the cluster), kept as a few strings each.
-            watched.GKE_EVENTS.name,
-            watched.GKE_EVENTS.paths(),
-            convert=gke_event,
-            build=lambda items: index_events(items.values()),
-            update=updated_events,
-            max_per_namespace=MAX_GKE_EVENTS,
-            max_items=MAX_GKE_EVENTS_TOTAL,
-            owner=None if stamped is None else _event_owner(stamped),
-            max_per_owner=MAX_EVENTS_PER_STAMPED_POD,
-        ),
+        gke_events_resource(stamped, pods_listed),
         Resource(
             watched.COMPUTE_CLASSES.name,
             watched.COMPUTE_CLASSES.paths(),
@@ -163,16 +134,6 @@ def resources(
             build=budgets_by_namespace,
         ),
     )
-
-
-def _event_owner(stamped: Callable[[str], bool]) -> Callable[[GkeEvent], str | None]:
-    """``Resource.owner`` of GKE Events: the ``namespace/name`` of a stamped pod it is about."""
-
-    def owner(event: GkeEvent) -> str | None:
-        key = f"{event.namespace}/{event.pod}"
-        return key if stamped(key) else None
-
-    return owner
 
 
 def budgets_by_namespace(items: Mapping[str, DisruptionBudget]) -> dict[str, tuple[Any, ...]]:
@@ -236,7 +197,9 @@ class ClusterSource:
         self._hooks = CacheHooks()
         self.reflectors = {
             r.name: Reflector(r, transport, timing, self._lock, self._rebuild)
-            for r in resources(prefix, self._join, self._pod_event, self._stamped)
+            for r in resources(
+                prefix, self._join, self._pod_event, self._stamped, self._pods_listed
+            )
         }
         self.version = Poller(
             "version",
@@ -257,9 +220,13 @@ class ClusterSource:
         with self._lock:
             self._rebuild()
 
-    def _stamped(self, key: str) -> bool:
-        """Whether the pod cache holds the pod ``namespace/name`` (any thread: one lookup)."""
-        return key in self.reflectors["pods"].items
+    def _stamped(self, key: str) -> str | None:
+        """The uid of pod ``namespace/name`` in the pod cache, else None (one lookup)."""
+        record = self.reflectors["pods"].items.get(key)
+        return record.uid if record is not None else None
+
+    def _pods_listed(self) -> bool:
+        return self.reflectors["pods"].synced
 
     def _pod_event(self, old: PodRecord | None, new: PodRecord | None) -> None:
         """A pod event is in the cache (no lock held): to the pod (or pod-gone) listeners, then
@@ -269,6 +236,7 @@ class ClusterSource:
             for listener in hooks.pods:
                 listener(new)
         elif old is not None:
+            self.reflectors["gkeevents"].forget_owner(f"{old.namespace}/{old.name}/{old.uid}")
             for gone in hooks.pods_gone:
                 gone(old)
         if old != new:

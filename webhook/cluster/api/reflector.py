@@ -84,7 +84,7 @@ class _Bound:
     def __init__(self, resource: Resource) -> None:
         self.resource = resource
         self.counts: Counter[str] = Counter()
-        self.owned: Counter[str] = Counter()
+        self.owned: dict[str, set[str]] = {}  # owner -> keys kept as its values
         self.owners: dict[str, str] = {}  # key -> owner, for values kept as an owner's
 
     def admit(self, key: str, kept: int, value: Any = None) -> bool:
@@ -94,8 +94,8 @@ class _Bound:
             return True
         find = self.resource.owner
         owner = find(value) if find is not None and value is not None else None
-        if owner is not None and self.owned[owner] < self.resource.max_per_owner:
-            self.owned[owner] += 1
+        if owner is not None and len(self.owned.get(owner, ())) < self.resource.max_per_owner:
+            self.owned.setdefault(owner, set()).add(key)
             self.owners[key] = owner
             return True
         namespace = namespace_of(key)
@@ -113,10 +113,11 @@ class _Bound:
         owner = self.owners.pop(key, None)
         if owner is None:
             self.counts[namespace_of(key)] -= 1
-        elif self.owned[owner] <= 1:
-            del self.owned[owner]
-        else:
-            self.owned[owner] -= 1
+            return
+        keys = self.owned.get(owner, set())
+        keys.discard(key)
+        if not keys:
+            self.owned.pop(owner, None)
 
 
 def namespace_of(key: str) -> str:
@@ -166,8 +167,29 @@ class Reflector(Worker):
         if stream is not None:
             stream.close()
 
+    def forget_owner(self, owner: str) -> None:
+        """Drop the values kept as ``owner``'s (``Resource.owner``): it is gone, and a tenant
+        who creates and deletes pods must not pile up values no bound counts."""
+        with self.lock:
+            keys = self._bound.owned.get(owner)
+            if not keys:
+                return
+            for key in list(keys):
+                previous = self.items.pop(key, None)
+                self._bound.release(key)
+                if previous is not None and self.resource.update is not None:
+                    self.view = self.resource.update(self.view, previous, None)
+            if self.resource.update is None:
+                self.view = self.resource.build(self.items)
+            self.on_change()
+
     def run(self) -> None:
-        """List, then watch until stopped; relist on 410, back off on errors."""
+        """List, then watch until stopped; relist on 410, back off on errors. The first list
+        waits for ``resource.waits_for``."""
+        waits = self.resource.waits_for
+        while waits is not None and not waits():
+            if self.wait(0.05):
+                return
         while not self.stopping:
             try:
                 self._list()

@@ -113,10 +113,14 @@ class Resource:
     owner: Callable[[Any], str | None] | None = None
     """Optional ``value -> owner`` (None: no owner): up to ``max_per_owner`` values of each
     owner are kept whatever ``max_per_namespace`` and ``max_items`` say, and are not counted
-    in them. GKE's Events about a pod snapready stamped: a flood of Events in namespaces that
-    snapready does not track (or in others') must not push out the few that decide a stamped
-    pod's outcome (a trial); memory stays bounded by the stamped pods the pod cache holds."""
+    in them. GKE's Events about a pod snapready stamped (the owner: that pod, by uid): a flood
+    of Events in namespaces that snapready does not track (or in others') must not push out the
+    few that decide a stamped pod's outcome (a trial); an owner's values are dropped when it is
+    gone (``Reflector.forget_owner``), so they stay bounded by the pods the pod cache holds."""
     max_per_owner: int = 0
+    waits_for: Callable[[], bool] | None = None
+    """Optional: the first list waits until this says True (the GKE Events wait for the pod
+    cache's first list, or no Event listed at start would find its owner)."""
 
 
 @dataclass(frozen=True)
