@@ -227,3 +227,7 @@ off
 {{- define "snapready.reportsResource" -}}
 {{- if eq (include "snapready.reportsApi" .) "wgpolicyk8s" -}}policyreports{{- else -}}reports{{- end -}}
 {{- end -}}
+
+{{- define "snapready.schedulingCondition" -}}
+oldObject.spec.?schedulingGates.orValue([]).size() > 0 && (object.spec.?nodeSelector.orValue({}) != oldObject.spec.?nodeSelector.orValue({}) || object.spec.?affinity.orValue({}) != oldObject.spec.?affinity.orValue({}) || object.spec.?tolerations.orValue([]) != oldObject.spec.?tolerations.orValue([]))
+{{- end -}}

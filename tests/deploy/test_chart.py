@@ -920,6 +920,21 @@ def test_the_ownership_webhook_sees_only_updates_of_snapreadys_metadata() -> Non
     assert condition["expression"] == binding_condition("snapready.io/", owner)
 
 
+def test_the_scheduling_webhook_sees_only_placement_changes_of_gated_pods() -> None:
+    """A gated pod's nodeSelector, affinity and tolerations may change until it is ungated
+    (KEP-3838): those UPDATEs, and only those, reach ``/validate`` (the same expression as
+    ``gated.scheduling_condition``)."""
+    from webhook.admission.gated import scheduling_condition  # noqa: PLC0415
+
+    objs = objects(render(name="snapready", namespace="webhooks"))
+    hooks = {hook["name"]: hook for kind, hook in webhooks(objs) if kind.startswith("Validating")}
+    hook = hooks["scheduling.snapready.io"]
+    assert [(r["resources"], r["operations"]) for r in hook["rules"]] == [(["pods"], ["UPDATE"])]
+    assert hook["clientConfig"]["service"]["path"] == "/validate"
+    [condition] = hook["matchConditions"]
+    assert condition["expression"] == scheduling_condition()
+
+
 def _lifecycle_grants(values: dict[str, Any]) -> set[tuple[Any, ...]]:
     rules = server_role(objects(render(values)))["rules"]
     flat = _rule_set(rules)

@@ -9,6 +9,8 @@ their restore prediction (``rules.prediction_findings``), one decision
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from webhook.admission import guard
 from webhook.admission.context import (
     Engine,
@@ -18,6 +20,7 @@ from webhook.admission.context import (
     view_context,
 )
 from webhook.admission.decision import decide, decide_mutation, decide_worded
+from webhook.admission.gated import placement_changed, rejudge
 from webhook.base.types import Endpoint, Finding, RawObject
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
@@ -34,7 +37,8 @@ def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) ->
     CREATE without subresource: mutated (``/mutate``) or validated (``/validate``) when a policy
     selects it. UPDATE: only ``/validate`` answers, denying a change to snapready's metadata by
     anyone but snapready (``guard_metadata``), and so does an UPDATE of ``pods/status`` (the API
-    server stores the labels and annotations sent with it). Subresource ``ephemeralcontainers``
+    server stores the labels and annotations sent with it); an UPDATE that changes a gated
+    pod's placement is judged again (``gated.rejudge``). Subresource ``ephemeralcontainers``
     on ``/validate``: ``sandbox-compat`` for the new containers. Anything else: allowed.
     """
     obj = request.object
@@ -49,7 +53,13 @@ def handle_pod(request: AdmissionRequest, endpoint: Endpoint, engine: Engine) ->
     if request.operation != "CREATE":  # pods are judged and mutated once, at creation
         if endpoint != "validate":
             return allowed()
-        return guard_metadata(request, engine)
+        guarded = guard_metadata(request, engine)
+        if not guarded.allowed or not placement_changed(request):
+            return guarded
+        judged = rejudge(request, engine)  # a gated pod's placement changed (``gated``)
+        if guarded.warnings:
+            judged = replace(judged, warnings=(*guarded.warnings, *judged.warnings))
+        return judged
     return handle_create(request, endpoint, obj, engine)
 
 

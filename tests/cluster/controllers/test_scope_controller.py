@@ -68,9 +68,14 @@ def configurations(
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         obj = helm_support.one(objs, kind)
         name = obj["metadata"]["name"]
-        # The ownership webhooks (pod UPDATEs and Bindings carrying snapready's metadata)
-        # render their own matchConditions and are not about the scope: left out of this copy.
-        owners = ("ownership.snapready.io", "binding-ownership.snapready.io")
+        # The ownership webhooks (pod UPDATEs and Bindings carrying snapready's metadata) and
+        # the gated-placement one render their own matchConditions and are not about the
+        # scope: left out of this copy.
+        owners = (
+            "ownership.snapready.io",
+            "binding-ownership.snapready.io",
+            "scheduling.snapready.io",
+        )
         obj["webhooks"] = [w for w in obj["webhooks"] if w["name"] not in owners]
         for webhook in obj["webhooks"]:
             assert "matchConditions" not in webhook, "the chart must render no matchConditions"
