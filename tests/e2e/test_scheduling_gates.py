@@ -50,15 +50,14 @@ def test_a_gated_pod_cannot_take_a_denied_placement_after_admission(env: Env) ->
         core.patch_namespaced_pod("gated", namespace, e2)
     assert raised.value.status == 403
     assert "machine-family" in str(raised.value.body)
-    live = core.read_namespaced_pod("gated", namespace)
-    assert not live.spec.node_selector, "the denied pin was not stored"
+    assert not spec_of(core, "gated", namespace).node_selector, "the denied pin was not stored"
 
     n2 = {"spec": {"nodeSelector": {"cloud.google.com/machine-family": "n2"}}}
     core.patch_namespaced_pod("gated", namespace, n2)  # a placement the rules accept
     core.patch_namespaced_pod("gated", namespace, {"spec": {"schedulingGates": None}})
-    live = core.read_namespaced_pod("gated", namespace)
-    assert live.spec.node_selector == {"cloud.google.com/machine-family": "n2"}
-    assert not live.spec.scheduling_gates
+    live = spec_of(core, "gated", namespace)
+    assert live.node_selector == {"cloud.google.com/machine-family": "n2"}
+    assert not live.scheduling_gates
 
 
 def test_a_gated_pod_no_policy_selects_is_left_alone(env: Env) -> None:
@@ -71,6 +70,12 @@ def test_a_gated_pod_no_policy_selects_is_left_alone(env: Env) -> None:
     must(env.create(other, namespace))
     e2 = {"spec": {"nodeSelector": {"cloud.google.com/machine-family": "e2"}}}
     core.patch_namespaced_pod("other", namespace, e2)
-    assert core.read_namespaced_pod("other", namespace).spec.node_selector == {
+    assert spec_of(core, "other", namespace).node_selector == {
         "cloud.google.com/machine-family": "e2"
     }
+
+
+def spec_of(core: client.CoreV1Api, name: str, namespace: str) -> client.V1PodSpec:
+    spec = core.read_namespaced_pod(name, namespace).spec
+    assert spec is not None
+    return spec
