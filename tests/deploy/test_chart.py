@@ -819,6 +819,7 @@ def test_chart_renders_no_match_conditions(values: dict[str, Any]) -> None:
     own = {
         "ownership.snapready.io": ["changes-snapready-metadata"],
         "binding-ownership.snapready.io": ["binds-snapready-metadata"],
+        "scheduling.snapready.io": ["changes-gated-placement"],
     }
     for _, webhook in webhooks(objects(render(values))):
         names = [c["name"] for c in webhook.get("matchConditions", [])]

@@ -1,5 +1,5 @@
 """The cache of GKE's own restore evidence: core/v1 Events of reason ``GKEPodSnapshotting``
-(domain.md section 9), bounded against tenants who write Events with that reason.
+(docs/gke-facts.md#section-9), bounded against tenants who write Events with that reason.
 
 Only Events of that reason are listed and watched (a field selector, never all Events of the
 cluster), each kept as a few strings (``snapshots.evidence.gke_event``).
