@@ -15,8 +15,9 @@ import pytest
 from tests.pod.test_restore import POOLS, V, _in, _not_in, _required, on_machine
 from webhook.kube.gke import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY, NODE_POOL
 from webhook.kube.gke import ARCHITECTURE as ARCH
-from webhook.pod.node_pins import node_selection
+from webhook.pod.node_pins import Requirement, node_selection
 from webhook.pod.pools import landing_pools
+from webhook.pod.virtual_node import MAX_VALUES, satisfiable
 from webhook.snapshots.facts import compute_class_facts, node_view
 
 A100, L4, H100 = "nvidia-tesla-a100", "nvidia-l4", "nvidia-h100-80gb"
@@ -48,7 +49,6 @@ G2_OR_A2 = terms([_in(MACHINE_FAMILY, "g2", "a2")])
         (_required([{"matchExpressions": [_in(MACHINE_FAMILY, "a2")]}, {}]), True),
         # every G2 node carries the L4
         (terms([{"key": ACCELERATOR, "operator": "DoesNotExist"}]), False),
-        (terms([_not_in(ACCELERATOR, L4)]), True),
         # the legacy arch label the kubelet still sets, read as kubernetes.io/arch
         ({"nodeSelector": {"beta.kubernetes.io/arch": "arm64"}}, False),
     ],
@@ -65,6 +65,8 @@ def test_a_selection_no_g2_node_meets_is_a_miss(spec: dict[str, Any], gpus: bool
         (terms([_not_in(INSTANCE_TYPE, "g2-standard-8")]), True),  # other G2 shapes
         (terms([_not_in(NODE_POOL, "l4")]), True),  # another G2 pool may take it
         (terms([{"key": ACCELERATOR, "operator": "Exists"}]), True),
+        # a GPU model no table lists may run on G2 (Google runs GPUs beyond the lists)
+        (terms([_not_in(ACCELERATOR, L4)]), True),
         ({"nodeSelector": {"beta.kubernetes.io/arch": "amd64"}}, False),
     ],
 )  # fmt: skip
@@ -118,4 +120,37 @@ def test_a_custom_n1_node_and_a_pod_pinned_to_its_type_agree_on_the_series() -> 
     node = {"family": "n1", "arch": "amd64", "version": V}
     assert (
         on_machine({"nodeSelector": {INSTANCE_TYPE: "custom-4-8192"}}, node=node).outcome == "hit"
+    )
+
+
+def test_an_unlisted_gpu_model_may_run_on_a_gpu_series() -> None:
+    """A4X Max (GB300) runs ``nvidia-gb300``, which no table here lists (a review): a pod
+    pinned to it may restore a snapshot taken on A4X."""
+    a4x = {"family": "a4x", "arch": "arm64", "version": V}
+    pinned = {"nodeSelector": {ACCELERATOR: "nvidia-gb300"}}
+    assert on_machine(pinned, gpus=True, node=a4x).outcome == "hit"
+
+
+def test_a_huge_requirement_is_not_judged() -> None:
+    """A tenant's ``In`` and ``NotIn`` of the same 16,000 values cost seconds per pool when
+    every candidate scanned every value (a review); values are a set, and a requirement of
+    more than ``MAX_VALUES`` is not judged (the API server bounds the request, not the list)."""
+    values = [f"v{n}" for n in range(MAX_VALUES + 1)]
+    rules = (
+        Requirement(INSTANCE_TYPE, "In", frozenset(values)),
+        Requirement(INSTANCE_TYPE, "NotIn", frozenset(values)),
+    )
+    assert satisfiable(None, rules), "not judged: no miss from a list past the bound"
+    small = tuple(Requirement(r.key, r.operator, frozenset(values[:10])) for r in rules)
+    assert not satisfiable(None, small), "In and NotIn of the same values: nothing passes"
+
+
+def test_an_operator_that_is_not_a_string_is_ignored_not_a_crash() -> None:
+    """Admission runs before the API server decodes the pod: an object as an operator reached
+    a set lookup and failed the request with a 500 (a review)."""
+    expression = {"key": MACHINE_FAMILY, "operator": {"x": 1}, "values": ["a2"]}
+    selection = node_selection(_required([{"matchExpressions": [expression]}]), "spec")
+    assert selection.exclusions == ({},)
+    assert on_machine(_required([{"matchExpressions": [expression]}])).outcome == "miss", (
+        "a term Kubernetes cannot parse matches no node"
     )

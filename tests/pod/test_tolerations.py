@@ -155,3 +155,33 @@ def test_a_sandbox_pool_upgraded_past_the_snapshot_is_a_miss_beside_an_older_poo
     assert result.outcome == "miss"
     assert result.reason == f"node pool sandbox-cpu runs {NEW}, snapshot taken on {OLD}"
     assert predicted({}).outcome == "hit", "a pod the default pool takes"
+
+
+def test_a_pod_selecting_a_compute_class_tolerates_its_taint() -> None:
+    """GKE taints the nodes a ComputeClass makes ``cloud.google.com/compute-class=<name>`` and
+    tolerates it on the pods that select the class, possibly after this webhook ran (a
+    review): such a pod still lands on the class's pool."""
+    made = pool(
+        "cc",
+        OLD,
+        taints=frozenset({Taint("cloud.google.com/compute-class", "llm", "NoSchedule")}),
+    )
+    pools = {"cc": made, "default": POOLS["default"]}
+    spec = {"nodeSelector": {"cloud.google.com/compute-class": "llm"}}
+    found = landing_pools(node_selection(spec, "spec"), pools, tolerations=tolerations_of(spec))
+    assert [p.name for p in found] == ["cc", "default"]
+    other = {"nodeSelector": {"cloud.google.com/compute-class": "other"}}
+    found = landing_pools(node_selection(other, "spec"), pools, tolerations=tolerations_of(other))
+    assert [p.name for p in found] == ["default"]
+
+
+def test_the_filtered_answer_is_remembered_per_pins_terms_and_tolerations() -> None:
+    """The taint and affinity filters ran on every call after the pins' memo (a review: 23 us
+    at 20 pools, 156 us at 100): the whole answer is remembered."""
+    from webhook.pod import pools as memo  # noqa: PLC0415
+
+    selection = node_selection(GVISOR, "spec")
+    first = landing_pools(selection, POOLS, tolerations=tolerations_of(GVISOR))
+    kept = memo._LANDING[0][1]
+    assert any(key[2] == tolerations_of(GVISOR) for key in kept)
+    assert landing_pools(selection, POOLS, tolerations=tolerations_of(GVISOR)) == first

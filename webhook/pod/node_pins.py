@@ -147,11 +147,11 @@ class NodeSelection:
 
 class Requirement(NamedTuple):
     """One node selector requirement of an affinity term: label ``key`` (GA key for an alias),
-    ``operator`` and ``values`` as written (non-strings left out)."""
+    ``operator`` and its string ``values`` (a set: membership is what Kubernetes asks)."""
 
     key: str
     operator: str
-    values: tuple[str, ...]
+    values: frozenset[str]
 
     def valid(self) -> bool:
         """Whether Kubernetes can parse it (k8s.io/apimachinery labels ``NewRequirement``):
@@ -162,17 +162,26 @@ class Requirement(NamedTuple):
         if self.operator in ("Exists", "DoesNotExist"):
             return not self.values
         if self.operator in ("Gt", "Lt"):
-            return len(self.values) == 1 and _int64(self.values[0]) is not None
+            return len(self.values) == 1 and _int64(next(iter(self.values))) is not None
         return False
 
     def matches(self, value: str | None) -> bool:
-        """Whether a node whose label is ``value`` (None: no such label) meets it."""
-        if self.operator == "In":
+        """Whether a node whose label is ``value`` (None: no such label) meets it
+        (``Requirement.Matches`` in k8s.io/apimachinery labels)."""
+        operator = self.operator
+        if operator == "In":
             return value is not None and value in self.values
-        if self.operator == "Exists":
+        if operator == "NotIn":
+            return value is None or value not in self.values
+        if operator == "Exists":
             return value is not None
-        if self.operator in _EXCLUDING:
-            return Exclusion(self.operator, self.values).admits(value)  # type: ignore[arg-type]
+        if operator == "DoesNotExist":
+            return value is None
+        if operator in ("Gt", "Lt") and len(self.values) == 1 and value is not None:
+            bound, number = _int64(next(iter(self.values))), _int64(value)
+            if bound is None or number is None:
+                return False
+            return number > bound if operator == "Gt" else number < bound
         return False
 
 
@@ -181,12 +190,12 @@ def _requirements(term: RawObject) -> tuple[Requirement, ...]:
     out = []
     for expression in list_of_dicts(term.get("matchExpressions")):
         key, operator, raw = (expression.get(k) for k in ("key", "operator", "values"))
-        values = tuple(v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str))
+        values = frozenset(v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str))
         if isinstance(key, str) and isinstance(operator, str):
             out.append(Requirement(LABEL_ALIASES.get(key, key), operator, values))
     for expression in list_of_dicts(term.get("matchFields")):
         raw = expression.get("values")
-        values = tuple(v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str))
+        values = frozenset(v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str))
         if expression.get("key") == "metadata.name":
             out.append(Requirement(NODE_NAME, str(expression.get("operator")), values))
     return tuple(out)
@@ -226,12 +235,14 @@ def _exclusions(term: RawObject) -> dict[str, tuple[Exclusion, ...]]:
     out: dict[str, tuple[Exclusion, ...]] = {}
     for expression in list_of_dicts(term.get("matchExpressions")):
         key, operator = expression.get("key"), expression.get("operator")
-        if not isinstance(key, str) or operator not in _EXCLUDING:
+        if not isinstance(key, str) or not isinstance(operator, str):
+            continue  # a JSON object as the operator (before the API server checks it)
+        if operator not in _EXCLUDING:
             continue
         raw = expression.get("values")
         values = tuple(v for v in (raw if isinstance(raw, list) else ()) if isinstance(v, str))
         canonical = LABEL_ALIASES.get(key, key)
-        out[canonical] = (*out.get(canonical, ()), Exclusion(operator, values))
+        out[canonical] = (*out.get(canonical, ()), Exclusion(operator, values))  # type: ignore[arg-type]
     return out
 
 

@@ -6,7 +6,7 @@ the pod can land on the machine series and CPU architecture a snapshot was taken
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import NamedTuple
 
 from webhook.base.text import clip
@@ -23,8 +23,8 @@ from webhook.kube.gke import (
 )
 from webhook.pod.node_pins import NodeSelection
 from webhook.pod.tolerations import GPU_TOLERATION, Toleration, tolerated
-from webhook.pod.virtual_node import accelerators_of, admits, pool_domains, series_domains
-from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
+from webhook.pod.virtual_node import CPU_ONLY_SERIES, admits, pool_domains, series_domains
+from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts, Taint
 
 _LANDING_PINS = (
     NODE_POOL, MACHINE_FAMILY, INSTANCE_TYPE, ARCHITECTURE, ACCELERATOR, SANDBOX_RUNTIME
@@ -38,11 +38,11 @@ LANDING_MEMO_SIZE = 64
 LANDING_MAX_CHARS = 1024
 """Characters of pin values a remembered pin set holds at most (real ones: a few names of up
 to 63 characters; admission runs before the API server validates the pod)."""
-_LANDING: list[tuple[Mapping[str, NodePoolFacts], dict[Landing, tuple[NodePoolFacts, ...]]]] = []
-"""The last node-pool map seen and, per pin set (``Landing``), the pools a pod with those pins
-can land on. The cluster state replaces that map on a change and never edits it, so identity
-is enough: 20 pools cost a pinned pod ~30 us per admission before (``make bench-scale --profile``:
-``landing_pools`` was the top frame of its own at scale)."""
+_LANDING: list[tuple[Mapping[str, NodePoolFacts], dict[Hashable, tuple[NodePoolFacts, ...]]]] = []
+"""The last node-pool map seen and, per pin set (``Landing``), affinity terms and tolerations,
+the pools a pod with those can land on. The cluster state replaces that map on a change and
+never edits it, so identity is enough: 20 pools cost a pinned pod ~30 us per admission before
+(``make bench-scale --profile``: ``landing_pools`` was the top frame of its own at scale)."""
 
 
 def landing_pools(
@@ -68,9 +68,11 @@ def landing_pools(
     ``NoSchedule``/``NoExecute`` taint on every node the pod does not tolerate is left out
     (None: taints not judged). A pod asking for GPUs tolerates ``nvidia.com/gpu``, written or
     not: GKE schedules such pods onto its tainted GPU pools, and a captured GKE pod (review 03
-    of ../shared/data) reaches the webhook without that toleration. The pins' answer is
-    computed once per node-pool map, set of exhaustive pins and ``gpu`` (``_LANDING``), not per
-    admission.
+    of ../shared/data) reaches the webhook without that toleration; one selecting a
+    ComputeClass tolerates its taint (``_implied_tolerations``). The answer is computed once per
+    node-pool map, set of exhaustive pins, ``gpu``, affinity terms and tolerations
+    (``_LANDING``), not per admission (a review measured 23 us at 20 pools, 156 us at 100, per
+    call before).
     """
     wanted: Landing = tuple(
         pin.values if pin is not None and pin.exhaustive else None
@@ -81,23 +83,46 @@ def landing_pools(
         cached = (pools, {})
         _LANDING[:] = [cached]
     known = cached[1]
-    key = (*wanted, frozenset({"gpu"}) if gpu else None)
+    if tolerations is not None:
+        tolerations = (*tolerations, *_implied_tolerations(selection, gpu))
+    pins: Landing = (*wanted, frozenset({"gpu"}) if gpu else None)
+    key = (pins, selection.requirements, tolerations)
     found = known.get(key)
     if found is None:
-        found = _landing(key, pools)
-        # a tenant's huge pins are answered but not kept
-        if sum(len(value) for values in wanted if values for value in values) <= LANDING_MAX_CHARS:
+        found = _landing(pins, pools)
+        if selection.requirements:  # each term, as the scheduler reads it (``virtual_node``)
+            found = tuple(f for f in found if admits(selection, pool_domains(f)))
+        if tolerations is not None:
+            verdicts: dict[frozenset[Taint], bool] = {}  # pools share a few taint sets
+            found = tuple(
+                f
+                for f in found
+                if not f.taints or verdicts.setdefault(f.taints, tolerated(f.taints, tolerations))
+            )
+        if _size(wanted, selection, tolerations) <= LANDING_MAX_CHARS:
             if len(known) >= LANDING_MEMO_SIZE:
                 known.clear()
-            known[key] = found
-    out = list(found)
-    if selection.requirements:  # each term, as the scheduler reads it (``virtual_node``)
-        out = [facts for facts in out if admits(selection, pool_domains(facts))]
-    if tolerations is not None:
-        if gpu:
-            tolerations = (*tolerations, GPU_TOLERATION)
-        out = [facts for facts in out if not facts.taints or tolerated(facts.taints, tolerations)]
-    return out
+            known[key] = found  # a tenant's huge selections are answered but not kept
+    return list(found)
+
+
+def _implied_tolerations(selection: NodeSelection, gpu: bool) -> tuple[Toleration, ...]:
+    """Tolerations GKE gives a pod beside those it wrote: ``nvidia.com/gpu`` when it asks for
+    GPUs (``GPU_TOLERATION``), and a ComputeClass's taint when it selects the class (GKE taints
+    the nodes a ComputeClass makes ``cloud.google.com/compute-class=<name>:NoSchedule`` and
+    tolerates it on the pods that select it; they may reach this webhook first)."""
+    implied = [GPU_TOLERATION] if gpu else []
+    pin = selection.pins.get(COMPUTE_CLASS)
+    for name in sorted(pin.values) if pin is not None else ():
+        implied.append(Toleration(COMPUTE_CLASS, "Equal", name, ""))
+    return tuple(implied)
+
+
+def _size(wanted: Landing, selection: NodeSelection, tolerations: object) -> int:
+    """What a memo entry holds, in characters and values (``LANDING_MAX_CHARS``)."""
+    pins = sum(len(value) for values in wanted if values for value in values)
+    terms = sum(len(rule.values) + 1 for term in selection.requirements for rule in term)
+    return pins + terms * 16 + (len(tolerations) * 32 if isinstance(tolerations, tuple) else 0)
 
 
 def _landing(wanted: Landing, pools: Mapping[str, NodePoolFacts]) -> tuple[NodePoolFacts, ...]:
@@ -263,7 +288,7 @@ def _series_reason(
     gpu: bool,
 ) -> str | None:
     """Why no node of ``family`` and ``arch`` meets the pod's node selection, or None."""
-    if gpu and accelerators_of(family, gpu=True) == frozenset():
+    if gpu and family in CPU_ONLY_SERIES:
         return f"asks for GPUs, which machine family {family} has none of, snapshot taken there"
     if not admits(selection, series_domains(family, None, pools, gpu=gpu)):
         return f"node selection rules out machine family {family}, snapshot taken there"

@@ -29,10 +29,15 @@ from webhook.kube.gke import (
 from webhook.pod.node_pins import NodeSelection, Requirement
 from webhook.snapshots.state import NodePoolFacts
 
-Domain = frozenset[str | None] | Callable[[str], bool] | None
+Domain = frozenset[str | None] | Callable[[str | None], bool] | None
 """What is known of one label of the node: its possible values (None in the set: the label may
-be absent); or a test of the values it may have (the label is always there, with one of
-infinitely many values: a machine type of the series); or None, nothing known."""
+be absent); or a test of a value (None: whether the label may be absent), where infinitely
+many values may pass (a machine type of the series, a GPU model no table lists); or None,
+nothing known."""
+MAX_VALUES = 1024
+"""Values of one requirement judged at most: past it the requirement is not judged (real ones
+list a few names; admission runs before the API server checks the pod, and a tenant's 16,000
+values cost seconds per pool, ``In`` against ``NotIn`` of the same list: a review)."""
 
 GPU_SERIES = frozenset(f for families in ACCELERATOR_FAMILIES.values() for f in families)
 """Machine series with GPUs: Compute Engine attaches GPUs only to N1 and the accelerator-
@@ -50,7 +55,7 @@ def admits(selection: NodeSelection, domains: Mapping[str, Domain]) -> bool:
     """Whether a node described by ``domains`` (label key -> ``Domain``; absent: None) can meet
     ``selection``'s nodeSelector and one of its required affinity terms."""
     for key, value in selection.selector:
-        if not satisfiable(domains.get(key), (Requirement(key, "In", (value,)),)):
+        if not satisfiable(domains.get(key), (Requirement(key, "In", frozenset({value})),)):
             return False
     if not selection.requirements:
         return True
@@ -68,24 +73,26 @@ def _term(term: tuple[Requirement, ...], domains: Mapping[str, Domain]) -> bool:
 
 def satisfiable(domain: Domain, rules: Iterable[Requirement]) -> bool:
     """Whether one value of ``domain`` (or the label's absence, where allowed) meets every
-    requirement of ``rules`` (one label's requirements in one term)."""
+    requirement of ``rules`` (one label's requirements in one term). Linear in the values:
+    a requirement's are a set."""
     rules = tuple(rules)
     if not all(rule.valid() for rule in rules):
         return False
+    if any(len(rule.values) > MAX_VALUES for rule in rules):
+        return True  # not judged (``MAX_VALUES``)
     if isinstance(domain, frozenset):
         return any(all(rule.matches(value) for rule in rules) for value in domain)
-    listed = [set(rule.values) for rule in rules if rule.operator == "In"]
+    fits = domain or _anything
+    listed = [rule.values for rule in rules if rule.operator == "In"]
     if listed:
-        candidates = set.intersection(*listed)
-        fits = domain or _anything
+        candidates = frozenset.intersection(*listed)
         return any(fits(v) and all(rule.matches(v) for rule in rules) for v in candidates)
-    absent = any(rule.operator == "DoesNotExist" for rule in rules)
-    if domain is None:  # absent or any value: not both at once
-        return not (absent and any(rule.operator in ("Exists", "Gt", "Lt") for rule in rules))
-    return not absent
+    if any(rule.operator == "DoesNotExist" for rule in rules):
+        return fits(None) and not any(rule.operator in ("Exists", "Gt", "Lt") for rule in rules)
+    return True  # NotIn, Exists: one of infinitely many other values; Gt/Lt: not known
 
 
-def _anything(_: str) -> bool:
+def _anything(_: str | None) -> bool:
     return True
 
 
@@ -110,10 +117,10 @@ def series_domains(
     a pod asking for GPUs (``gpu``) or not would need it. Its pool is one not known (scaled to
     zero, or yet to be made) or a known one running that series and architecture."""
 
-    def pool_fits(name: str) -> bool:
-        facts = pools.get(name)
+    def pool_fits(name: str | None) -> bool:
+        facts = pools.get(name) if name is not None else None
         if facts is None:
-            return True
+            return name is not None
         return (not facts.machine_families or family in facts.machine_families) and (
             arch is None or not facts.architectures or arch in facts.architectures
         )
@@ -121,20 +128,28 @@ def series_domains(
     return {
         MACHINE_FAMILY: frozenset({family}),
         ARCHITECTURE: frozenset({arch}) if arch else None,
-        INSTANCE_TYPE: lambda machine_type: instance_family(machine_type) == family,
+        INSTANCE_TYPE: lambda t: t is not None and instance_family(t) == family,
         NODE_POOL: pool_fits,
         ACCELERATOR: accelerators_of(family, gpu=gpu),
     }
 
 
 def accelerators_of(family: str, *, gpu: bool) -> Domain:
-    """The ``gke-accelerator`` values a node of ``family`` may carry (None in the set: none);
-    only GPU ones for a pod asking for GPUs. None when the series is on neither list."""
-    models = frozenset(a for a, families in ACCELERATOR_FAMILIES.items() if family in families)
+    """The ``gke-accelerator`` values a node of ``family`` may carry: none on a series without
+    GPUs; on a GPU series the models ``ACCELERATOR_FAMILIES`` puts there, or a model it does
+    not list (Google runs GPUs beyond any list: docs/gke-facts.md#section-9), and no label
+    only on N1 (GPUs are optional there). A pod asking for GPUs needs one. None when the series
+    is on neither list."""
     if family in CPU_ONLY_SERIES:
-        found: frozenset[str | None] = frozenset({None})
-    elif family in GPU_SERIES:
-        found = models if family != "n1" else models | {None}
-    else:
+        return frozenset() if gpu else frozenset({None})
+    if family not in GPU_SERIES:
         return None
-    return frozenset(value for value in found if value is not None) if gpu else found
+    optional = family == "n1" and not gpu
+
+    def carries(model: str | None) -> bool:
+        if model is None:
+            return optional
+        listed = ACCELERATOR_FAMILIES.get(model)
+        return listed is None or family in listed
+
+    return carries

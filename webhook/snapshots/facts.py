@@ -47,11 +47,13 @@ TRANSIENT_TAINTS = (
     "node.cloudprovider.kubernetes.io/",
     "ToBeDeletedByClusterAutoscaler",
     "DeletionCandidateOfClusterAutoscaler",
+    "cloud.google.com/impending-node-termination",
 )
 """Taint key prefixes left out of ``NodeView.taints``: the node lifecycle controller's
 conditions (``not-ready``, ``unschedulable``...: pkg/controller/nodelifecycle), the cloud node
-controller's (``uninitialized``, ``shutdown``) and the cluster autoscaler's scale-down marks
-come and go on single nodes; a pool's own taints stay on all of them."""
+controller's (``uninitialized``, ``shutdown``), the cluster autoscaler's scale-down marks and
+GKE's mark on a Spot or preemptible node about to be reclaimed come and go on single nodes; a
+pool's own taints stay on all of them."""
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
