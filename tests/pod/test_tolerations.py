@@ -183,5 +183,5 @@ def test_the_filtered_answer_is_remembered_per_pins_terms_and_tolerations() -> N
     selection = node_selection(GVISOR, "spec")
     first = landing_pools(selection, POOLS, tolerations=tolerations_of(GVISOR))
     kept = memo._LANDING[0][1]
-    assert any(key[2] == tolerations_of(GVISOR) for key in kept)
+    assert any(key[2] == tolerations_of(GVISOR) for key in kept)  # type: ignore[index]
     assert landing_pools(selection, POOLS, tolerations=tolerations_of(GVISOR)) == first
