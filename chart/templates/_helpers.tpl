@@ -229,5 +229,5 @@ off
 {{- end -}}
 
 {{- define "snapready.schedulingCondition" -}}
-oldObject.spec.?schedulingGates.orValue([]).size() > 0 && (object.spec.?nodeSelector.orValue({}) != oldObject.spec.?nodeSelector.orValue({}) || object.spec.?affinity.orValue({}) != oldObject.spec.?affinity.orValue({}) || object.spec.?tolerations.orValue([]) != oldObject.spec.?tolerations.orValue([]))
+oldObject.spec.?schedulingGates.orValue([]).size() > 0 && (object.spec.?nodeSelector.orValue({}) != oldObject.spec.?nodeSelector.orValue({}) || object.spec.?affinity.orValue({}) != oldObject.spec.?affinity.orValue({}) || object.spec.?tolerations.orValue([]) != oldObject.spec.?tolerations.orValue([]) || object.metadata.?labels.orValue({}) != oldObject.metadata.?labels.orValue({}))
 {{- end -}}

@@ -5,13 +5,19 @@ server)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
+from tests.admission.test_mutate_findings import prefill_pod
 from tests.conftest import make_settings
-from webhook.admission.engine import admit
+from tests.mutation.test_mutation import apply, engine_for, make_review, run
+from webhook.admission.engine import Engine, admit
 from webhook.admission.gated import placement_changed
 from webhook.kube.review import AdmissionRequest
 from webhook.server.runner import build_engine
+from webhook.snapshots.index import SnapshotIndex
+from webhook.snapshots.state import NodePoolFacts
+from webhook.snapshots.views import OriginRecord, SnapshotView, WorkloadRef
 
 POD: dict[str, Any] = {
     "metadata": {"name": "p", "namespace": "snap", "labels": {"app": "llm"}},
@@ -46,9 +52,9 @@ def with_spec(**fields: Any) -> dict[str, Any]:
 def test_only_a_gated_pods_placement_changes_count() -> None:
     assert placement_changed(update(with_spec(nodeSelector={"a": "b"})))
     assert placement_changed(update(with_spec(tolerations=[{"key": "k", "operator": "Exists"}])))
-    labelled = copy.deepcopy(POD)
-    labelled["metadata"]["labels"]["x"] = "y"
-    assert not placement_changed(update(labelled)), "not a placement"
+    annotated = copy.deepcopy(POD)
+    annotated["metadata"]["annotations"] = {"x": "y"}
+    assert not placement_changed(update(annotated)), "not a placement"
     ungated = with_spec(nodeSelector={"a": "b"})
     ungated["spec"].pop("schedulingGates")
     old = copy.deepcopy(ungated)
@@ -80,3 +86,87 @@ def test_the_update_is_denied_only_for_what_it_brings() -> None:
     old_web = copy.deepcopy(POD)
     old_web["metadata"]["labels"] = {"app": "web"}
     assert admit(update(web, old_web), "validate", engine).allowed, "no policy selects it"
+
+
+def test_unselecting_the_pod_in_the_same_update_does_not_escape() -> None:
+    """A review: labels that no policy selects plus ``machine-family: e2`` in one UPDATE was
+    allowed, and the labels put back afterwards never reached the webhook."""
+    engine = build_engine(make_settings())
+    new = with_spec(nodeSelector={"cloud.google.com/machine-family": "e2"})
+    new["metadata"]["labels"] = {"app": "web"}
+    request = update(new)
+    assert placement_changed(request)
+    decision = admit(request, "validate", engine)
+    assert not decision.allowed and "machine-family" in str(decision.message)
+    relabelled = copy.deepcopy(POD)
+    relabelled["metadata"]["labels"] = {"app": "llm", "extra": "x"}
+    assert placement_changed(update(relabelled)), "a gated pod's labels decide its policies"
+
+
+def test_a_pin_restated_elsewhere_is_not_new() -> None:
+    """A review: Kueue writing the affinity's e2 pin as a nodeSelector while it ungates was
+    denied (the finding's path moved), and the pod would stay gated for ever."""
+    engine = build_engine(make_settings())
+    expression = {"key": "cloud.google.com/machine-family", "operator": "In", "values": ["e2"]}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+            }
+        }
+    }
+    old = with_spec(affinity=affinity)
+    new = with_spec(affinity=affinity, nodeSelector={"cloud.google.com/machine-family": "e2"})
+    assert admit(update(new, old), "validate", engine).allowed
+
+
+def test_a_placement_predicted_to_cold_start_is_denied_under_on_miss_deny() -> None:
+    """A review: with ``restore.on_miss: deny``, a gated unpinned pod (a hit) pinned by UPDATE
+    to a pool upgraded past the snapshot was allowed; created so pinned it is denied."""
+    pod = prefill_pod()
+    pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    stamped = apply(pod, run(make_review(pod), engine_for()))
+    spec_hash = stamped["metadata"]["annotations"]["snapready.io/spec-hash"]
+    base = engine_for(restore={"on_miss": "deny"})
+    node = {"pool": "old", "family": "n2", "arch": "amd64", "version": "1.35.1-gke.100"}
+    origin = OriginRecord(
+        "origin", spec_hash, node=node, workload=WorkloadRef("Deployment", "prefill")
+    )
+    view = SnapshotView(
+        "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
+        origin,
+    )  # fmt: skip
+
+    def pool(name: str, version: str) -> NodePoolFacts:
+        return NodePoolFacts(
+            name, 2, frozenset({"n2-standard-8"}), frozenset({"n2"}),
+            architectures=frozenset({"amd64"}), versions=frozenset({version}),
+        )  # fmt: skip
+
+    pools = {"old": pool("old", "1.35.1-gke.100"), "new": pool("new", "1.35.3-gke.200")}
+    state = dataclasses.replace(
+        base.state(),
+        snapshots=SnapshotIndex.build([view]),
+        snapshots_known=True,
+        node_pools=pools,
+    )
+    engine = Engine(settings=base.settings, state=lambda: state, governance=base.governance)
+    assert run(make_review(pod), engine).allowed, "unpinned: a hit"
+    new = copy.deepcopy(stamped)
+    new["spec"]["nodeSelector"] = {"cloud.google.com/gke-nodepool": "new"}
+    request = AdmissionRequest.model_validate(
+        {
+            "uid": "u",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "namespace": "snap",
+            "operation": "UPDATE",
+            "object": new,
+            "oldObject": stamped,
+            "userInfo": {"username": "kueue"},
+        }
+    )
+    decision = admit(request, "validate", engine)
+    assert not decision.allowed and "cold-start" in str(decision.message), decision.message
+    back = copy.deepcopy(stamped)
+    back["spec"]["nodeSelector"] = {"cloud.google.com/gke-nodepool": "old"}
+    assert admit(update(back, stamped), "validate", engine).allowed

@@ -7,19 +7,23 @@ Kueue sets a ResourceFlavor's node labels this way before it removes its gate). 
 the pod at CREATE; such an UPDATE could add a placement its rules deny (``machine-family: e2``:
 a hostile trial created a pod gated and unpinned, then pinned it). The validating webhook
 ``scheduling.snapready.io`` receives exactly these UPDATEs (``scheduling_condition``, rendered by
-the chart), and ``rejudge`` denies what the change brings that was not there before. The
-restore prediction stamped at CREATE is not rewritten: ``snapready explain`` and the reports
-predict again from the live pod.
+the chart), and ``rejudge`` denies what the change brings that was not there before, the
+restore prediction's rules included (``restore.on_miss: deny``). The prediction stamped at
+CREATE is not rewritten (only snapready's service account may write it, and this request is
+the user's): ``snapready explain`` and the reports predict again from the live pod.
 """
 
 from __future__ import annotations
 
 from webhook.admission.context import Engine, selecting_policies, view_context
 from webhook.admission.decision import decide
-from webhook.base.types import Finding, mapping
+from webhook.base.types import Finding, RawObject, mapping
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
-from webhook.rules import evaluate
+from webhook.mutation.patch import Draft
+from webhook.mutation.prediction import stamp_prediction
+from webhook.pod.context import PodContext
+from webhook.rules import evaluate, prediction_findings
 
 SCHEDULING_FIELDS = ("nodeSelector", "affinity", "tolerations")
 """The pod fields a gated pod may still change that decide where it lands."""
@@ -27,10 +31,17 @@ SCHEDULING_FIELDS = ("nodeSelector", "affinity", "tolerations")
 
 def scheduling_condition() -> str:
     """The CEL ``matchCondition`` the chart renders (tests compare them): an UPDATE of a pod
-    that had scheduling gates and whose nodeSelector, affinity or tolerations changed."""
+    that had scheduling gates and whose nodeSelector, affinity, tolerations or labels changed
+    (labels decide which policies select it: a review unselected a pod, pinned it, and put the
+    labels back)."""
     changed = " || ".join(
-        f"object.spec.?{name}.orValue({empty}) != oldObject.spec.?{name}.orValue({empty})"
-        for name, empty in (("nodeSelector", "{}"), ("affinity", "{}"), ("tolerations", "[]"))
+        f"object.{side}.?{name}.orValue({empty}) != oldObject.{side}.?{name}.orValue({empty})"
+        for side, name, empty in (
+            ("spec", "nodeSelector", "{}"),
+            ("spec", "affinity", "{}"),
+            ("spec", "tolerations", "[]"),
+            ("metadata", "labels", "{}"),
+        )
     )
     return f"oldObject.spec.?schedulingGates.orValue([]).size() > 0 && ({changed})"
 
@@ -43,27 +54,36 @@ def placement_changed(request: AdmissionRequest) -> bool:
     old_spec, new_spec = mapping(old.get("spec")), mapping(new.get("spec"))
     if not old_spec.get("schedulingGates"):
         return False
-    return any(old_spec.get(name) != new_spec.get(name) for name in SCHEDULING_FIELDS)
+    labels = mapping(old.get("metadata")).get("labels"), mapping(new.get("metadata")).get("labels")
+    return labels[0] != labels[1] or any(
+        old_spec.get(name) != new_spec.get(name) for name in SCHEDULING_FIELDS
+    )
 
 
 def rejudge(request: AdmissionRequest, engine: Engine) -> Decision:
-    """The rule table over the updated pod, deciding only the findings the old pod did not
-    have (a rule that already warned at CREATE is not repeated, and a finding the cluster's
-    state brings since then is not held against this change); allowed when no policy selects
-    the pod or nothing is new."""
+    """The rule table and the restore prediction's rules (``restore-miss`` under
+    ``restore.on_miss: deny``...) over the updated pod, deciding only the findings of rules the
+    old pod did not already have (a rule that already warned at CREATE is not repeated, a pin
+    restated elsewhere is not new, and what the cluster's state brings since then is not held
+    against this change); allowed when no policy selects the pod, under its old labels or its
+    new ones."""
     new, old = request.object, request.old_object
     if not isinstance(new, dict) or not isinstance(old, dict):
         return allowed()
     state = engine.state()
     namespace, policies = selecting_policies(request, new, engine, state)
+    _, before = selecting_policies(request, old, engine, state)
+    policies = (*policies, *(p for p in before if p not in policies))
     if not policies:
         return allowed()
     ctx = view_context(request, new, engine, state, namespace=namespace, policies=policies)
-    before = view_context(request, old, engine, state, namespace=namespace, policies=policies)
-    known = {_key(f) for f in evaluate(before, engine.rules)}
-    fresh = [f for f in evaluate(ctx, engine.rules) if _key(f) not in known]
+    was = view_context(request, old, engine, state, namespace=namespace, policies=policies)
+    known = {f.rule for f in _findings(old, was, engine)}
+    fresh = [f for f in _findings(new, ctx, engine) if f.rule not in known]
     return decide(fresh, ctx) if fresh else allowed()
 
 
-def _key(finding: Finding) -> tuple[str, str, str]:
-    return (finding.rule, finding.path, finding.message)
+def _findings(pod: RawObject, ctx: PodContext, engine: Engine) -> list[Finding]:
+    """The rule table's findings and, with a prediction, its rules' (``prediction_findings``)."""
+    stamp_prediction(Draft(pod), ctx)  # the prediction in ctx.memo (the draft is dropped)
+    return [*evaluate(ctx, engine.rules), *prediction_findings(ctx)]
