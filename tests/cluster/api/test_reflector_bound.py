@@ -236,3 +236,67 @@ class Watchless(Listing):
 
     def watch(self, path: str, **_: Any) -> Any:
         raise TransportError("no watch here")
+
+
+def test_a_list_keeps_no_events_of_a_pod_gone_while_it_paged() -> None:
+    """A review: the pod was deleted while the Events list paged; ``forget_owner`` saw the
+    values before the list, and the list then installed the gone pod's Events, owned and
+    uncounted. Installing a list drops values whose owner is gone."""
+    live = {"llm/server": "u-server"}
+    flood = [event(f"gke-{n}", "server", "llm") for n in range(4)]
+    for obj in flood:
+        obj["involvedObject"]["uid"] = "u-server"
+
+    class Deleting(Listing):
+        def list(
+            self, path: str, *, page_size: int, each: Callable[[dict[str, Any]], None]
+        ) -> tuple[list[dict[str, Any]], str]:
+            found = super().list(path, page_size=page_size, each=each)
+            live.clear()  # the pod is deleted before the list is installed
+            return found
+
+    (gke,) = (r for r in resources("snapready.io/", stamped=live.get) if r.name == "gkeevents")
+    cache = Reflector(
+        dataclasses.replace(gke, max_per_namespace=1, max_items=1),
+        Deleting(flood),  # type: ignore[arg-type]
+        Timing(),
+        threading.Lock(),
+        lambda: None,
+    )
+    cache._list()
+    assert len(cache.items) <= 1 and not cache._bound.owners
+
+
+def test_a_relist_tells_the_listeners_of_what_vanished_without_a_watch() -> None:
+    """Pods deleted while no watch ran (a relist after 410 Gone) were never reported gone, so
+    their Events stayed owned (a review); a relist now calls ``after(old, None)`` for them."""
+    heard: list[tuple[Any, Any]] = []
+    (pods,) = (r for r in resources("snapready.io/") if r.name == "pods")
+    listing = Listing([pod("a"), pod("b")])
+    cache = Reflector(
+        dataclasses.replace(pods, after=lambda old, new: heard.append((old, new))),
+        listing,  # type: ignore[arg-type]
+        Timing(),
+        threading.Lock(),
+        lambda: None,
+    )
+    cache._list()
+    listing.objects = [pod("a")]
+    heard.clear()
+    cache._list()
+    gone = [old.name for old, new in heard if new is None]
+    assert gone == ["b"]
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "llm",
+            "uid": "u-" + name,
+            "resourceVersion": "1",
+            "labels": {"snapready.io/selected": "true"},
+            "annotations": {"snapready.io/spec-hash": "v1:sha256:" + "0" * 64},
+        },
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }

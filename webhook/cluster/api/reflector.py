@@ -183,6 +183,19 @@ class Reflector(Worker):
                 self.view = self.resource.build(self.items)
             self.on_change()
 
+    def _drop_orphans(self) -> None:
+        """Drop the values a list kept as an owner's that no longer has one (caller holds
+        ``lock``): the owner went while the list was paging (``forget_owner`` then saw the
+        previous values, not these)."""
+        find = self.resource.owner
+        if find is None:
+            return
+        for key, owner in list(self._bound.owners.items()):
+            value = self.items.get(key)
+            if value is None or find(value) != owner:
+                self.items.pop(key, None)
+                self._bound.release(key)
+
     def run(self) -> None:
         """List, then watch until stopped; relist on 410, back off on errors. The first list
         waits for ``resource.waits_for``."""
@@ -221,14 +234,17 @@ class Reflector(Worker):
             self.dropped = 0
             for _ in range(collected.dropped):
                 self._drop("(listed)")
-            self._bound = collected.bound
-            self._replace(path, collected.items, collected.invalid, version)
+            self._replace(path, collected, version)
             return
         raise NotServed(", ".join(self.resource.paths))
 
-    def _replace(self, path: str, items: dict[str, Any], invalid: set[str], version: str) -> None:
+    def _replace(self, path: str, collected: _Collected, version: str) -> None:
+        items = collected.items
         with self.lock:
-            self.items, self.invalid, self.served = items, invalid, True
+            previous = self.items
+            self.items, self.invalid, self.served = items, collected.invalid, True
+            self._bound = collected.bound
+            self._drop_orphans()
             self.path, self.resource_version = path, version
             self.view = self.resource.build(items)
             self.synced, self.status = True, self._synced_status()
@@ -236,6 +252,9 @@ class Reflector(Worker):
         if self.resource.after is not None:
             for value in items.values():
                 self.resource.after(None, value)
+            for key, value in previous.items():  # gone while no watch ran (a relist)
+                if key not in items:
+                    self.resource.after(value, None)
         self._backoff.reset()
         self._not_served_logged = False
         log.info("%s: listed %d at resourceVersion %s", self.name, len(items), version)
