@@ -17,7 +17,7 @@ from webhook.kube.gke import ACCELERATOR, INSTANCE_TYPE, MACHINE_FAMILY, NODE_PO
 from webhook.kube.gke import ARCHITECTURE as ARCH
 from webhook.pod.node_pins import Requirement, node_selection
 from webhook.pod.pools import landing_pools
-from webhook.pod.virtual_node import MAX_VALUES, satisfiable
+from webhook.pod.virtual_node import MAX_REQUIREMENTS, MAX_VALUES, satisfiable
 from webhook.snapshots.facts import compute_class_facts, node_view
 
 A100, L4, H100 = "nvidia-tesla-a100", "nvidia-l4", "nvidia-h100-80gb"
@@ -154,3 +154,12 @@ def test_an_operator_that_is_not_a_string_is_ignored_not_a_crash() -> None:
     assert on_machine(_required([{"matchExpressions": [expression]}])).outcome == "miss", (
         "a term Kubernetes cannot parse matches no node"
     )
+
+
+def test_thousands_of_terms_are_not_judged() -> None:
+    """Past ``MAX_REQUIREMENTS`` requirements in all, the terms are not judged (no reason, and
+    no per-pool work that grows with the request)."""
+    many = [{"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]}] * (MAX_REQUIREMENTS + 1)
+    assert on_machine(_required(many)).outcome == "hit"
+    few = [{"matchExpressions": [_not_in(MACHINE_FAMILY, "g2")]}] * 3
+    assert on_machine(_required(few)).outcome == "miss"

@@ -51,9 +51,18 @@ CPU_ONLY_SERIES = frozenset(
 A series on neither list is not known (a GPU pod is not judged against it)."""
 
 
+MAX_REQUIREMENTS = 1024
+"""Requirements over all terms judged at most: past it the terms are not judged (real pods
+have a few; 3 MB of one-expression terms would cost seconds per pool, on the event loop)."""
+
+
 def admits(selection: NodeSelection, domains: Mapping[str, Domain]) -> bool:
     """Whether a node described by ``domains`` (label key -> ``Domain``; absent: None) can meet
-    ``selection``'s nodeSelector and one of its required affinity terms."""
+    ``selection``'s nodeSelector and one of its required affinity terms (terms of more than
+    ``MAX_REQUIREMENTS`` requirements in all are not judged: True)."""
+    terms = selection.requirements
+    if len(terms) > MAX_REQUIREMENTS or sum(map(len, terms)) > MAX_REQUIREMENTS:
+        return True
     for key, value in selection.selector:
         if not satisfiable(domains.get(key), (Requirement(key, "In", frozenset({value})),)):
             return False
