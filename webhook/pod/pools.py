@@ -33,6 +33,7 @@ Landing = tuple[frozenset[str] | None, ...]
 """The values of a pod's exhaustive pool, family, instance-type, architecture, accelerator and
 GKE Sandbox pins, in ``_LANDING_PINS`` order (None: no such exhaustive pin), then ``{"gpu"}``
 when it asks for GPUs (else None)."""
+_GPU = frozenset({"gpu"})  # one object: its hash is computed once
 LANDING_MEMO_SIZE = 64
 """Pin sets whose landing pools are remembered per node-pool map (pods pin few distinct ones)."""
 LANDING_MAX_CHARS = 1024
@@ -85,7 +86,7 @@ def landing_pools(
     known = cached[1]
     if tolerations is not None:
         tolerations = (*tolerations, *_implied_tolerations(selection, gpu))
-    pins: Landing = (*wanted, frozenset({"gpu"}) if gpu else None)
+    pins: Landing = (*wanted, _GPU if gpu else None)
     key = (pins, selection.requirements, tolerations)
     found = known.get(key)
     if found is None:
