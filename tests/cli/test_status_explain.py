@@ -555,54 +555,68 @@ def test_an_accelerator_pool_at_zero_nodes_and_notin_still_name_the_machine(
 def test_a_gvisor_pod_is_judged_by_the_sandbox_pools_it_tolerates(
     scenario: Scenario, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """GKE upgrades node pools one at a time. The snapshot's pool still runs ``OLD``; a GKE
+    """GKE upgrades node pools one at a time. A pool still runs the snapshot's ``OLD``; a GKE
     Sandbox pool (labelled and tainted ``sandbox.gke.io/runtime=gvisor``, as GKE makes them)
     runs ``NEW``. A pod of the ``gvisor`` RuntimeClass selects and tolerates the Sandbox label
     (the RuntimeClass admission plugin merges them in on GKE), so it lands only there: a miss
     naming that pool (it was ``hit``: any pool on ``OLD`` counted). Taints count too: with the
     old pool tainted ``dedicated=inference:NoSchedule``, a pod that tolerates only the Sandbox
-    taint lands on the Sandbox pool (a miss); one tolerating both may land on the old pool."""
+    taint lands on the Sandbox pool (a miss); one tolerating both may land on the old pool.
+    The two pools have a machine type of their own, which every pod here pins: other tests'
+    nodes on the shared API server are never among the pools compared."""
     take_snapshot(scenario)
     suffix = secrets.token_hex(3)
+    machine = f"g2-standard-{int(suffix, 16)}"
+    old_pool, old_node = f"plain-{suffix}", f"gke-plain-{suffix}"
     pool, node = f"sandbox-{suffix}", f"gke-sandbox-{suffix}"
-    labels = {
-        "cloud.google.com/gke-nodepool": pool,
-        "cloud.google.com/machine-family": "g2",
-        "node.kubernetes.io/instance-type": "g2-standard-8",
-        "cloud.google.com/gke-accelerator": "nvidia-l4",
-        "cloud.google.com/gke-gpu-driver-version": "default",
-        "kubernetes.io/arch": "amd64",
-        "sandbox.gke.io/runtime": "gvisor",
-    }
+
+    def labels(name: str, sandbox: bool) -> dict[str, str]:
+        return {
+            "cloud.google.com/gke-nodepool": name,
+            "cloud.google.com/machine-family": "g2",
+            "node.kubernetes.io/instance-type": machine,
+            "cloud.google.com/gke-accelerator": "nvidia-l4",
+            "cloud.google.com/gke-gpu-driver-version": "default",
+            "kubernetes.io/arch": "amd64",
+            **({"sandbox.gke.io/runtime": "gvisor"} if sandbox else {}),
+        }
+
     sandbox_taint = {"key": "sandbox.gke.io/runtime", "value": "gvisor", "effect": "NoSchedule"}
     gpu_taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-    core = client.CoreV1Api(scenario.api)
-    body = {
-        "metadata": {"name": node, "labels": labels},
-        "spec": {"taints": [sandbox_taint, gpu_taint]},
-    }
-    core.create_node(client.V1Node.model_validate(body))
     dedicated = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
+    core = client.CoreV1Api(scenario.api)
+    nodes = (
+        (node, labels(pool, True), [sandbox_taint, gpu_taint], NEW),
+        (old_node, labels(old_pool, False), [gpu_taint], OLD),
+    )
     try:
-        set_node_version(scenario.api, node, NEW)
-        wait_for(
-            "the Sandbox pool cached",
-            lambda: (
-                pool in (pools := scenario.source.state().node_pools)
-                and bool(pools[pool].taints)
-                and bool(pools[pool].versions)
-            ),
-            15,
-        )
+        for name, node_labels, taints, version in nodes:
+            body = {"metadata": {"name": name, "labels": node_labels}, "spec": {"taints": taints}}
+            core.create_node(client.V1Node.model_validate(body))
+            set_node_version(scenario.api, name, version)
+
+        def cached(name: str, taints: int) -> bool:
+            facts = scenario.source.state().node_pools.get(name)
+            return facts is not None and len(facts.taints) == taints and bool(facts.versions)
+
+        wait_for("both pools cached", lambda: cached(pool, 2) and cached(old_pool, 1), 15)
         sandbox_toleration = {
             "key": "sandbox.gke.io/runtime",
             "operator": "Equal",
             "value": "gvisor",
             "effect": "NoSchedule",
         }
+        pin = {"node.kubernetes.io/instance-type": machine}
         gvisor = scenario.pod("gvisor-pod")
-        gvisor["spec"]["nodeSelector"] = {"sandbox.gke.io/runtime": "gvisor"}
+        gvisor["spec"]["nodeSelector"] = {**pin, "sandbox.gke.io/runtime": "gvisor"}
         gvisor["spec"]["tolerations"] = [sandbox_toleration]
+        plain = scenario.pod("plain-pod")
+        plain["spec"]["nodeSelector"] = pin
+        plain["spec"]["tolerations"] = [sandbox_toleration]
+        assert (
+            scenario.create(plain)["metadata"]["annotations"]["snapready.io/restore-prediction"]
+            == "hit"
+        ), "without the Sandbox selector it may land on the old pool"
         reason = f"node pool {pool} runs {NEW[1:]}, snapshot taken on {OLD[1:]}"
         annotations = scenario.create(gvisor)["metadata"]["annotations"]
         assert annotations["snapready.io/restore-prediction"] == "miss", annotations
@@ -610,17 +624,13 @@ def test_a_gvisor_pod_is_judged_by_the_sandbox_pools_it_tolerates(
         explained = explain_json(scenario, "gvisor-pod", capsys)
         assert explained["prediction"]["reason"] == reason
 
-        core.patch_node(scenario.node, {"spec": {"taints": [dedicated]}})
-        wait_for(
-            "the old pool's taint cached",
-            lambda: scenario.source.state().node_pools[scenario.pool].taints,
-            15,
-        )
+        core.patch_node(old_node, {"spec": {"taints": [gpu_taint, dedicated]}})
+        wait_for("the old pool's taint cached", lambda: cached(old_pool, 2), 15)
         only_sandbox = scenario.pod("only-sandbox")
-        del only_sandbox["spec"]["nodeSelector"]
+        only_sandbox["spec"]["nodeSelector"] = pin
         only_sandbox["spec"]["tolerations"] = [sandbox_toleration]
         both = scenario.pod("both")
-        del both["spec"]["nodeSelector"]
+        both["spec"]["nodeSelector"] = pin
         both["spec"]["tolerations"] = [
             sandbox_toleration,
             {"key": "dedicated", "operator": "Exists"},
@@ -629,10 +639,9 @@ def test_a_gvisor_pod_is_judged_by_the_sandbox_pools_it_tolerates(
             annotations = scenario.create(pod)["metadata"]["annotations"]
             assert annotations["snapready.io/restore-prediction"] == outcome, annotations
     finally:
-        with contextlib.suppress(ApiException):
-            core.delete_node(node)
-        with contextlib.suppress(ApiException):
-            core.patch_node(scenario.node, {"spec": {"taints": None}})
+        for name, *_ in nodes:
+            with contextlib.suppress(ApiException):
+                core.delete_node(name)
 
 
 def test_explain_names_the_image_field_with_a_hint(

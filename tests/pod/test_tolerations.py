@@ -28,7 +28,7 @@ from webhook.snapshots.views import OriginRecord, SnapshotView
 OLD, NEW = "1.35.3-gke.1234000", "1.35.4-gke.1000"
 GPU = Taint("nvidia.com/gpu", "present", "NoSchedule")
 SANDBOX = Taint("sandbox.gke.io/runtime", "gvisor", "NoSchedule")
-REVIEW_03 = Path(__file__).parents[3] / "shared/data/reviews/03-pod-create-gvisor-l4x4-gpu4.json"
+REVIEW_03 = Path(__file__).parents[1] / "data/reviews/03-pod-create-gvisor-l4x4-gpu4.json"
 
 
 @pytest.mark.parametrize(
