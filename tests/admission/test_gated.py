@@ -8,6 +8,8 @@ import copy
 import dataclasses
 from typing import Any
 
+import pytest
+
 from tests.admission.test_mutate_findings import prefill_pod
 from tests.conftest import make_settings
 from tests.mutation.test_mutation import apply, engine_for, make_review, run
@@ -120,14 +122,17 @@ def test_a_pin_restated_elsewhere_is_not_new() -> None:
     assert admit(update(new, old), "validate", engine).allowed
 
 
-def test_a_placement_predicted_to_cold_start_is_denied_under_on_miss_deny() -> None:
+@pytest.mark.parametrize("mode", ["enforce", "warn"])
+def test_a_placement_predicted_to_cold_start_is_denied_under_on_miss_deny(mode: str) -> None:
     """A review: with ``restore.on_miss: deny``, a gated unpinned pod (a hit) pinned by UPDATE
-    to a pool upgraded past the snapshot was allowed; created so pinned it is denied."""
+    to a pool upgraded past the snapshot was allowed; created so pinned it is denied. Judged
+    as at CREATE: ``on_miss: deny`` denies in a ``warn`` namespace too (a later review found
+    the UPDATE only warned there), with the words CREATE uses."""
     pod = prefill_pod()
     pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
     stamped = apply(pod, run(make_review(pod), engine_for()))
     spec_hash = stamped["metadata"]["annotations"]["snapready.io/spec-hash"]
-    base = engine_for(restore={"on_miss": "deny"})
+    base = engine_for(restore={"on_miss": "deny"}, enforcement=mode)
     node = {"pool": "old", "family": "n2", "arch": "amd64", "version": "1.35.1-gke.100"}
     origin = OriginRecord(
         "origin", spec_hash, node=node, workload=WorkloadRef("Deployment", "prefill")
@@ -167,6 +172,27 @@ def test_a_placement_predicted_to_cold_start_is_denied_under_on_miss_deny() -> N
     )
     decision = admit(request, "validate", engine)
     assert not decision.allowed and "cold-start" in str(decision.message), decision.message
+    pinned = copy.deepcopy(pod)
+    pinned["spec"]["nodeSelector"] = {"cloud.google.com/gke-nodepool": "new"}
+    at_create = run(make_review(pinned), engine)
+    assert not at_create.allowed and at_create.message == decision.message, "CREATE's words"
     back = copy.deepcopy(stamped)
     back["spec"]["nodeSelector"] = {"cloud.google.com/gke-nodepool": "old"}
     assert admit(update(back, stamped), "validate", engine).allowed
+
+
+def test_a_warning_turned_into_a_denial_is_new() -> None:
+    """A review: findings were compared by rule alone, so a rule that warned at CREATE could
+    deny after the UPDATE unnoticed. ``gpu-machine`` warns about an L4 pin (it may also land on
+    unsupported shapes) and, under ``unlisted_gpu_severity: deny``, denies a T4 pin."""
+    engine = build_engine(make_settings(rules={"unlisted_gpu_severity": "deny"}))
+
+    def gpu_pod(accelerator: str) -> dict[str, Any]:
+        pod = with_spec(nodeSelector={"cloud.google.com/gke-accelerator": accelerator})
+        pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+        return pod
+
+    old = gpu_pod("nvidia-l4")
+    assert admit(update(old, POD), "validate", engine).allowed, "gpu-machine only warns"
+    decision = admit(update(gpu_pod("nvidia-tesla-t4"), old), "validate", engine)
+    assert not decision.allowed and "gpu-machine" in str(decision.message), decision

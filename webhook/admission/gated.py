@@ -15,8 +15,10 @@ the user's): ``snapready explain`` and the reports predict again from the live p
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from webhook.admission.context import Engine, selecting_policies, view_context
-from webhook.admission.decision import decide
+from webhook.admission.decision import MUTATE_WORDINGS, decide, decide_worded
 from webhook.base.types import Finding, RawObject, mapping
 from webhook.kube.responses import Decision, allowed
 from webhook.kube.review import AdmissionRequest
@@ -62,11 +64,13 @@ def placement_changed(request: AdmissionRequest) -> bool:
 
 def rejudge(request: AdmissionRequest, engine: Engine) -> Decision:
     """The rule table and the restore prediction's rules (``restore-miss`` under
-    ``restore.on_miss: deny``...) over the updated pod, deciding only the findings of rules the
-    old pod did not already have (a rule that already warned at CREATE is not repeated, a pin
-    restated elsewhere is not new, and what the cluster's state brings since then is not held
-    against this change); allowed when no policy selects the pod, under its old labels or its
-    new ones."""
+    ``restore.on_miss: deny``...) over the updated pod, deciding only the findings the old pod
+    did not already have, by rule and severity (a rule that already warned at CREATE is not
+    repeated, a pin restated elsewhere is not new, a warning turned into a denial is; what the
+    cluster's state brings since then is not held against this change); allowed when no policy
+    selects the pod, under its old labels or its new ones. The prediction's findings are judged
+    as at CREATE (``decision.MUTATE_WORDINGS``: their severity decides whatever the policy's
+    mode, with the words users see at CREATE), the rest as ``/validate`` judges them."""
     new, old = request.object, request.old_object
     if not isinstance(new, dict) or not isinstance(old, dict):
         return allowed()
@@ -78,12 +82,23 @@ def rejudge(request: AdmissionRequest, engine: Engine) -> Decision:
         return allowed()
     ctx = view_context(request, new, engine, state, namespace=namespace, policies=policies)
     was = view_context(request, old, engine, state, namespace=namespace, policies=policies)
-    known = {f.rule for f in _findings(old, was, engine)}
-    fresh = [f for f in _findings(new, ctx, engine) if f.rule not in known]
-    return decide(fresh, ctx) if fresh else allowed()
+    known = {(f.rule, f.severity) for part in _findings(old, was, engine) for f in part}
+    table, predicted = (
+        [f for f in part if (f.rule, f.severity) not in known]
+        for part in _findings(new, ctx, engine)
+    )
+    worded = decide_worded(predicted, ctx.mode, ctx.settings, MUTATE_WORDINGS)
+    if not worded.allowed:
+        return worded
+    judged = decide(table, ctx) if table else allowed()
+    if worded.warnings:
+        judged = replace(judged, warnings=(*judged.warnings, *worded.warnings))
+    return judged
 
 
-def _findings(pod: RawObject, ctx: PodContext, engine: Engine) -> list[Finding]:
-    """The rule table's findings and, with a prediction, its rules' (``prediction_findings``)."""
+def _findings(
+    pod: RawObject, ctx: PodContext, engine: Engine
+) -> tuple[list[Finding], list[Finding]]:
+    """The rule table's findings, and the prediction's rules' (``prediction_findings``)."""
     stamp_prediction(Draft(pod), ctx)  # the prediction in ctx.memo (the draft is dropped)
-    return [*evaluate(ctx, engine.rules), *prediction_findings(ctx)]
+    return evaluate(ctx, engine.rules), prediction_findings(ctx)
