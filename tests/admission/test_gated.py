@@ -159,18 +159,7 @@ def test_a_placement_predicted_to_cold_start_is_denied_under_on_miss_deny(mode: 
     assert run(make_review(pod), engine).allowed, "unpinned: a hit"
     new = copy.deepcopy(stamped)
     new["spec"]["nodeSelector"] = {"cloud.google.com/gke-nodepool": "new"}
-    request = AdmissionRequest.model_validate(
-        {
-            "uid": "u",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "namespace": "snap",
-            "operation": "UPDATE",
-            "object": new,
-            "oldObject": stamped,
-            "userInfo": {"username": "kueue"},
-        }
-    )
-    decision = admit(request, "validate", engine)
+    decision = admit(update(new, stamped), "validate", engine)
     assert not decision.allowed and "cold-start" in str(decision.message), decision.message
     pinned = copy.deepcopy(pod)
     pinned["spec"]["nodeSelector"] = {"cloud.google.com/gke-nodepool": "new"}

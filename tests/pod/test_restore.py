@@ -22,6 +22,7 @@ from webhook.pod.node_pins import node_selection
 from webhook.pod.pools import LANDING_MEMO_SIZE, landing_pools
 from webhook.pod.resources import requests_gpus
 from webhook.pod.restore import PodFacts, differences, predict
+from webhook.pod.tolerations import tolerations_of
 from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.state import ComputeClassFacts, NodePoolFacts
 from webhook.snapshots.views import OriginRecord, SnapshotView, snapshot_view
@@ -459,9 +460,11 @@ def on_machine(
     *,
     gpus: bool = False,
     node: dict[str, str] | None = None,
+    tolerations: bool = False,
 ) -> Any:
     """The prediction for a pod of ``spec``'s placement (asking for GPUs or not) against a
-    snapshot taken on G2 (or on ``node``), with ``pools`` (default ``POOLS``) having nodes."""
+    snapshot taken on G2 (or on ``node``), with ``pools`` (default ``POOLS``) having nodes;
+    ``tolerations``: the pools' taints are judged against the spec's tolerations."""
     origin = OriginRecord("origin", HASH, {}, G2 if node is None else node, {"model": "m1"})
     view = SnapshotView(
         "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
@@ -476,6 +479,7 @@ def on_machine(
         fields={},
         selection=node_selection(spec, "spec"),
         gpus=gpus,
+        tolerations=tolerations_of(spec) if tolerations else None,
     )
     index = SnapshotIndex.build([view])
     landing = POOLS if pools is None else pools

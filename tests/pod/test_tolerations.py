@@ -16,14 +16,11 @@ from typing import Any
 
 import pytest
 
-from tests.pod.test_restore import HASH, POLICY
+from tests.pod.test_restore import on_machine
 from webhook.pod.node_pins import node_selection
 from webhook.pod.pools import landing_pools
-from webhook.pod.restore import PodFacts, predict
 from webhook.pod.tolerations import Toleration, tolerated, tolerations_of
-from webhook.snapshots.index import SnapshotIndex
 from webhook.snapshots.state import NodePoolFacts, Taint
-from webhook.snapshots.views import OriginRecord, SnapshotView
 
 OLD, NEW = "1.35.3-gke.1234000", "1.35.4-gke.1000"
 GPU = Taint("nvidia.com/gpu", "present", "NoSchedule")
@@ -130,22 +127,8 @@ def test_review_03_lands_on_the_sandbox_l4_pool_only() -> None:
 
 
 def predicted(spec: dict[str, Any]) -> Any:
-    origin = OriginRecord("origin", HASH, {}, {"version": OLD}, {"model": "m1"})
-    view = SnapshotView(
-        "snap", "snap-1", "llm-policy", "origin", True, "Ready", "2026-12-01T10:00:00Z", None,
-        origin,
-    )  # fmt: skip
-    facts = PodFacts(
-        namespace="snap",
-        labels={"app": "llm", "model": "m1"},
-        annotations={},
-        policies=(POLICY,),
-        spec_hash=HASH,
-        fields={},
-        selection=node_selection(spec, "spec"),
-        tolerations=tolerations_of(spec),
-    )
-    return predict(facts, SnapshotIndex.build([view]), POOLS, rootfs_only=False)
+    """The prediction against a snapshot taken at ``OLD`` (no machine facts), over ``POOLS``."""
+    return on_machine(spec, pools=POOLS, node={"version": OLD}, tolerations=True)
 
 
 def test_a_sandbox_pool_upgraded_past_the_snapshot_is_a_miss_beside_an_older_pool() -> None:
